@@ -1,0 +1,31 @@
+# The two set-up commands for a fresh machine are `make demo` and `make test`;
+# both install what they need first (scripts/install-deps.sh, idempotent).
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: deps demo test unit integration lint typecheck bench clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+demo: deps
+	$(PYTHON) -m dstream_exactly_once.cli demo
+
+test: deps lint
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+unit: deps
+	$(PYTHON) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: deps
+	$(PYTHON) -m pytest tests/integration $(PYTEST_ARGS)
+
+lint: deps
+	$(PYTHON) -m ruff check dstream_exactly_once tests examples bench
+	$(PYTHON) -m mypy
+
+bench: deps
+	$(PYTHON) -m bench
+
+clean:
+	rm -rf .deps-stamp build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,129 @@
+"""One exception tree for the whole library.
+
+::
+
+    DStreamExactlyOnceError                  (base; ``retriable`` flag)
+    ├── ConfigurationError(ValueError)       bad kafkaParams, URLs, arguments (before anything runs)
+    │   └── UnknownKafkaParamError           kafkaParams keys we do not understand
+    ├── OffsetRangeError(ValueError)         fromOffset > untilOffset, negative, beyond the log end
+    ├── DataLossError                        offsets lost to retention / deleted topic (failOnDataLoss)
+    ├── KafkaUnavailableError                broker unreachable / auth failed (retriable)
+    ├── DecodeError(ValueError)              a record a decoder could not decode (names t/p/offset)
+    ├── StoreError                           transactional store failures
+    │   ├── StoreUnavailableError            server unreachable (retriable)
+    │   ├── StoreAuthError                   wrong password
+    │   ├── StoreVersionError                store written by a newer version of this library
+    │   ├── OffsetConflictError              compare-and-set on offsets failed (names partition)
+    │   └── FencedError                      an older driver epoch tried to commit
+    ├── OutputError                          the user's output function raised (names batch/range)
+    ├── SinkError                            an external sink (Doris, Kafka) rejected a write
+    └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
+
+Backend exceptions (kafka-python, redis-py, psycopg, sqlite3) are translated at one boundary with
+``raise ... from exc``; see :func:`translate_backend_error`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DStreamExactlyOnceError",
+    "DataLossError",
+    "DecodeError",
+    "FencedError",
+    "KafkaUnavailableError",
+    "OffsetConflictError",
+    "OffsetRangeError",
+    "OutputError",
+    "ServiceError",
+    "SinkError",
+    "StoreAuthError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StoreVersionError",
+    "UnknownKafkaParamError",
+]
+
+
+class DStreamExactlyOnceError(Exception):
+    """Root of every error this library raises.
+
+    ``retriable`` says whether the same call may succeed later unchanged (a server that was down,
+    a transient broker error). Correctness never depends on it: nothing is committed on any error.
+    """
+
+    retriable: bool = False
+
+
+class ConfigurationError(DStreamExactlyOnceError, ValueError):
+    """Bad configuration or arguments, detected before anything is read or written."""
+
+
+class UnknownKafkaParamError(ConfigurationError):
+    """kafkaParams contain keys this library does not know how to honour."""
+
+
+class OffsetRangeError(DStreamExactlyOnceError, ValueError):
+    """An offset range is malformed or lies outside the partition's log."""
+
+
+class DataLossError(DStreamExactlyOnceError):
+    """Offsets that should be read no longer exist in Kafka (retention, deleted topic)."""
+
+
+class KafkaUnavailableError(DStreamExactlyOnceError):
+    """The Kafka cluster could not be reached or refused the credentials."""
+
+    retriable = True
+
+
+class DecodeError(DStreamExactlyOnceError, ValueError):
+    """A key/value decoder failed on a record; the message names topic, partition and offset."""
+
+
+class StoreError(DStreamExactlyOnceError):
+    """A transactional store failed; nothing of the transaction was written."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server could not be reached within the timeout."""
+
+    retriable = True
+
+
+class StoreAuthError(StoreError):
+    """The store's server refused the credentials."""
+
+
+class StoreVersionError(StoreError):
+    """The store was written by a newer version of this library (schema too new)."""
+
+
+class OffsetConflictError(StoreError):
+    """Stored offsets do not match a batch's ranges (neither its start nor its end)."""
+
+
+class FencedError(StoreError):
+    """A driver with an older epoch tried to commit; a newer driver owns the application."""
+
+
+class OutputError(DStreamExactlyOnceError):
+    """The user's output function raised; the batch was not committed.
+
+    ``batch`` and ``offset_ranges`` identify what failed; ``__cause__`` is the user's exception.
+    """
+
+    def __init__(self, message: str, *, batch: object = None, offset_ranges: object = None) -> None:
+        super().__init__(message)
+        self.batch = batch
+        self.offset_ranges = offset_ranges
+
+
+class SinkError(DStreamExactlyOnceError):
+    """An external sink rejected or failed a write."""
+
+    retriable = True
+
+
+class ServiceError(DStreamExactlyOnceError):
+    """A local service (Kafka, Redis, PostgreSQL, Spark cluster) failed to start or stop."""

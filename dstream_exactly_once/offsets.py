@@ -1,0 +1,190 @@
+"""Value types for positions in Kafka, with the names Spark 2.4's ``pyspark.streaming.kafka`` had.
+
+An offset stored anywhere by this library is always *the next offset to read* (Kafka's
+``position()`` meaning). An :class:`OffsetRange` is half-open: ``[fromOffset, untilOffset)``.
+Offsets inside a range need not be contiguous: transaction markers, aborted records and compaction
+leave gaps, so ``count()`` is an upper bound on the records a range yields, not an exact count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol, Sequence, Tuple, runtime_checkable
+
+from .errors import OffsetRangeError
+
+__all__ = [
+    "Broker",
+    "HasOffsetRanges",
+    "KafkaMessageAndMetadata",
+    "OffsetRange",
+    "TopicAndPartition",
+    "utf8_decoder",
+]
+
+
+def utf8_decoder(s: Optional[bytes]) -> Optional[str]:
+    """Decode UTF-8 bytes to ``str``; ``None`` (a null key or tombstone) stays ``None``."""
+    if s is None:
+        return None
+    return s.decode("utf-8")
+
+
+def _check_topic(topic: object) -> str:
+    if not isinstance(topic, str) or not topic:
+        raise OffsetRangeError(f"topic must be a non-empty str, got {topic!r}")
+    return topic
+
+
+def _check_partition(partition: object) -> int:
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise OffsetRangeError(f"partition must be an int >= 0, got {partition!r}")
+    return partition
+
+
+def _check_offset(name: str, offset: object) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise OffsetRangeError(f"{name} must be an int >= 0, got {offset!r}")
+    return offset
+
+
+@dataclass(frozen=True, order=True)
+class TopicAndPartition:
+    """A Kafka topic partition; hashable, usable as a dict key (as in Spark 2.4)."""
+
+    topic: str
+    partition: int
+
+    def __post_init__(self) -> None:
+        _check_topic(self.topic)
+        _check_partition(self.partition)
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Offsets ``[fromOffset, untilOffset)`` of one topic partition: what one RDD partition reads.
+
+    ``fromOffset`` is the first offset to read (inclusive); ``untilOffset`` is exclusive and is the
+    next offset to read once this range has been consumed. Equal ranges are equal and hash alike.
+    """
+
+    topic: str
+    partition: int
+    fromOffset: int  # noqa: N815 - Spark 2.4 API name
+    untilOffset: int  # noqa: N815 - Spark 2.4 API name
+
+    def __post_init__(self) -> None:
+        _check_topic(self.topic)
+        _check_partition(self.partition)
+        _check_offset("fromOffset", self.fromOffset)
+        _check_offset("untilOffset", self.untilOffset)
+        if self.fromOffset > self.untilOffset:
+            raise OffsetRangeError(
+                f"fromOffset {self.fromOffset} > untilOffset {self.untilOffset} "
+                f"for {self.topic}-{self.partition}"
+            )
+
+    @classmethod
+    def create(
+        cls, topic: str, partition: int, fromOffset: int, untilOffset: int  # noqa: N803
+    ) -> "OffsetRange":
+        """Spark 0-10's ``OffsetRange.create``."""
+        return cls(topic, partition, fromOffset, untilOffset)
+
+    def topicPartition(self) -> TopicAndPartition:  # noqa: N802 - Spark API name
+        """The :class:`TopicAndPartition` this range belongs to."""
+        return TopicAndPartition(self.topic, self.partition)
+
+    def count(self) -> int:
+        """``untilOffset - fromOffset``: the most records this range can yield."""
+        return self.untilOffset - self.fromOffset
+
+    def toTuple(self) -> Tuple[str, int, int, int]:  # noqa: N802 - Spark API name
+        """``(topic, partition, fromOffset, untilOffset)``; stable, JSON-friendly."""
+        return (self.topic, self.partition, self.fromOffset, self.untilOffset)
+
+    def __str__(self) -> str:
+        return (
+            f"OffsetRange(topic: '{self.topic}', partition: {self.partition}, "
+            f"range: [{self.fromOffset} -> {self.untilOffset}])"
+        )
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A broker address, accepted for Spark 2.4's ``createRDD(leaders=...)`` compatibility.
+
+    Leaders are looked up by kafka-python on every read, so the value is only validated.
+    """
+
+    host: str
+    port: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host:
+            raise OffsetRangeError(f"Broker host must be a non-empty str, got {self.host!r}")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 < self.port < 65536:
+            raise OffsetRangeError(f"Broker port must be an int in 1..65535, got {self.port!r}")
+
+
+Decoder = Callable[[Optional[bytes]], Any]
+
+
+@dataclass
+class KafkaMessageAndMetadata:
+    """One Kafka record as handed to a ``messageHandler``.
+
+    ``key`` and ``message`` apply the stream's decoders lazily to the raw bytes; pickling keeps
+    the raw bytes, so records travel between processes undecoded. Beyond Spark 2.4 (Kafka 0.8):
+    ``timestamp`` (ms), ``timestampType`` (0 create time, 1 log append time, -1 none) and
+    ``headers`` (a list of ``(str, bytes)``).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    _rawKey: Optional[bytes] = field(repr=False)  # noqa: N815
+    _rawMessage: Optional[bytes] = field(repr=False)  # noqa: N815
+    timestamp: int = -1
+    timestampType: int = -1  # noqa: N815
+    headers: Sequence[Tuple[str, Optional[bytes]]] = ()
+    _keyDecoder: Decoder = field(default=utf8_decoder, repr=False, compare=False)  # noqa: N815
+    _valueDecoder: Decoder = field(default=utf8_decoder, repr=False, compare=False)  # noqa: N815
+
+    @property
+    def key(self) -> Any:
+        """The record key, decoded by the key decoder."""
+        return self._keyDecoder(self._rawKey)
+
+    @property
+    def message(self) -> Any:
+        """The record value, decoded by the value decoder."""
+        return self._valueDecoder(self._rawMessage)
+
+    def offsetRange(self) -> OffsetRange:  # noqa: N802
+        """The single-record range ``[offset, offset + 1)``."""
+        return OffsetRange(self.topic, self.partition, self.offset, self.offset + 1)
+
+    def __reduce__(self) -> Any:
+        return (
+            KafkaMessageAndMetadata,
+            (self.topic, self.partition, self.offset, self._rawKey, self._rawMessage,
+             self.timestamp, self.timestampType, tuple(self.headers)),
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"KafkaMessageAndMetadata(topic: {self.topic}, partition: {self.partition}, "
+            f"offset: {self.offset}, key and message...)"
+        )
+
+
+@runtime_checkable
+class HasOffsetRanges(Protocol):
+    """Anything that knows the offset ranges it was built from (a KafkaRDD, a batch RDD)."""
+
+    def offsetRanges(self) -> list[OffsetRange]:  # noqa: N802 - Spark API name
+        ...

@@ -1,0 +1,110 @@
+"""Process plumbing shared by the local service helpers: free ports, readiness waits, teardown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..errors import ServiceError
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    what: str,
+    proc: Optional[subprocess.Popen[bytes]] = None,
+    log: Optional[Path] = None,
+    interval: float = 0.2,
+) -> None:
+    """Poll ``ready()`` until true; raise :class:`ServiceError` naming ``what`` on timeout/exit."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise ServiceError(f"{what} exited with code {proc.returncode}{_tail(log)}")
+        try:
+            if ready():
+                return
+        except Exception:  # noqa: BLE001 - not ready yet, whatever the reason
+            pass
+        time.sleep(interval)
+    raise ServiceError(f"{what} was not ready after {timeout:.0f}s{_tail(log)}")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _tail(log: Optional[Path], lines: int = 30) -> str:
+    if log is None or not log.exists():
+        return ""
+    text = log.read_text(errors="replace").splitlines()[-lines:]
+    return "\n--- last lines of " + str(log) + " ---\n" + "\n".join(text)
+
+
+class ManagedProcess:
+    """A child process in its own session with a temp work dir; stop() is idempotent."""
+
+    def __init__(self, name: str, workdir: Optional[Path] = None) -> None:
+        self.name = name
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"deo-{name}-"))
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.log_path = self.workdir / f"{name}.log"
+
+    def spawn(self, argv: Sequence[str], env: Optional[dict[str, str]] = None,
+              preexec: Optional[Callable[[], None]] = None) -> subprocess.Popen[bytes]:
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.workdir, env={**os.environ, **(env or {})}, start_new_session=True,
+                preexec_fn=preexec,
+            )
+        except OSError as exc:
+            raise ServiceError(f"cannot start {self.name}: {argv[0]!r}: {exc}") from exc
+        finally:
+            log.close()
+        return self.proc
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to the whole process group (the service and anything it forked)."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout: float = 15.0, cleanup: bool = True) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill(signal.SIGKILL)
+                self.proc.wait(10)
+        if cleanup and self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return _tail(self.log_path, lines)

@@ -1,0 +1,332 @@
+"""LocalKafka: a real single-node KRaft Apache Kafka broker for tests, demos and benchmarks.
+
+The broker jars come from Maven Central through the small pom in ``jvm/pom.xml``; Maven caches them
+in the local repository, so only the first start downloads anything. The broker runs with ``java``
+on free loopback ports in a temp dir and is killed (process group) on :meth:`LocalKafka.stop`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
+
+from ..errors import ServiceError
+from ._process import ManagedProcess, free_port, wait_until
+
+POM = Path(__file__).with_name("jvm") / "pom.xml"
+_CLASSPATH_CACHE = Path(os.environ.get("DEO_CACHE_DIR", Path.home() / ".cache" / "dstream-exactly-once"))
+
+LOG4J2 = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = info
+"""
+
+
+def kafka_classpath() -> str:
+    """The broker classpath, resolving the jars with Maven on first use (idempotent, cached)."""
+    cp_file = _CLASSPATH_CACHE / ("kafka-" + _pom_digest() + ".classpath")
+    if cp_file.exists():
+        cp = cp_file.read_text().strip()
+        if cp and all(Path(p).exists() for p in cp.split(os.pathsep)):
+            return cp
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ServiceError("Maven ('mvn') is needed to resolve the Kafka broker jars; install it "
+                           "(Debian package 'maven') or run 'make deps'")
+    cp_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cp_file.with_suffix(".tmp")
+    proc = subprocess.run(
+        [mvn, "-q", "-B", "-f", str(POM), "dependency:build-classpath", f"-Dmdep.outputFile={tmp}"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0 or not tmp.exists():
+        raise ServiceError(f"Maven could not resolve the Kafka jars:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    tmp.replace(cp_file)
+    return cp_file.read_text().strip()
+
+
+def _pom_digest() -> str:
+    import hashlib
+
+    return hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+
+
+class LocalKafka:
+    """A single-node KRaft broker on 127.0.0.1.
+
+    ``sasl_users`` (``{user: password}``) adds a SASL_PLAINTEXT listener with the PLAIN mechanism
+    at :attr:`sasl_bootstrap`; the PLAINTEXT listener at :attr:`bootstrap` stays open.
+    ``broker_config`` adds or overrides ``server.properties`` entries.
+    """
+
+    def __init__(
+        self,
+        *,
+        sasl_users: Optional[Mapping[str, str]] = None,
+        broker_config: Optional[Mapping[str, Any]] = None,
+        heap: str = "512m",
+        workdir: Optional[Path] = None,
+    ) -> None:
+        self._sasl_users = dict(sasl_users or {})
+        self._broker_config = dict(broker_config or {})
+        self._heap = heap
+        self._proc = ManagedProcess("kafka", workdir)
+        self.port = 0
+        self.sasl_port = 0
+        self._admin: Any = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        if not self._sasl_users:
+            raise ServiceError("this LocalKafka was started without sasl_users")
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc.running
+
+    def start(self, timeout: float = 90.0) -> "LocalKafka":
+        java = shutil.which("java")
+        if java is None:
+            raise ServiceError("java is needed to run the local Kafka broker (Java 17)")
+        cp = kafka_classpath()
+        work = self._proc.workdir
+        first_start = self.port == 0
+        if first_start:
+            self.port, controller = free_port(), free_port()
+            self.sasl_port = free_port() if self._sasl_users else 0
+            self._controller_port = controller
+            self._write_config(work)
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            fmt = subprocess.run(
+                [java, "-cp", cp, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
+                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(work / "server.properties")],
+                capture_output=True, text=True,
+            )
+            if fmt.returncode != 0:
+                raise ServiceError(f"kafka storage format failed: {fmt.stdout}{fmt.stderr}")
+        self._proc.spawn(
+            [java, f"-Xmx{self._heap}", f"-Xms{self._heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
+             "-cp", cp, "kafka.Kafka", str(work / "server.properties")],
+        )
+        try:
+            wait_until(self._answers_metadata, timeout=timeout, what=f"Kafka broker on {self.bootstrap}",
+                       proc=self._proc.proc, log=work / "server.log")
+        except ServiceError:
+            self._proc.stop(cleanup=False)
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop the broker and delete its data dir (SIGTERM, then SIGKILL)."""
+        self._close_admin()
+        self._proc.stop(cleanup=True)
+
+    def kill(self) -> None:
+        """SIGKILL the broker, keeping its data so :meth:`start` can restart it."""
+        self._close_admin()
+        self._proc.kill()
+        if self._proc.proc is not None:
+            self._proc.proc.wait(10)
+
+    def __enter__(self) -> "LocalKafka":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _write_config(self, work: Path) -> None:
+        listeners = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self._controller_port}"]
+        advertised = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+        protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        conf: dict[str, Any] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{self._controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(work / "data"),
+            "num.partitions": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 4,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 4,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "log.retention.check.interval.ms": 1000,
+            "log.cleaner.backoff.ms": 500,
+            "log.flush.interval.messages": 1000000,
+            "auto.create.topics.enable": "false",
+            "delete.topic.enable": "true",
+        }
+        if self._sasl_users:
+            listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
+            advertised.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
+            protocol_map.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
+            users = " ".join(f'user_{u}="{p}"' for u, p in self._sasl_users.items())
+            conf["sasl.enabled.mechanisms"] = "PLAIN"
+            conf["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required " + users + ";"
+            )
+        conf["listeners"] = ",".join(listeners)
+        conf["advertised.listeners"] = ",".join(advertised)
+        conf["listener.security.protocol.map"] = ",".join(protocol_map)
+        conf.update(self._broker_config)
+        (work / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        (work / "log4j2.properties").write_text(LOG4J2.format(log=work / "server.log"))
+
+    # ------------------------------------------------------------------ admin helpers
+    def _answers_metadata(self) -> bool:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000,
+                                 client_id="deo-localkafka-probe")
+        try:
+            admin.describe_cluster()
+            return True
+        finally:
+            admin.close()
+
+    def admin(self) -> Any:
+        """A cached kafka-python ``KafkaAdminClient`` on the PLAINTEXT listener."""
+        if self._admin is None:
+            from kafka import KafkaAdminClient
+
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="deo-localkafka")
+        return self._admin
+
+    def _close_admin(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            finally:
+                self._admin = None
+
+    def create_topic(self, name: str, partitions: int = 1, config: Optional[Mapping[str, Any]] = None) -> str:
+        """Create ``name`` with ``partitions`` partitions and topic ``config``; wait until usable."""
+        from kafka.admin import NewTopic
+
+        topic = NewTopic(name, partitions, 1, topic_configs={k: str(v) for k, v in (config or {}).items()})
+        self.admin().create_topics([topic], wait_for_metadata=True)
+        self._wait_leaders(name, partitions)
+        return name
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions."""
+        from kafka.admin import NewPartitions
+
+        self.admin().create_partitions({name: NewPartitions(total_count=total)})
+        self._wait_leaders(name, total)
+
+    def delete_topic(self, name: str) -> None:
+        self.admin().delete_topics([name])
+
+    def delete_records(self, name: str, before: Mapping[int, int]) -> None:
+        """Delete records below ``before[partition]`` (moves the log start offset)."""
+        from kafka import TopicPartition
+
+        self.admin().delete_records({TopicPartition(name, p): o for p, o in before.items()})
+
+    def _wait_leaders(self, name: str, partitions: int) -> None:
+        def ready() -> bool:
+            got = self.offsets(name)
+            return len(got) == partitions
+
+        wait_until(ready, timeout=30, what=f"leaders of {name!r}")
+
+    def offsets(self, name: str) -> dict[int, Tuple[int, int]]:
+        """``{partition: (earliest, latest)}`` for ``name``, from the broker."""
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+
+        topics = self.admin().describe_topics([name])
+        parts = sorted(p["partition_index"] for t in topics if t["name"] == name and not t["error_code"]
+                       for p in t["partitions"] if p["leader_id"] >= 0)
+        tps = [TopicPartition(name, p) for p in parts]
+        early = self.admin().list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
+        late = self.admin().list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
+        return {tp.partition: (early[tp].offset, late[tp].offset) for tp in tps}
+
+    # ------------------------------------------------------------------ producing
+    def producer(self, **config: Any) -> Any:
+        from kafka import KafkaProducer
+
+        return KafkaProducer(bootstrap_servers=self.bootstrap, **config)
+
+    def produce(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        partition: Optional[int] = None,
+        key: Any = None,
+        keys: Optional[Sequence[Any]] = None,
+        partitions: Optional[int] = None,
+        headers: Optional[Sequence[Tuple[str, bytes]]] = None,
+    ) -> int:
+        """Produce ``values`` (str/bytes/int) and flush; returns how many were sent.
+
+        Records go to ``partition`` when given; with ``partitions=N`` they are spread round-robin
+        over N partitions (record i to partition i % N); otherwise Kafka's partitioner decides.
+        """
+        producer = self.producer(acks="all", linger_ms=5, batch_size=256 * 1024)
+        n = 0
+        try:
+            for i, v in enumerate(values):
+                k = keys[i] if keys is not None else key
+                part = partition if partition is not None else (i % partitions if partitions else None)
+                producer.send(topic, value=_to_bytes(v), key=_to_bytes(k), partition=part,
+                              headers=list(headers) if headers else None)
+                n += 1
+            producer.flush()
+        finally:
+            producer.close()
+        return n
+
+    def produce_transactional(
+        self, topic: str, batches: Sequence[Tuple[Sequence[Any], bool]], *, partition: int = 0,
+        transactional_id: Optional[str] = None,
+    ) -> None:
+        """Produce each ``(values, commit)`` batch in its own transaction, committed or aborted."""
+        producer = self.producer(transactional_id=transactional_id or f"deo-test-{uuid.uuid4().hex}",
+                                 enable_idempotence=True, acks="all")
+        try:
+            producer.init_transactions()
+            for values, commit in batches:
+                producer.begin_transaction()
+                for v in values:
+                    producer.send(topic, value=_to_bytes(v), partition=partition)
+                producer.flush()
+                if commit:
+                    producer.commit_transaction()
+                else:
+                    producer.abort_transaction()
+        finally:
+            producer.close()
+
+
+def _to_bytes(v: Any) -> Optional[bytes]:
+    if v is None or isinstance(v, bytes):
+        return v
+    return str(v).encode("utf-8")

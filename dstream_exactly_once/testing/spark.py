@@ -1,0 +1,123 @@
+"""Spark helpers: a local-mode SparkContext and a real standalone cluster from the PySpark install.
+
+The standalone cluster (one master, N workers, each a separate JVM started with
+``bin/spark-class``) makes executors separate processes from the driver, which is what the
+exactly-once claims must survive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, List, Mapping, Optional
+
+from ..errors import ServiceError
+from ._process import ManagedProcess, free_port, wait_until
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+
+
+def spark_env() -> dict[str, str]:
+    """Environment for driver and executors: same Python, quiet logs, loopback only."""
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_HOME": str(spark_home()),
+    }
+
+
+def default_conf(app_name: str = "dstream-exactly-once", master: str = "local[2]",
+                 extra: Optional[Mapping[str, Any]] = None) -> Any:
+    from pyspark import SparkConf
+
+    conf = (SparkConf().setMaster(master).setAppName(app_name)
+            .set("spark.ui.enabled", "false")
+            .set("spark.driver.host", "127.0.0.1")
+            .set("spark.driver.bindAddress", "127.0.0.1")
+            .set("spark.sql.shuffle.partitions", "4")
+            .set("spark.default.parallelism", "4")
+            .set("spark.python.worker.reuse", "true")
+            .set("spark.executorEnv.PYTHONPATH", os.pathsep.join(p for p in sys.path if p)))
+    for k, v in (extra or {}).items():
+        conf.set(k, str(v))
+    return conf
+
+
+def make_spark_context(master: str = "local[2]", app_name: str = "dstream-exactly-once",
+                       conf: Optional[Mapping[str, Any]] = None) -> Any:
+    """A SparkContext with loopback networking and quiet logging."""
+    os.environ.update(spark_env())
+    from pyspark import SparkContext
+
+    sc = SparkContext(conf=default_conf(app_name, master, conf))
+    sc.setLogLevel("ERROR")
+    return sc
+
+
+class LocalSparkCluster:
+    """A Spark standalone master plus ``workers`` workers on 127.0.0.1 (separate JVMs)."""
+
+    def __init__(self, workers: int = 2, cores_per_worker: int = 1, memory_per_worker: str = "1g") -> None:
+        self.workers = workers
+        self.cores = cores_per_worker
+        self.memory = memory_per_worker
+        self._master = ManagedProcess("spark-master")
+        self._workers: List[ManagedProcess] = []
+        self.port = 0
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _spark_class(self) -> str:
+        exe = spark_home() / "bin" / "spark-class"
+        if not exe.exists():
+            raise ServiceError(f"{exe} not found: is pyspark installed?")
+        return str(exe)
+
+    def start(self, timeout: float = 60.0) -> "LocalSparkCluster":
+        env = {**spark_env(), "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_HOST": "127.0.0.1"}
+        self.port = free_port()
+        self._master.spawn([self._spark_class(), "org.apache.spark.deploy.master.Master",
+                            "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(free_port())],
+                           env=env)
+        wait_until(lambda: "I have been elected leader" in self._master.log_path.read_text(errors="replace"),
+                   timeout=timeout, what="Spark master", proc=self._master.proc, log=self._master.log_path)
+        for i in range(self.workers):
+            w = ManagedProcess(f"spark-worker{i}")
+            w.spawn([self._spark_class(), "org.apache.spark.deploy.worker.Worker",
+                     "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
+                     "--webui-port", str(free_port()), "--work-dir", str(w.workdir / "work"), self.master_url],
+                    env={**env, "SPARK_WORKER_DIR": str(w.workdir / "work")})
+            self._workers.append(w)
+        for w in self._workers:
+            wait_until(lambda w=w: "Successfully registered with master" in w.log_path.read_text(errors="replace"),
+                       timeout=timeout, what=f"Spark {w.name}", proc=w.proc, log=w.log_path)
+        return self
+
+    def executor_pids(self) -> List[int]:
+        """PIDs of executor JVMs launched by the workers (from the worker logs)."""
+        pids: List[int] = []
+        for w in self._workers:
+            pids += [int(p) for p in re.findall(r"executor.*?pid (\d+)", w.log_path.read_text(errors="replace"))]
+        return pids
+
+    def stop(self) -> None:
+        for w in self._workers:
+            w.stop()
+        self._master.stop()
+        time.sleep(0.2)
+
+    def __enter__(self) -> "LocalSparkCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

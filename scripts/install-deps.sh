@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs everything the demo, the tests and the benchmarks need, idempotently:
+#   Debian packages (Java 17, Maven, redis-server, PostgreSQL), this package with its extras (pip),
+#   and the Kafka broker jars (Maven Central, cached in ~/.m2). Safe to run again: it only installs
+#   what is missing and prints what it does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+say() { printf '[deps] %s\n' "$*"; }
+
+need_apt=()
+command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  need_apt+=(postgresql)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  say "apt-get install ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # The Debian packages start system-wide services; the project starts its own on free ports.
+  $SUDO service redis-server stop >/dev/null 2>&1 || true
+  $SUDO service postgresql stop >/dev/null 2>&1 || true
+else
+  say "Debian packages present (java, mvn, redis-server, postgresql)"
+fi
+
+stamp_src=$(cat setup.py dstream_exactly_once/_version.py | sha256sum | cut -c1-16)
+stamp=".deps-stamp"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, redis, psycopg, pytest" 2>/dev/null; then
+  say "python packages present"
+else
+  say "pip install -e .[test]"
+  "$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
+  echo "$stamp_src" > "$stamp"
+fi
+
+say "Kafka broker jars (Maven Central, cached)"
+"$PY" -c "from dstream_exactly_once.testing.kafka import kafka_classpath; cp = kafka_classpath(); print('[deps] kafka classpath: %d jars' % len(cp.split(':')))"

@@ -1,0 +1,34 @@
+"""Packaging entry point for dstream-exactly-once (tool configuration lives in pyproject.toml)."""
+
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "dstream_exactly_once" / "_version.py").read_text()).group(1)
+
+setup(
+    name="dstream-exactly-once",
+    version=VERSION,
+    description="WAL-free direct Kafka DStreams for PySpark 3.5/4.x with exactly-once output",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=find_packages(include=["dstream_exactly_once", "dstream_exactly_once.*"]),
+    package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml"]},
+    install_requires=["kafka-python>=2.2"],
+    extras_require={
+        "spark": ["pyspark>=3.5"],
+        "redis": ["redis>=5"],
+        "postgres": ["psycopg[binary]>=3.1"],
+        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "ruff", "mypy"],
+    },
+    entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: System :: Distributed Computing",
+        "Typing :: Typed",
+    ],
+)
