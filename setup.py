@@ -15,10 +15,10 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     packages=find_packages(include=["dstream_exactly_once", "dstream_exactly_once.*"]),
     package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml"]},
-    install_requires=["kafka-python>=2.2"],
+    install_requires=["kafka-python>=3.0"],
     extras_require={
         "spark": ["pyspark>=3.5"],
         "redis": ["redis>=5"],

@@ -7,7 +7,8 @@
     │   └── UnknownKafkaParamError           kafkaParams keys we do not understand
     ├── OffsetRangeError(ValueError)         fromOffset > untilOffset, negative, beyond the log end
     ├── DataLossError                        offsets lost to retention / deleted topic (failOnDataLoss)
-    ├── KafkaUnavailableError                broker unreachable / auth failed (retriable)
+    ├── KafkaUnavailableError                broker unreachable (retriable)
+    │   └── KafkaAuthError                   the broker refused the credentials (not retriable)
     ├── DecodeError(ValueError)              a record a decoder could not decode (names t/p/offset)
     ├── StoreError                           transactional store failures
     │   ├── StoreUnavailableError            server unreachable (retriable)
@@ -31,6 +32,7 @@ __all__ = [
     "DataLossError",
     "DecodeError",
     "FencedError",
+    "KafkaAuthError",
     "KafkaUnavailableError",
     "OffsetConflictError",
     "OffsetRangeError",
@@ -75,6 +77,12 @@ class KafkaUnavailableError(DStreamExactlyOnceError):
     """The Kafka cluster could not be reached or refused the credentials."""
 
     retriable = True
+
+
+class KafkaAuthError(KafkaUnavailableError):
+    """The Kafka cluster refused the SASL/SSL credentials (the message never contains them)."""
+
+    retriable = False
 
 
 class DecodeError(DStreamExactlyOnceError, ValueError):

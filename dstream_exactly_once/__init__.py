@@ -1,0 +1,60 @@
+"""dstream-exactly-once: WAL-free direct Kafka DStreams for PySpark 3.5/4.x, exactly-once output.
+
+Port a Spark 2.4 app by changing one import::
+
+    from dstream_exactly_once import KafkaUtils, OffsetRange, TopicAndPartition
+"""
+
+from ._version import __version__
+from .errors import (
+    ConfigurationError,
+    DataLossError,
+    DecodeError,
+    DStreamExactlyOnceError,
+    FencedError,
+    KafkaAuthError,
+    KafkaUnavailableError,
+    OffsetConflictError,
+    OffsetRangeError,
+    OutputError,
+    SinkError,
+    StoreError,
+)
+from .kafka.reader import current_offset_range
+from .kafka.strategies import Assign, Subscribe, SubscribePattern
+from .offsets import (
+    Broker,
+    HasOffsetRanges,
+    KafkaMessageAndMetadata,
+    OffsetRange,
+    TopicAndPartition,
+    utf8_decoder,
+)
+from .streaming.kafka_utils import KafkaUtils
+
+__all__ = [
+    "Assign",
+    "Broker",
+    "ConfigurationError",
+    "DStreamExactlyOnceError",
+    "DataLossError",
+    "DecodeError",
+    "FencedError",
+    "HasOffsetRanges",
+    "KafkaAuthError",
+    "KafkaMessageAndMetadata",
+    "KafkaUnavailableError",
+    "KafkaUtils",
+    "OffsetConflictError",
+    "OffsetRange",
+    "OffsetRangeError",
+    "OutputError",
+    "SinkError",
+    "StoreError",
+    "Subscribe",
+    "SubscribePattern",
+    "TopicAndPartition",
+    "__version__",
+    "current_offset_range",
+    "utf8_decoder",
+]

@@ -1,0 +1,1 @@
+"""Kafka access: parameter translation, driver-side metadata and planning, executor-side reading."""

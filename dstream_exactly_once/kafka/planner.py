@@ -1,0 +1,180 @@
+"""Driver-side batch planning: starting offsets, partition discovery, rate limits, data loss.
+
+The planner turns "where we are" (the next offset to read per partition) and "where the log ends"
+(one ListOffsets round trip per batch) into the batch's :class:`OffsetRange` list. It never reads
+records and never runs Spark jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Set
+
+from ..errors import ConfigurationError, DataLossError, OffsetRangeError
+from ..offsets import OffsetRange, TopicAndPartition
+from .metadata import MetadataSource
+from .strategies import ConsumerStrategy
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DirectPlanner", "RateLimit", "clamp_ranges"]
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Records per second per partition (``spark.streaming.kafka.maxRatePerPartition``; 0 = no
+    limit) and the per-batch floor (``spark.streaming.kafka.minRatePerPartition``, default 1)."""
+
+    max_rate_per_partition: int = 0
+    min_rate_per_partition: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("max_rate_per_partition", "min_rate_per_partition"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigurationError(f"{name} must be an int >= 0, got {v!r}")
+
+    @classmethod
+    def from_spark_conf(cls, conf: Any) -> "RateLimit":
+        def get(key: str, default: str) -> int:
+            raw = conf.get(key, default) if conf is not None else default
+            try:
+                return int(raw)
+            except (TypeError, ValueError):
+                raise ConfigurationError(f"SparkConf {key} must be an integer, got {raw!r}") from None
+
+        return cls(get("spark.streaming.kafka.maxRatePerPartition", "0"),
+                   get("spark.streaming.kafka.minRatePerPartition", "1"))
+
+    def max_messages(self, batch_seconds: float) -> Optional[int]:
+        if self.max_rate_per_partition <= 0:
+            return None
+        return max(int(batch_seconds * self.max_rate_per_partition), self.min_rate_per_partition)
+
+
+def clamp_ranges(current: Mapping[TopicAndPartition, int], latest: Mapping[TopicAndPartition, int],
+                 max_messages: Optional[int]) -> List[OffsetRange]:
+    """Ranges ``[current, min(current + max_messages, latest))`` in topic/partition order."""
+    out = []
+    for tp in sorted(current):
+        start = current[tp]
+        until = latest[tp] if max_messages is None else min(start + max_messages, latest[tp])
+        out.append(OffsetRange(tp.topic, tp.partition, start, max(until, start)))
+    return out
+
+
+class DirectPlanner:
+    """Plans each batch's offset ranges for one stream (driver only; not thread-safe).
+
+    ``fail_on_data_loss``: offsets that vanished (retention, deleted or recreated topic) raise
+    :class:`DataLossError` naming topic, partition and the lost range; when false the planner
+    continues from the earliest available offset and logs how many offsets were skipped.
+    """
+
+    def __init__(self, metadata: MetadataSource, strategy: ConsumerStrategy, *, auto_offset_reset: str = "latest",
+                 fail_on_data_loss: bool = True, rate: RateLimit = RateLimit(),
+                 discovery_interval_s: float = 5.0) -> None:
+        self.metadata = metadata
+        self.strategy = strategy
+        self.auto_offset_reset = auto_offset_reset
+        self.fail_on_data_loss = fail_on_data_loss
+        self.rate = rate
+        self.discovery_interval_s = discovery_interval_s
+        self.current: Dict[TopicAndPartition, int] = {}
+        self.lost_offsets = 0  # offsets skipped under fail_on_data_loss=False
+        self._last_discovery = 0.0
+
+    # ------------------------------------------------------------------ start
+    def start(self, stored: Optional[Mapping[TopicAndPartition, int]] = None) -> Dict[TopicAndPartition, int]:
+        """Resolve starting offsets: ``stored`` (from the store) wins, then explicit strategy
+        offsets, then ``auto.offset.reset``. Everything is checked against the broker's log."""
+        parts = self.strategy.validate(self.metadata)  # type: ignore[arg-type]
+        stored = dict(stored or {})
+        tps = parts | set(stored)
+        earliest = self.metadata.earliest(tps & parts)
+        latest = self.metadata.latest(tps & parts)
+        start: Dict[TopicAndPartition, int] = {}
+        for tp in sorted(tps):
+            if tp not in parts:
+                self._data_loss(f"{tp} has stored offset {stored[tp]} but the partition no longer exists", 0)
+                continue
+            if tp in stored:
+                off = stored[tp]
+                if off > latest[tp]:
+                    raise OffsetRangeError(
+                        f"stored offset {off} for {tp} is beyond the log end {latest[tp]}: the topic was "
+                        f"recreated or the store belongs to another cluster")
+                if off < earliest[tp]:
+                    self._data_loss(f"{tp}: offsets [{off}, {earliest[tp]}) were deleted before they were read",
+                                    earliest[tp] - off)
+                    off = earliest[tp]
+            elif tp in self.strategy.offsets:
+                off = self.strategy.offsets[tp]
+                if not earliest[tp] <= off <= latest[tp]:
+                    raise OffsetRangeError(
+                        f"fromOffsets[{tp}] = {off} is outside the log [{earliest[tp]}, {latest[tp]}]")
+            elif self.auto_offset_reset == "earliest":
+                off = earliest[tp]
+            elif self.auto_offset_reset == "latest":
+                off = latest[tp]
+            else:
+                raise ConfigurationError(f"no starting offset for {tp} and auto.offset.reset is 'none'")
+            start[tp] = off
+        self.current = start
+        self._last_discovery = time.monotonic()
+        return dict(start)
+
+    # ------------------------------------------------------------------ per batch
+    def _discover(self) -> None:
+        if not self.strategy.dynamic or time.monotonic() - self._last_discovery < self.discovery_interval_s:
+            return
+        self._last_discovery = time.monotonic()
+        now = self.strategy.partitions(self.metadata)  # type: ignore[arg-type]
+        new = now - set(self.current)
+        if new:
+            earliest = self.metadata.earliest(new)
+            for tp in sorted(new):
+                log.info("new partition %s starts at its earliest offset %d", tp, earliest[tp])
+                self.current[tp] = earliest[tp]
+
+    def plan(self, batch_seconds: float) -> List[OffsetRange]:
+        """The next batch's ranges; does not advance (call :meth:`advance` once logged)."""
+        self._discover()
+        if not self.current:
+            return []
+        try:
+            latest = self.metadata.latest(self.current)
+        except DataLossError as exc:
+            gone = self._vanished_partitions()
+            if not gone:
+                raise
+            for tp in gone:
+                self._data_loss(f"{tp} was deleted; offsets from {self.current[tp]} on cannot be read", 0, exc)
+                del self.current[tp]
+            latest = self.metadata.latest(self.current)
+        for tp, end in latest.items():
+            if end < self.current[tp]:
+                earliest = self.metadata.earliest([tp])[tp]
+                self._data_loss(f"{tp}: the log ends at {end} but offset {self.current[tp]} was expected to exist "
+                                f"(topic recreated or truncated); continuing from {earliest}", 0)
+                self.current[tp] = earliest
+        return clamp_ranges(self.current, latest, self.rate.max_messages(batch_seconds))
+
+    def advance(self, ranges: List[OffsetRange]) -> None:
+        for r in ranges:
+            self.current[r.topicPartition()] = r.untilOffset
+
+    def _vanished_partitions(self) -> List[TopicAndPartition]:
+        alive = self.metadata.topics()
+        return sorted(tp for tp in self.current if tp.topic not in alive)
+
+    def _data_loss(self, message: str, count: int, cause: Optional[BaseException] = None) -> None:
+        if self.fail_on_data_loss:
+            raise DataLossError(message + " (set failOnDataLoss=False to continue from the earliest offset)") from cause
+        self.lost_offsets += count
+        log.warning("data loss: %s; %d offsets skipped", message, count)
+
+    def partitions(self) -> Set[TopicAndPartition]:
+        return set(self.current)

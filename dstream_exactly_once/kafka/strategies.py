@@ -1,0 +1,132 @@
+"""Consumer strategies (spark-streaming-kafka-0-10's names): which partitions a stream reads.
+
+The driver asks the strategy for the current partition set before planning; Subscribe and
+SubscribePattern pick up partitions and (for patterns) topics added while the stream runs.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import Any, Dict, Iterable, Mapping, Optional, Set, Union
+
+from ..errors import ConfigurationError
+from ..offsets import TopicAndPartition
+from .metadata import KafkaMetadata
+
+__all__ = ["Assign", "ConsumerStrategy", "Subscribe", "SubscribePattern"]
+
+
+def _check_offsets(offsets: Optional[Mapping[Any, Any]]) -> Dict[TopicAndPartition, int]:
+    if offsets is None:
+        return {}
+    if not isinstance(offsets, Mapping):
+        raise ConfigurationError(f"fromOffsets must be a dict {{TopicAndPartition: int}}, got {type(offsets).__name__}")
+    out = {}
+    for tp, off in offsets.items():
+        if isinstance(tp, tuple) and not isinstance(tp, TopicAndPartition) and len(tp) == 2:
+            tp = TopicAndPartition(*tp)
+        if not isinstance(tp, TopicAndPartition):
+            raise ConfigurationError(f"fromOffsets keys must be TopicAndPartition, got {tp!r}")
+        if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+            raise ConfigurationError(f"fromOffsets[{tp}] must be an int >= 0, got {off!r}")
+        out[tp] = off
+    return out
+
+
+def check_topics(topics: Any) -> list[str]:
+    """Topics as a list/tuple/set of non-empty str (a bare str is refused, as in Spark 2.4)."""
+    if isinstance(topics, (str, bytes)) or not isinstance(topics, (list, tuple, set, frozenset)):
+        raise ConfigurationError(f"topics must be a list or set of topic names, got {topics!r}")
+    if not topics:
+        raise ConfigurationError("topics must not be empty")
+    for t in topics:
+        if not isinstance(t, str) or not t:
+            raise ConfigurationError(f"topic names must be non-empty str, got {t!r}")
+    return sorted(set(topics))
+
+
+class ConsumerStrategy(ABC):
+    """Which partitions to read, and explicit starting offsets for some of them."""
+
+    def __init__(self, offsets: Optional[Mapping[Any, int]] = None) -> None:
+        self.offsets = _check_offsets(offsets)
+
+    @abstractmethod
+    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+        """The partitions to read now (queried from the brokers)."""
+
+    #: whether partitions appearing later are picked up between batches
+    dynamic: bool = True
+
+    def validate(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+        """Resolve partitions once before the stream starts; explicit offsets must be among them."""
+        parts = self.partitions(metadata)
+        stray = sorted(set(self.offsets) - parts)
+        if stray:
+            raise ConfigurationError(
+                "fromOffsets name partitions that are not subscribed or do not exist: "
+                + ", ".join(str(tp) for tp in stray))
+        return parts
+
+
+class Subscribe(ConsumerStrategy):
+    """A fixed list of topics; partitions added to them are read from their earliest offset."""
+
+    def __init__(self, topics: Iterable[str], offsets: Optional[Mapping[Any, int]] = None) -> None:
+        super().__init__(offsets)
+        self.topics = check_topics(topics if not isinstance(topics, (str, bytes)) else topics)
+
+    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+        return {TopicAndPartition(t, p) for t, ps in metadata.partitions(self.topics).items() for p in ps}
+
+    def __repr__(self) -> str:
+        return f"Subscribe({self.topics!r})"
+
+
+class SubscribePattern(ConsumerStrategy):
+    """Every topic whose whole name matches ``pattern``; new matching topics are picked up."""
+
+    def __init__(self, pattern: Union[str, "re.Pattern[str]"], offsets: Optional[Mapping[Any, int]] = None) -> None:
+        super().__init__(offsets)
+        try:
+            self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        except re.error as exc:
+            raise ConfigurationError(f"bad topic pattern {pattern!r}: {exc}") from exc
+        if not isinstance(self.pattern, re.Pattern):
+            raise ConfigurationError(f"pattern must be a str or re.Pattern, got {pattern!r}")
+
+    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+        topics = metadata.matching_topics(self.pattern)
+        return {TopicAndPartition(t, p) for t, ps in metadata.partitions(topics).items() for p in ps}
+
+    def __repr__(self) -> str:
+        return f"SubscribePattern({self.pattern.pattern!r})"
+
+
+class Assign(ConsumerStrategy):
+    """Exactly these partitions (a list of TopicAndPartition, or a ``{tp: offset}`` dict)."""
+
+    dynamic = False
+
+    def __init__(self, partitions: Union[Iterable[TopicAndPartition], Mapping[TopicAndPartition, int]]) -> None:
+        if isinstance(partitions, Mapping):
+            super().__init__(partitions)
+            self.assigned = set(self.offsets)
+        else:
+            super().__init__(None)
+            if isinstance(partitions, (str, bytes)):
+                raise ConfigurationError(f"Assign needs TopicAndPartition values, got {partitions!r}")
+            self.assigned = set(_check_offsets({tp: 0 for tp in partitions}))
+        if not self.assigned:
+            raise ConfigurationError("Assign needs at least one partition")
+
+    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+        existing = metadata.partitions({tp.topic for tp in self.assigned})
+        missing = sorted(tp for tp in self.assigned if tp.partition not in existing.get(tp.topic, []))
+        if missing:
+            raise ConfigurationError("assigned partitions do not exist: " + ", ".join(str(tp) for tp in missing))
+        return set(self.assigned)
+
+    def __repr__(self) -> str:
+        return f"Assign({sorted(self.assigned)!r})"
