@@ -131,7 +131,7 @@ def test_records_deleted_by_retention(kafka, topic_name, sc):
     with pytest.raises(Exception, match=r"offsets \[0, 20\).*were deleted"):
         rdd.collect()
     # the range was valid when planned; the records vanished before the read: clamp policy
-    clamped = rdd = KafkaUtils.createRDD(sc, params(kafka), [OffsetRange(topic_name, 0, 20, 50)],
-                                         failOnDataLoss=False)
+    clamped = KafkaUtils.createRDD(sc, params(kafka), [OffsetRange(topic_name, 0, 20, 50)],
+                                   failOnDataLoss=False)
     kafka.delete_records(topic_name, {0: 30})
     assert sorted(int(v) for v in clamped.values().collect()) == list(range(30, 50))
