@@ -20,7 +20,7 @@ import logging
 import threading
 from collections import OrderedDict
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 from pyspark.streaming import DStream, StreamingContext
 from pyspark.streaming.dstream import TransformedDStream
@@ -59,7 +59,7 @@ class KafkaDStream(TransformedDStream):
         sc = ssc.sparkContext
         tick = ssc.queueStream([], oneAtATime=True, default=sc.parallelize([], 1))
         self._build = compute
-        self._batches: "OrderedDict[datetime, KafkaRDD]" = OrderedDict()
+        self._batches: OrderedDict[datetime, KafkaRDD] = OrderedDict()
         self._lock = threading.RLock()
         super().__init__(tick, self._rdd_for)
 
@@ -87,7 +87,7 @@ class KafkaDStream(TransformedDStream):
             return {t: r.offsetRanges() for t, r in self._batches.items()}
 
     # ---------------------------------------------------------------- DStream API
-    def transform(self, func: Callable[..., Any]) -> "TransformedDStream":  # type: ignore[override]
+    def transform(self, func: Callable[..., Any]) -> TransformedDStream:  # type: ignore[override]
         """Like ``DStream.transform``; ``func`` receives this batch's :class:`KafkaRDD`."""
         f = _two_args(func)
         rdd_for = self._rdd_for

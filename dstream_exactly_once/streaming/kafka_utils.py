@@ -9,7 +9,7 @@ Porting an app is one import line::
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from pyspark import SparkContext
 from pyspark.streaming import StreamingContext
@@ -22,6 +22,10 @@ from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
 from ..offsets import Broker, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition, utf8_decoder
 from .dstream import KafkaDStream, batch_seconds
 from .rdd import KafkaRDD, make_kafka_rdd
+
+if TYPE_CHECKING:
+    from ..stores.base import TransactionalStore
+    from .exactly_once import ExactlyOnceDStream
 
 __all__ = ["KafkaUtils", "ReadOptions"]
 
@@ -111,30 +115,58 @@ class KafkaUtils:
         Unit of parallelism: one Spark task per topic partition per batch. Delivery:
         at-least-once for outputs across driver restarts; see ``createExactlyOnceStream``.
         """
-        if not isinstance(ssc, StreamingContext):
-            raise ConfigurationError(f"ssc must be a StreamingContext, got {type(ssc).__name__}")
-        config = parse_kafka_params(kafkaParams)
-        _check_decoders(keyDecoder, valueDecoder, messageHandler)
-        if strategy is None:
-            names = check_topics(topics)
-            if fromOffsets:
-                strategy = Assign(fromOffsets)
-                from_topics = sorted({tp.topic for tp in strategy.offsets})
-                if from_topics != names:
-                    raise ConfigurationError(
-                        f"the topics {names} do not equal the topics of fromOffsets {from_topics}")
-            else:
-                strategy = Subscribe(names)
-        elif not isinstance(strategy, ConsumerStrategy):
-            raise ConfigurationError(f"strategy must be Subscribe, SubscribePattern or Assign, got {strategy!r}")
-        opts = ReadOptions(ssc.sparkContext.getConf(), poll_timeout_ms=poll_timeout_ms,
-                           fail_on_data_loss=failOnDataLoss)
-        planner = DirectPlanner(KafkaMetadata(config), strategy, auto_offset_reset=config.auto_offset_reset,
-                                fail_on_data_loss=opts.fail_on_data_loss, rate=opts.rate,
-                                discovery_interval_s=discovery_interval_s)
-        planner.start()
-        return KafkaDStream(ssc, DirectBatches(ssc, config, planner, opts, keyDecoder, valueDecoder,
-                                               messageHandler))
+        batches = _direct_batches(ssc, topics, kafkaParams, fromOffsets, keyDecoder, valueDecoder, messageHandler,
+                                  strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
+        batches.planner.start()
+        return KafkaDStream(ssc, batches)
+
+    @staticmethod
+    def createExactlyOnceStream(  # noqa: N802
+        ssc: StreamingContext,
+        kafkaParams: Mapping[str, Any],  # noqa: N803
+        topics: Union[Sequence[str], Mapping[TopicAndPartition, int]],
+        messageHandler: Handler = None,  # noqa: N803
+        *,
+        store: Union[str, TransactionalStore],
+        app_id: Optional[str] = None,
+        keyDecoder: Decoder = utf8_decoder,  # noqa: N803
+        valueDecoder: Decoder = utf8_decoder,  # noqa: N803
+        strategy: Optional[ConsumerStrategy] = None,
+        failOnDataLoss: Optional[bool] = None,  # noqa: N803
+        poll_timeout_ms: Optional[int] = None,
+        discovery_interval_s: float = 5.0,
+    ) -> ExactlyOnceDStream:
+        """The headline API: a direct stream whose outputs commit results and offsets together.
+
+        ``topics`` is a list/set of topic names, or — the original design's second form — a
+        ``{TopicAndPartition: offset}`` map (usually with a ``messageHandler``). Offsets committed
+        in ``store`` (a URL such as ``sqlite:///state.db``, ``postgresql://…``, ``redis://…``, or
+        an opened :class:`TransactionalStore`) always win over ``topics``' offsets and
+        ``auto.offset.reset``. ``app_id`` names the application inside the store (required with a
+        URL). Write results with ``stream.commit_each_batch(f)`` or
+        ``stream.commit_each_partition(f)``.
+
+        Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
+        exactly-once for everything written through the store's transaction.
+        """
+        from ..stores import open_store
+        from ..stores.base import TransactionalStore
+        from .exactly_once import BatchCommitter, ExactlyOnceDStream
+
+        if isinstance(topics, Mapping):
+            from_offsets: Optional[Mapping[TopicAndPartition, int]] = topics
+            names: Any = sorted({tp.topic for tp in topics if isinstance(tp, TopicAndPartition)})
+        else:
+            from_offsets, names = None, topics
+        if isinstance(store, str):
+            if not isinstance(app_id, str) or not app_id:
+                raise ConfigurationError(f"app_id must name the application in the store, got {app_id!r}")
+        elif not isinstance(store, TransactionalStore):
+            raise ConfigurationError(f"store must be a store URL or a TransactionalStore, got {store!r}")
+        batches = _direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder, messageHandler,
+                                  strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
+        opened = open_store(store, app_id) if isinstance(store, str) else store  # type: ignore[arg-type]
+        return ExactlyOnceDStream(ssc, BatchCommitter(opened, batches))
 
     @staticmethod
     def createRDD(  # noqa: N802
@@ -184,6 +216,34 @@ class KafkaUtils:
             "with kafkaParams {'bootstrap.servers': ...} — see docs/porting.md")
 
 
+def _direct_batches(ssc: StreamingContext, topics: Any, kafkaParams: Mapping[str, Any],  # noqa: N803
+                    fromOffsets: Optional[Mapping[TopicAndPartition, int]], keyDecoder: Decoder,  # noqa: N803
+                    valueDecoder: Decoder, messageHandler: Handler,  # noqa: N803
+                    strategy: Optional[ConsumerStrategy], failOnDataLoss: Optional[bool],  # noqa: N803
+                    poll_timeout_ms: Optional[int], discovery_interval_s: float) -> DirectBatches:
+    """Validate everything a direct stream needs and build its (not yet started) batch builder."""
+    if not isinstance(ssc, StreamingContext):
+        raise ConfigurationError(f"ssc must be a StreamingContext, got {type(ssc).__name__}")
+    config = parse_kafka_params(kafkaParams)
+    _check_decoders(keyDecoder, valueDecoder, messageHandler)
+    if strategy is None:
+        names = check_topics(topics)
+        if fromOffsets:
+            strategy = Assign(fromOffsets)
+            from_topics = sorted({tp.topic for tp in strategy.offsets})
+            if from_topics != names:
+                raise ConfigurationError(f"the topics {names} do not equal the topics of fromOffsets {from_topics}")
+        else:
+            strategy = Subscribe(names)
+    elif not isinstance(strategy, ConsumerStrategy):
+        raise ConfigurationError(f"strategy must be Subscribe, SubscribePattern or Assign, got {strategy!r}")
+    opts = ReadOptions(ssc.sparkContext.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss)
+    planner = DirectPlanner(KafkaMetadata(config), strategy, auto_offset_reset=config.auto_offset_reset,
+                            fail_on_data_loss=opts.fail_on_data_loss, rate=opts.rate,
+                            discovery_interval_s=discovery_interval_s)
+    return DirectBatches(ssc, config, planner, opts, keyDecoder, valueDecoder, messageHandler)
+
+
 def check_ranges_in_log(config: KafkaConfig, ranges: Sequence[OffsetRange]) -> None:
     """Every range must lie within its partition's ``[earliest, latest]`` (one metadata round trip)."""
     if not ranges:
@@ -230,6 +290,3 @@ class DirectBatches:
     def __call__(self, time: datetime) -> KafkaRDD:
         return self.rdd(self.plan(time))
 
-
-# Names kept for ``Union`` users in type hints.
-StrategyLike = Union[ConsumerStrategy, None]

@@ -52,7 +52,8 @@ class LocalPostgres:
         try:
             pg = pwd.getpwnam("postgres")
         except KeyError as exc:
-            raise ServiceError("running as root needs the 'postgres' system user (Debian package 'postgresql')") from exc
+            raise ServiceError(
+                "running as root needs the 'postgres' system user (Debian package 'postgresql')") from exc
         uid, gid = pg.pw_uid, pg.pw_gid
         os.chown(self._proc.workdir, uid, gid)
 
@@ -62,7 +63,7 @@ class LocalPostgres:
 
         return demote
 
-    def start(self, timeout: float = 60.0) -> "LocalPostgres":
+    def start(self, timeout: float = 60.0) -> LocalPostgres:
         data = self._proc.workdir / "data"
         demote = self._run_as()
         if not self.port:
@@ -118,7 +119,7 @@ class LocalPostgres:
     def stop(self) -> None:
         self._proc.stop(cleanup=True)
 
-    def __enter__(self) -> "LocalPostgres":
+    def __enter__(self) -> LocalPostgres:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

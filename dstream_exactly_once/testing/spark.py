@@ -40,6 +40,7 @@ def default_conf(app_name: str = "dstream-exactly-once", master: str = "local[2]
 
     conf = (SparkConf().setMaster(master).setAppName(app_name)
             .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
             .set("spark.driver.host", "127.0.0.1")
             .set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.sql.shuffle.partitions", "4")
@@ -83,7 +84,7 @@ class LocalSparkCluster:
             raise ServiceError(f"{exe} not found: is pyspark installed?")
         return str(exe)
 
-    def start(self, timeout: float = 60.0) -> "LocalSparkCluster":
+    def start(self, timeout: float = 60.0) -> LocalSparkCluster:
         env = {**spark_env(), "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_HOST": "127.0.0.1"}
         self.port = free_port()
         self._master.spawn([self._spark_class(), "org.apache.spark.deploy.master.Master",
@@ -116,7 +117,7 @@ class LocalSparkCluster:
         self._master.stop()
         time.sleep(0.2)
 
-    def __enter__(self) -> "LocalSparkCluster":
+    def __enter__(self) -> LocalSparkCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,272 @@
+"""The exactly-once demonstration: sum 1..N through Kafka and Spark, crash the driver, check.
+
+``python -m dstream_exactly_once.demo pipeline …`` runs one driver of the pipeline (used by the
+demo and by the fault-injection tests, which SIGKILL it at random moments);
+``dstream-eo demo`` (``make demo``) runs the whole show against a local broker and SQLite.
+
+The pipeline reads integers from a topic and commits, per application:
+- ``totals/sum`` and ``totals/count`` (increments),
+- ``words/w<d>`` counts of each value's last digit (per-key word counts),
+- one time-keyed row per batch (or per batch partition) in ``batches`` with its count and sum.
+With ``--pattern batch`` results are aggregated on the driver and committed with the batch; with
+``--pattern partition`` each executor task commits its own range's results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import sys
+import time
+from typing import Any, Dict, Iterable, List, Optional
+
+from .offsets import OffsetRange, TopicAndPartition
+from .stores.base import PlannedBatch, Writes
+
+
+def _crash(point: str, prob: float) -> None:
+    if prob > 0 and random.random() < prob:
+        print(f"CRASH at {point}", flush=True)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def summarize(values: Iterable[int]) -> Dict[str, Any]:
+    total = count = 0
+    words: Dict[str, int] = {}
+    for v in values:
+        total += v
+        count += 1
+        w = f"w{v % 10}"
+        words[w] = words.get(w, 0) + 1
+    return {"sum": total, "count": count, "words": words}
+
+
+def to_writes(summary: Dict[str, Any], row: Dict[str, Any]) -> Writes:
+    w = Writes().incr("totals", "sum", summary["sum"]).incr("totals", "count", summary["count"])
+    for word, n in summary["words"].items():
+        w.incr("words", word, n)
+    return w.put_batch_rows("batches", [{**row, "count": summary["count"], "sum": summary["sum"]}])
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    from pyspark.streaming import StreamingContext
+
+    from .kafka.metadata import KafkaMetadata
+    from .kafka.params import parse_kafka_params
+    from .stores import open_store
+    from .streaming.kafka_utils import KafkaUtils
+    from .testing.spark import make_spark_context
+
+    random.seed(args.seed if args.seed is not None else os.getpid())
+    params = {"bootstrap.servers": args.bootstrap, "auto.offset.reset": "earliest"}
+    md = KafkaMetadata(parse_kafka_params(params))
+    parts = md.partitions([args.topic])[args.topic]
+    target = md.latest([TopicAndPartition(args.topic, p) for p in parts])
+    md.close()
+    sc = make_spark_context(args.master, f"deo-pipeline-{args.app_id}",
+                            {"spark.streaming.kafka.maxRatePerPartition": args.rate})
+    ssc = StreamingContext(sc, args.batch_seconds)
+    prob = args.crash_prob
+    done = {"flag": False}
+
+    store = open_store(args.store, args.app_id)
+    log_batch, commit, mark = store.log_batch, store.commit, store.mark_committed
+
+    def crashing_log_batch(epoch: int, batch: PlannedBatch) -> None:
+        log_batch(epoch, batch)
+        _crash("after-offset-log", prob)
+
+    def crashing_commit(*a: Any, **kw: Any) -> Any:
+        _crash("before-commit", prob)
+        out = commit(*a, **kw)
+        _crash("after-commit", prob)
+        check_done()
+        return out
+
+    def crashing_mark(*a: Any, **kw: Any) -> Any:
+        _crash("before-commit-log", prob)
+        out = mark(*a, **kw)
+        _crash("after-commit", prob)
+        check_done()
+        return out
+
+    def check_done() -> None:
+        if store.load_offsets() == target or all(
+                store.load_offsets().get(tp) == off for tp, off in target.items()):
+            done["flag"] = True
+
+    store.log_batch = crashing_log_batch  # type: ignore[method-assign]
+    store.commit = crashing_commit  # type: ignore[method-assign]
+    store.mark_committed = crashing_mark  # type: ignore[method-assign]
+    check_done()
+    if done["flag"]:
+        print("DONE (already complete)", flush=True)
+        return 0
+
+    stream = KafkaUtils.createExactlyOnceStream(ssc, params, [args.topic], store=store,
+                                                failOnDataLoss=True, poll_timeout_ms=30000)
+    print(f"STARTED epoch={stream.epoch} pending={len(stream.store.pending_batches())}", flush=True)
+    executor_prob = prob / 20
+
+    if args.pattern == "batch":
+        def per_batch(batch: PlannedBatch, rdd: Any) -> Writes:
+            def values(it: Iterable[Any]) -> Iterable[Dict[str, Any]]:
+                vals = []
+                for _k, v in it:
+                    vals.append(int(v))
+                    _crash("executor-mid-batch", executor_prob / 1000)
+                yield summarize(vals)
+
+            parts_ = rdd.mapPartitions(values).collect()
+            merged = summarize([])
+            for s in parts_:
+                merged["sum"] += s["sum"]
+                merged["count"] += s["count"]
+                for w, n in s["words"].items():
+                    merged["words"][w] = merged["words"].get(w, 0) + n
+            return to_writes(merged, {"batch_id": batch.batch_id, "part": "all"})
+
+        stream.commit_each_batch(per_batch)
+    else:
+        def per_partition(records: Iterable[Any], r: OffsetRange, batch: PlannedBatch) -> Writes:
+            vals = []
+            for _k, v in records:
+                vals.append(int(v))
+                _crash("executor-mid-batch", executor_prob / 1000)
+            _crash("executor-before-commit", executor_prob)
+            return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": f"{r.topic}/{r.partition}"})
+
+        stream.commit_each_partition(per_partition)
+
+    ssc.start()
+    try:
+        while not done["flag"]:
+            if ssc.awaitTerminationOrTimeout(0.2):
+                print("STREAM STOPPED", flush=True)
+                return 2
+    except Exception as exc:  # noqa: BLE001 - report the failure to the parent process clearly
+        print(f"FAILED: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
+        return 3
+    print("DONE", flush=True)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def verify(store_url: str, app_id: str, n: int, pattern: str) -> List[str]:
+    """Problems with the stored results of a finished pipeline over the integers 1..n."""
+    from .stores import open_store
+
+    problems = []
+    with open_store(store_url, app_id) as store:
+        s, c = store.get_value("totals", "sum"), store.get_value("totals", "count")
+        if s != n * (n + 1) // 2:
+            problems.append(f"sum is {s}, expected {n * (n + 1) // 2}")
+        if c != n:
+            problems.append(f"count is {c}, expected {n}")
+        expected_words = summarize(range(1, n + 1))["words"]
+        words = store.get_values("words")
+        if words != expected_words:
+            problems.append(f"word counts {words} != {expected_words}")
+        rows = store.get_batch_rows("batches")
+        total_rows = sum(r["count"] for batch_rows in rows.values() for r in batch_rows)
+        if total_rows != n:
+            problems.append(f"time-keyed rows count {total_rows} records, expected {n}")
+        last = store.last_committed_batch_id()
+        if last is None or sorted(rows) != [b for b in range(last + 1) if rows.get(b)]:
+            problems.append(f"batch rows ids {sorted(rows)} are not the committed batches 0..{last}")
+    return problems
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    import subprocess
+    import tempfile
+
+    from .testing import LocalKafka
+
+    n = args.n
+    workdir = tempfile.mkdtemp(prefix="deo-demo-")
+    store = f"sqlite:///{workdir}/state.db"
+    print("[demo] starting a local Kafka broker (KRaft, Maven Central jars)…", flush=True)
+    with LocalKafka() as kafka:
+        kafka.create_topic("numbers", 4)
+        print(f"[demo] producing the integers 1..{n} over 4 partitions", flush=True)
+        kafka.produce("numbers", range(1, n + 1), partitions=4)
+        kills = 0
+        runs = 0
+        rng = random.Random(args.seed)
+        while True:
+            runs += 1
+            crash = kills < args.crashes
+            cmd = [sys.executable, "-m", "dstream_exactly_once.demo", "pipeline", "--bootstrap", kafka.bootstrap,
+                   "--topic", "numbers", "--store", store, "--app-id", "demo", "--rate", str(args.rate)]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                    start_new_session=True)
+            deadline = time.monotonic() + (rng.uniform(6, 12) if crash else 300)
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                print(f"[demo] run {runs}: driver killed with SIGKILL (crash {kills}/{args.crashes})", flush=True)
+                continue
+            out = proc.stdout.read() if proc.stdout else ""
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if "DONE" in out:
+                print(f"[demo] run {runs}: the pipeline caught up and exited", flush=True)
+                break
+            print(f"[demo] run {runs}: driver exited early ({proc.returncode}); restarting", flush=True)
+            if runs > args.crashes + 10:
+                print("[demo] giving up: the pipeline keeps failing\n" + out, flush=True)
+                return 1
+    problems = verify(store, "demo", n, "batch")
+    from .stores import open_store
+
+    with open_store(store, "demo") as st:
+        total, count = st.get_value("totals", "sum"), st.get_value("totals", "count")
+        batches = (st.last_committed_batch_id() or 0) + 1
+    print(f"[demo] after {kills} SIGKILLed drivers: sum = {total} (expected n(n+1)/2 = {n * (n + 1) // 2}), "
+          f"count = {count}, batches committed = {batches}, store = {store}")
+    if problems:
+        print("[demo] NOT exact: " + "; ".join(problems))
+        return 1
+    print("[demo] verified: every record counted exactly once")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m dstream_exactly_once.demo")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    pipe = sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline")
+    pipe.add_argument("--bootstrap", required=True)
+    pipe.add_argument("--topic", required=True)
+    pipe.add_argument("--store", required=True)
+    pipe.add_argument("--app-id", required=True)
+    pipe.add_argument("--pattern", choices=["batch", "partition"], default="batch")
+    pipe.add_argument("--rate", type=int, default=2000, help="maxRatePerPartition (records/s)")
+    pipe.add_argument("--batch-seconds", type=int, default=1)
+    pipe.add_argument("--master", default="local[2]")
+    pipe.add_argument("--crash-prob", type=float, default=0.0)
+    pipe.add_argument("--seed", type=int, default=None)
+    demo = sub.add_parser("demo", help="the whole demonstration on a local broker and SQLite")
+    demo.add_argument("--n", type=int, default=20000)
+    demo.add_argument("--crashes", type=int, default=3)
+    demo.add_argument("--rate", type=int, default=1000)
+    demo.add_argument("--seed", type=int, default=7)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd == "pipeline":
+        return run_pipeline(args)
+    return run_demo(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

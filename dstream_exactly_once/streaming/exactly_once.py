@@ -1,0 +1,223 @@
+"""Exactly-once output: each batch's results and offsets committed together, in one store.
+
+Driver lifecycle (``DESIGN.md`` §2, §4):
+
+1. open the store, take a new **epoch** (fencing token); older drivers can no longer commit;
+2. starting offsets = the store's committed offsets (explicit ``fromOffsets`` or
+   ``auto.offset.reset`` only when the store has none), checked against the broker's log;
+3. batches in the **offset log** without a **commit log** entry are replayed first, in order,
+   with their original ids and ranges; only then are new batches planned;
+4. every new batch is written to the offset log *before* it runs;
+5. the output commits results + new offsets (+ commit-log entry) in one transaction with an
+   offset compare-and-set; a replayed, already-committed batch is skipped.
+
+No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of
+truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators, but offsets are never
+taken from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict, deque
+from datetime import datetime
+from typing import Any, Callable, Deque, Iterable, List, Optional, Union
+
+from pyspark import RDD
+from pyspark.streaming import StreamingContext
+
+from ..errors import DStreamExactlyOnceError, OutputError
+from ..offsets import OffsetRange
+from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .dstream import KafkaDStream
+from .kafka_utils import DirectBatches
+from .rdd import KafkaRDD
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BatchCommitter", "ExactlyOnceDStream"]
+
+BatchFunc = Callable[[PlannedBatch, RDD], Optional[Writes]]
+PartitionFunc = Callable[[Iterable[Any], OffsetRange, PlannedBatch], Optional[Writes]]
+
+
+def _as_writes(value: Any, what: str) -> Writes:
+    if value is None:
+        return Writes()
+    if not isinstance(value, Writes):
+        raise OutputError(f"{what} must return a Writes (or None), got {type(value).__name__}")
+    return value
+
+
+class BatchCommitter:
+    """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters."""
+
+    def __init__(self, store: TransactionalStore, batches: DirectBatches) -> None:
+        self.store = store
+        self.batches = batches
+        self.epoch = store.start_epoch()
+        self._pending: Deque[PlannedBatch] = deque(store.pending_batches())
+        last = store.last_logged_batch_id()
+        self.next_batch_id = 0 if last is None else last + 1
+        stored = store.load_offsets()
+        batches.planner.start(stored)
+        for b in self._pending:  # new batches start where the replayed ones end
+            batches.planner.advance(list(b.ranges))
+        self._by_time: OrderedDict[datetime, Optional[PlannedBatch]] = OrderedDict()
+        self._lock = threading.RLock()
+        self.failed: Optional[BaseException] = None
+        self.committed = 0
+        self.replayed = 0
+        self.skipped_empty = 0
+        if self._pending:
+            log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(self._pending),
+                        [b.batch_id for b in self._pending])
+
+    def __repr__(self) -> str:
+        return f"BatchCommitter(store={self.store!r}, epoch={self.epoch}, next_batch_id={self.next_batch_id})"
+
+    # ------------------------------------------------------------ planning (JobGenerator thread)
+    def compute(self, time: datetime) -> KafkaRDD:
+        with self._lock:
+            if self.failed is not None:
+                batch = None
+            elif self._pending:
+                batch = self._pending.popleft()
+                log.info("replaying batch %d with its logged ranges", batch.batch_id)
+            else:
+                ranges = self.batches.plan(time)
+                if not any(r.count() for r in ranges):
+                    batch = None
+                    self.skipped_empty += 1
+                else:
+                    batch = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
+                    self.store.log_batch(self.epoch, batch)
+                    self.next_batch_id += 1
+            self._by_time[time] = batch
+            while len(self._by_time) > 1024:
+                self._by_time.popitem(last=False)
+            return self.batches.rdd(list(batch.ranges) if batch else [])
+
+    def batch_at(self, time: datetime) -> Optional[PlannedBatch]:
+        with self._lock:
+            if self.failed is not None:
+                raise DStreamExactlyOnceError(
+                    f"the stream stopped committing after an earlier failure: {self.failed}") from self.failed
+            return self._by_time.get(time)
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.failed is None:
+                self.failed = exc
+
+    def count(self, outcome: CommitOutcome) -> None:
+        if outcome is CommitOutcome.APPLIED:
+            self.committed += 1
+        else:
+            self.replayed += 1
+
+
+class ExactlyOnceDStream(KafkaDStream):
+    """A direct Kafka stream whose output operations commit results and offsets atomically.
+
+    Unit of parallelism: one Spark task per topic partition per batch.
+    Delivery guarantee: exactly-once for results written through :meth:`commit_each_batch` or
+    :meth:`commit_each_partition` (each record's effect is in the store once, whatever crashes,
+    task retries, replays or zombie drivers happen). Anything else the user's function does on
+    the side (printing, calling services) is at-least-once.
+
+    Batches with no new records are not logged, not committed and do not call the output
+    function. Use exactly one of the two commit methods per stream.
+    """
+
+    def __init__(self, ssc: StreamingContext, committer: BatchCommitter) -> None:
+        self.committer = committer
+        super().__init__(ssc, committer.compute)
+
+    @property
+    def store(self) -> TransactionalStore:
+        return self.committer.store
+
+    @property
+    def epoch(self) -> int:
+        return self.committer.epoch
+
+    # ------------------------------------------------------------------ pattern (a)
+    def commit_each_batch(self, func: BatchFunc) -> None:
+        """Run ``func(batch, rdd) -> Writes`` on the driver each batch and commit its writes with
+        the batch's offsets and commit-log entry in ONE transaction.
+
+        For results small enough for the driver (aggregates): compute them with Spark inside
+        ``func`` (``rdd.reduceByKey(...).collect()``) and return :class:`Writes`. ``func``'s
+        exception fails the batch; nothing is committed and the error names the batch and ranges.
+        """
+        committer = self.committer
+
+        def output(time: datetime, rdd: KafkaRDD) -> None:
+            batch = committer.batch_at(time)
+            if batch is None:
+                return
+            try:
+                writes = _as_writes(func(batch, rdd), "the commit_each_batch function")
+            except BaseException as exc:
+                err = _output_error(batch, exc)
+                committer.fail(err)
+                raise err from exc
+            try:
+                committer.count(committer.store.commit(committer.epoch, batch, writes))
+            except BaseException as exc:
+                committer.fail(exc)
+                raise
+
+        self.foreachRDD(output)
+
+    # ------------------------------------------------------------------ pattern (b)
+    def commit_each_partition(self, func: PartitionFunc) -> None:
+        """Run ``func(records, offset_range, batch) -> Writes`` in each executor task and commit that
+        partition's writes with its range's offsets in ONE transaction on the executor; the driver
+        then writes the batch's commit-log entry.
+
+        For results too large for the driver. A task retry or a replayed batch finds its range
+        already committed and writes nothing.
+        """
+        committer = self.committer
+        store = committer.store
+
+        def output(time: datetime, rdd: KafkaRDD) -> None:
+            batch = committer.batch_at(time)
+            if batch is None:
+                return
+            epoch = committer.epoch
+
+            def per_partition(index: int, records: Iterable[Any]) -> Iterable[str]:
+                r = batch.ranges[index]
+                if r.count() == 0:
+                    return [CommitOutcome.REPLAYED.value]
+                try:
+                    writes = _as_writes(func(records, r, batch), "the commit_each_partition function")
+                except BaseException as exc:
+                    raise _output_error(batch, exc, [r]) from exc
+                return [store.commit(epoch, batch, writes, ranges=[r], complete_batch=False).value]
+
+            try:
+                outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
+                committer.count(store.mark_committed(epoch, batch))
+            except BaseException as exc:
+                err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
+                committer.fail(err)
+                raise err from exc
+            log.debug("batch %d partition outcomes %s", batch.batch_id, outcomes)
+
+        self.foreachRDD(output)
+
+
+def _output_error(batch: PlannedBatch, exc: BaseException,
+                  ranges: Optional[List[OffsetRange]] = None) -> OutputError:
+    rs = list(ranges if ranges is not None else batch.ranges)
+    shown = ", ".join(str(r) for r in rs[:8]) + (f" and {len(rs) - 8} more" if len(rs) > 8 else "")
+    return OutputError(f"output of batch {batch.batch_id} failed, nothing was committed "
+                       f"(ranges: {shown}): {type(exc).__name__}: {exc}", batch=batch.batch_id, offset_ranges=rs)
+
+
+StoreLike = Union[str, TransactionalStore]
