@@ -1,0 +1,94 @@
+"""PostgresStore: offsets and results in PostgreSQL tables (psycopg 3)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
+from .sql import SQLStore, _Cursor
+from .url import float_option, parse_url, redact_url
+
+__all__ = ["PostgresStore"]
+
+_AUTH_MARKERS = ("password authentication failed", "no password supplied", "no pg_hba.conf entry")
+_UNAVAILABLE_STATES = ("57P01", "57P02", "57P03", "53300")  # shutdown, crash, starting up, too many connections
+
+
+class PostgresStore(SQLStore):
+    """Offsets and results in the ``deo_*`` tables of one PostgreSQL database.
+
+    Unit of atomicity: one :meth:`commit` — a single transaction that first locks the
+    application's ``deo_meta`` row (``SELECT … FOR UPDATE``), so commits of one application
+    serialize across the driver and every executor while other applications proceed.
+
+    Delivery guarantee: exactly-once for everything written through :meth:`commit`. When the
+    connection drops during ``COMMIT`` the outcome is unknown to the client; the caller retries
+    and the offset compare-and-set turns an already applied commit into a REPLAYED no-op.
+
+    URL: ``postgresql://user:password@host:port/dbname`` (or ``postgres://``), with any libpq
+    parameter in the query; ``connect_timeout`` defaults to 5 seconds.
+    """
+
+    scheme = "postgresql"
+    int_type = "NUMERIC"  # arbitrary-precision integer increments
+    float_type = "DOUBLE PRECISION"
+    placeholder = "%s"
+    lock_meta_sql = " FOR UPDATE"
+
+    def __init__(self, url: str, app_id: str) -> None:
+        parsed = parse_url(url)
+        if parsed.scheme not in ("postgresql", "postgres"):
+            raise ConfigurationError(f"PostgreSQL store URLs start with postgresql:// or postgres://, "
+                                     f"got {redact_url(url)!r}")
+        self._connect_timeout = max(2, math.ceil(float_option(url, parsed.options(), "connect_timeout", 5.0)))
+        self._address = parsed.address(5432)
+        self._user = parsed.username
+        self._secret = parsed.password or ""
+        try:
+            from psycopg.conninfo import conninfo_to_dict
+
+            conninfo_to_dict(url)
+        except ImportError:
+            pass  # reported on first use
+        except Exception as exc:  # noqa: BLE001 - psycopg.ProgrammingError: bad libpq parameter
+            raise ConfigurationError(f"bad PostgreSQL URL {redact_url(url)!r}: {self._scrub(str(exc))}") from None
+        super().__init__(url, app_id)
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _open_connection(self) -> Any:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ConfigurationError("PostgresStore needs psycopg 3: pip install 'psycopg[binary]'") from exc
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout,
+                               application_name="dstream-exactly-once")
+
+    def _lock_schema(self, cur: _Cursor) -> None:
+        cur.run("SELECT pg_advisory_xact_lock(hashtext('dstream_exactly_once.schema'))")
+
+    def _is_broken(self, conn: Any) -> bool:
+        return bool(conn.closed or conn.broken)
+
+    def _translate(self, exc: Exception) -> Optional[StoreError]:
+        import psycopg
+
+        if not isinstance(exc, psycopg.Error):
+            return None
+        state = exc.sqlstate or ""
+        text = self._scrub(str(exc).strip().replace("\n", " "))
+        if state.startswith("28") or any(m in text for m in _AUTH_MARKERS) or (
+                "role" in text and "does not exist" in text):
+            return StoreAuthError(f"PostgreSQL at {self._address} refused the credentials of user "
+                                  f"{self._user!r}: {text}")
+        if "does not exist" in text:  # e.g. the database: retrying cannot help
+            return StoreError(f"PostgreSQL at {self._address}: {text}")
+        if isinstance(exc, psycopg.OperationalError) and (
+                not state or state.startswith("08") or state in _UNAVAILABLE_STATES):
+            return StoreUnavailableError(f"PostgreSQL at {self._address} is unavailable: {text}")
+        err = StoreError(f"PostgreSQL at {self._address}: {text}")
+        if state in ("40001", "40P01", "55P03"):  # serialization failure, deadlock, lock not available
+            err.retriable = True
+        return err

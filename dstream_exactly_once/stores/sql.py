@@ -1,0 +1,382 @@
+"""The SQL implementation shared by :class:`SQLiteStore` and :class:`PostgresStore`.
+
+Tables, every row scoped by ``app`` (the application id)::
+
+    deo_meta       (app PK, schema_version, epoch)                  one row per app; commits lock it
+    deo_offsets    (app, topic, partition_id, next_offset)          next offset to read
+    deo_batches    (app, batch_id, batch_time_ms, ranges)           offset log (ranges as JSON)
+    deo_commits    (app, batch_id, epoch)                           commit log
+    deo_values     (app, ns, k, inum, fnum, doc)                    incr/put values (int part, float
+                                                                    part, or a JSON document)
+    deo_batch_rows (app, ns, batch_id, part, seq, doc)              time-keyed rows, replaced per
+                                                                    (batch, part); part "" = whole batch
+    deo_labels     (app, label)                                     labels applied
+
+Dialects differ only in column types, placeholders, the row lock taken first in every write
+transaction (PostgreSQL ``SELECT … FOR UPDATE`` on the app's meta row; SQLite ``BEGIN IMMEDIATE``
+locks the whole file) and their error translation. Increments are native upserts
+(``ON CONFLICT … DO UPDATE SET inum = inum + excluded.inum``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from abc import abstractmethod
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, StoreError, StoreVersionError
+from ..offsets import OffsetRange, TopicAndPartition
+from . import _plan
+from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .url import redact_url
+
+__all__ = ["SQLStore"]
+
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS deo_meta (app TEXT PRIMARY KEY, schema_version INTEGER NOT NULL, "
+    "epoch BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS deo_offsets (app TEXT NOT NULL, topic TEXT NOT NULL, partition_id INTEGER NOT NULL, "
+    "next_offset BIGINT NOT NULL, PRIMARY KEY (app, topic, partition_id))",
+    "CREATE TABLE IF NOT EXISTS deo_batches (app TEXT NOT NULL, batch_id BIGINT NOT NULL, "
+    "batch_time_ms BIGINT NOT NULL, ranges TEXT NOT NULL, PRIMARY KEY (app, batch_id))",
+    "CREATE TABLE IF NOT EXISTS deo_commits (app TEXT NOT NULL, batch_id BIGINT NOT NULL, epoch BIGINT NOT NULL, "
+    "PRIMARY KEY (app, batch_id))",
+    "CREATE TABLE IF NOT EXISTS deo_values (app TEXT NOT NULL, ns TEXT NOT NULL, k TEXT NOT NULL, inum {int}, "
+    "fnum {float}, doc TEXT, PRIMARY KEY (app, ns, k))",
+    "CREATE TABLE IF NOT EXISTS deo_batch_rows (app TEXT NOT NULL, ns TEXT NOT NULL, batch_id BIGINT NOT NULL, "
+    "part TEXT NOT NULL, seq INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (app, ns, batch_id, part, seq))",
+    "CREATE TABLE IF NOT EXISTS deo_labels (app TEXT NOT NULL, label TEXT NOT NULL, PRIMARY KEY (app, label))",
+)
+
+_SET_VALUE = (
+    "INSERT INTO deo_values (app, ns, k, inum, fnum, doc) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (app, ns, k) DO UPDATE SET inum = excluded.inum, fnum = excluded.fnum, doc = excluded.doc")
+_ADD_VALUE = (
+    "INSERT INTO deo_values (app, ns, k, inum, fnum, doc) VALUES (?, ?, ?, ?, ?, NULL) "
+    "ON CONFLICT (app, ns, k) DO UPDATE SET inum = COALESCE(deo_values.inum, 0) + excluded.inum, "
+    "fnum = CASE WHEN deo_values.fnum IS NULL AND excluded.fnum IS NULL THEN NULL "
+    "ELSE COALESCE(deo_values.fnum, 0) + COALESCE(excluded.fnum, 0) END "
+    "WHERE deo_values.doc IS NULL")
+_SET_OFFSET = (
+    "INSERT INTO deo_offsets (app, topic, partition_id, next_offset) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (app, topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset")
+_INIT_OFFSET = (
+    "INSERT INTO deo_offsets (app, topic, partition_id, next_offset) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (app, topic, partition_id) DO NOTHING")
+
+
+class _Cursor:
+    """A DB-API cursor speaking ``?`` placeholders whatever the driver's paramstyle."""
+
+    def __init__(self, cursor: Any, placeholder: str) -> None:
+        self._cur = cursor
+        self._ph = placeholder
+
+    def _q(self, sql: str) -> str:
+        return sql if self._ph == "?" else sql.replace("?", self._ph)
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self._cur.execute(self._q(sql), tuple(params))
+        return int(self._cur.rowcount)
+
+    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Run ``sql`` once per row; returns the total row count."""
+        if not rows:
+            return 0
+        self._cur.executemany(self._q(sql), [tuple(r) for r in rows])
+        return int(self._cur.rowcount)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Optional[Tuple[Any, ...]]:
+        self._cur.execute(self._q(sql), tuple(params))
+        row = self._cur.fetchone()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
+        self._cur.execute(self._q(sql), tuple(params))
+        return [tuple(r) for r in self._cur.fetchall()]
+
+
+class SQLStore(TransactionalStore):
+    """Common SQL logic; subclasses supply connections, dialect details and error translation."""
+
+    int_type = "INTEGER"
+    float_type = "REAL"
+    placeholder = "?"
+    begin_sql = "BEGIN"
+    lock_meta_sql = ""  # appended to the meta-row SELECT that opens every write transaction
+
+    def __init__(self, url: str, app_id: str) -> None:
+        super().__init__(url, app_id)
+        self._lock = threading.RLock()
+        self._conn: Any = None
+        self._pid = 0
+
+    # ---------------------------------------------------------------- dialect hooks
+    @abstractmethod
+    def _open_connection(self) -> Any:
+        """A new DB-API connection in autocommit mode (transactions are explicit)."""
+
+    @abstractmethod
+    def _translate(self, exc: Exception) -> Optional[StoreError]:
+        """The library error for a driver/OS exception, or ``None`` if ``exc`` is not one."""
+
+    def _is_broken(self, conn: Any) -> bool:
+        """Whether ``conn`` must be replaced after an error."""
+        return False
+
+    def _lock_schema(self, cur: _Cursor) -> None:
+        """Serialize concurrent schema creation (PostgreSQL); SQLite's BEGIN IMMEDIATE suffices."""
+
+    # ---------------------------------------------------------------- connection + error boundary
+    def _cursor(self) -> _Cursor:
+        if self._conn is None or self._pid != os.getpid():
+            self._conn = None  # a connection inherited through fork() is never reused
+            conn = self._open_connection()
+            try:
+                self._setup(_Cursor(conn.cursor(), self.placeholder))
+            except BaseException:
+                conn.close()
+                raise
+            self._conn, self._pid = conn, os.getpid()
+        return _Cursor(self._conn.cursor(), self.placeholder)
+
+    @contextmanager
+    def _transaction(self, write: bool = True) -> Iterator[_Cursor]:
+        """One backend transaction (or one autocommit read); the only place driver errors are translated."""
+        with self._lock:
+            try:
+                cur = self._cursor()
+                if write:
+                    cur.run(self.begin_sql)
+                try:
+                    yield cur
+                    if write:
+                        cur.run("COMMIT")
+                except BaseException:
+                    if write:
+                        self._rollback(cur)
+                    raise
+            except DStreamExactlyOnceError:
+                raise
+            except Exception as exc:
+                err = self._translate(exc)
+                if err is None:
+                    raise
+                if self._conn is not None and (err.retriable or self._is_broken(self._conn)):
+                    self._discard()
+                raise err from exc
+
+    def _rollback(self, cur: _Cursor) -> None:
+        try:
+            cur.run("ROLLBACK")
+        except Exception:  # noqa: BLE001 - the connection may be gone; the server rolls back then
+            self._discard()
+
+    def _discard(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail; it is dropped anyway
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                self._discard()
+            self._conn = None
+
+    def _setup(self, cur: _Cursor) -> None:
+        """Create the tables and this app's meta row; refuse a layout from a newer version."""
+        cur.run(self.begin_sql)
+        try:
+            self._lock_schema(cur)
+            for ddl in _DDL:
+                cur.run(ddl.format(int=self.int_type, float=self.float_type))
+            row = cur.one("SELECT MAX(schema_version) FROM deo_meta")
+            found = int(row[0]) if row and row[0] is not None else SCHEMA_VERSION
+            if found > SCHEMA_VERSION:
+                raise StoreVersionError(
+                    f"store {redact_url(self.url)} has layout version {found}, newer than version "
+                    f"{SCHEMA_VERSION} written by this dstream-exactly-once; upgrade the library")
+            cur.run("INSERT INTO deo_meta (app, schema_version, epoch) VALUES (?, ?, 0) ON CONFLICT (app) DO NOTHING",
+                    (self.app_id, SCHEMA_VERSION))
+            cur.run("COMMIT")
+        except BaseException:
+            self._rollback_quietly(cur)
+            raise
+
+    @staticmethod
+    def _rollback_quietly(cur: _Cursor) -> None:
+        try:
+            cur.run("ROLLBACK")
+        except Exception:  # noqa: BLE001 - best effort; the connection is closed by the caller
+            pass
+
+    # ---------------------------------------------------------------- epochs
+    def _check_epoch(self, cur: _Cursor, epoch: int) -> None:
+        row = cur.one("SELECT epoch FROM deo_meta WHERE app = ?" + self.lock_meta_sql, (self.app_id,))
+        _plan.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
+
+    def start_epoch(self) -> int:
+        with self._transaction() as cur:
+            cur.run("UPDATE deo_meta SET epoch = epoch + 1 WHERE app = ?", (self.app_id,))
+            row = cur.one("SELECT epoch FROM deo_meta WHERE app = ?", (self.app_id,))
+        assert row is not None
+        return int(row[0])
+
+    def current_epoch(self) -> int:
+        with self._transaction(write=False) as cur:
+            row = cur.one("SELECT epoch FROM deo_meta WHERE app = ?", (self.app_id,))
+        return int(row[0]) if row else 0
+
+    # ---------------------------------------------------------------- offsets and logs
+    def _offsets(self, cur: _Cursor) -> Dict[TopicAndPartition, int]:
+        rows = cur.all("SELECT topic, partition_id, next_offset FROM deo_offsets WHERE app = ?", (self.app_id,))
+        return {TopicAndPartition(t, int(p)): int(o) for t, p, o in rows}
+
+    def load_offsets(self) -> Dict[TopicAndPartition, int]:
+        with self._transaction(write=False) as cur:
+            return self._offsets(cur)
+
+    def log_batch(self, epoch: int, batch: PlannedBatch) -> None:
+        epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
+        _plan.commit_ranges(batch, None)
+        ranges = json.dumps([r.toTuple() for r in batch.ranges], separators=(",", ":"))
+        with self._transaction() as cur:
+            self._check_epoch(cur, epoch)
+            existing = self._get_batch(cur, batch.batch_id)
+            if existing is None:
+                cur.run("INSERT INTO deo_batches (app, batch_id, batch_time_ms, ranges) VALUES (?, ?, ?, ?)",
+                        (self.app_id, batch.batch_id, batch.batch_time_ms, ranges))
+            elif existing != batch:
+                raise OffsetConflictError(f"batch {batch.batch_id} is already in the offset log as {existing}; "
+                                          f"refusing to log it again as {batch}")
+
+    def _get_batch(self, cur: _Cursor, batch_id: int) -> Optional[PlannedBatch]:
+        row = cur.one("SELECT batch_time_ms, ranges FROM deo_batches WHERE app = ? AND batch_id = ?",
+                      (self.app_id, batch_id))
+        if row is None:
+            return None
+        ranges = tuple(OffsetRange(t, int(p), int(f), int(u)) for t, p, f, u in json.loads(row[1]))
+        return PlannedBatch(batch_id, int(row[0]), ranges)
+
+    def get_batch(self, batch_id: int) -> Optional[PlannedBatch]:
+        with self._transaction(write=False) as cur:
+            return self._get_batch(cur, batch_id)
+
+    def _max(self, table: str) -> Optional[int]:
+        with self._transaction(write=False) as cur:
+            row = cur.one(f"SELECT MAX(batch_id) FROM {table} WHERE app = ?", (self.app_id,))
+        return None if row is None or row[0] is None else int(row[0])
+
+    def last_logged_batch_id(self) -> Optional[int]:
+        return self._max("deo_batches")
+
+    def last_committed_batch_id(self) -> Optional[int]:
+        return self._max("deo_commits")
+
+    def _is_committed(self, cur: _Cursor, batch_id: int) -> bool:
+        return cur.one("SELECT 1 FROM deo_commits WHERE app = ? AND batch_id = ?", (self.app_id, batch_id)) is not None
+
+    def is_committed(self, batch_id: int) -> bool:
+        with self._transaction(write=False) as cur:
+            return self._is_committed(cur, batch_id)
+
+    # ---------------------------------------------------------------- the transaction
+    def commit(
+        self,
+        epoch: int,
+        batch: PlannedBatch,
+        writes: Writes,
+        *,
+        ranges: Optional[Sequence[OffsetRange]] = None,
+        complete_batch: bool = True,
+    ) -> CommitOutcome:
+        epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
+        if not isinstance(writes, Writes):
+            raise ConfigurationError(f"writes must be a Writes, got {writes!r}")
+        todo, empty = _plan.commit_ranges(batch, ranges)
+        ops = _plan.value_ops(writes)
+        part = _plan.part_name(todo + empty, complete_batch)
+        with self._transaction() as cur:
+            self._check_epoch(cur, epoch)
+            if self._is_committed(cur, batch.batch_id):
+                return CommitOutcome.REPLAYED
+            if not _plan.decide(batch.batch_id, todo, self._offsets(cur)):
+                return CommitOutcome.REPLAYED
+            self._write_values(cur, ops)
+            for ns, rows in writes.batch_rows.items():
+                cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
+                        (self.app_id, ns, batch.batch_id, part))
+                cur.many("INSERT INTO deo_batch_rows (app, ns, batch_id, part, seq, doc) VALUES (?, ?, ?, ?, ?, ?)",
+                         [(self.app_id, ns, batch.batch_id, part, i, row) for i, row in enumerate(rows)])
+            cur.many("INSERT INTO deo_labels (app, label) VALUES (?, ?) ON CONFLICT (app, label) DO NOTHING",
+                     [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
+            cur.many(_SET_OFFSET, [(self.app_id, r.topic, r.partition, r.untilOffset) for r in todo])
+            cur.many(_INIT_OFFSET, [(self.app_id, r.topic, r.partition, r.untilOffset) for r in empty])
+            if complete_batch:
+                cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
+                        (self.app_id, batch.batch_id, epoch))
+        return CommitOutcome.APPLIED
+
+    def _write_values(self, cur: _Cursor, ops: List[_plan.ValueOp]) -> None:
+        sets, adds = [], []
+        for op in ops:
+            if op.op == "set":
+                inum, fnum, doc = ((op.value, None, None) if op.kind == "i" else
+                                   (0, op.value, None) if op.kind == "f" else (None, None, op.value))
+                sets.append((self.app_id, op.namespace, op.key, inum, fnum, doc))
+            else:
+                inum, fnum = (op.value, None) if op.kind == "i" else (0, op.value)
+                adds.append((self.app_id, op.namespace, op.key, inum, fnum))
+        cur.many(_SET_VALUE, sets)
+        if cur.many(_ADD_VALUE, adds) != len(adds):  # the upsert skips rows holding a JSON document
+            bad = [f"{ns}/{k}" for _, ns, k, _, _ in adds if cur.one(
+                "SELECT 1 FROM deo_values WHERE app = ? AND ns = ? AND k = ? AND doc IS NOT NULL",
+                (self.app_id, ns, k))]
+            raise StoreError(f"cannot increment {', '.join(bad)}: non-numeric value(s) stored; nothing was written")
+
+    def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
+        epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
+        todo, _ = _plan.commit_ranges(batch, None)
+        with self._transaction() as cur:
+            self._check_epoch(cur, epoch)
+            if self._is_committed(cur, batch.batch_id):
+                return CommitOutcome.REPLAYED
+            stored = self._offsets(cur)
+            for r in todo:
+                if stored.get(r.topicPartition()) != r.untilOffset:
+                    raise _plan.uncommitted_error(batch.batch_id, r, stored.get(r.topicPartition()))
+            cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
+                    (self.app_id, batch.batch_id, epoch))
+        return CommitOutcome.APPLIED
+
+    # ---------------------------------------------------------------- reading results
+    def get_value(self, namespace: str, key: str) -> Any:
+        with self._transaction(write=False) as cur:
+            row = cur.one("SELECT inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
+                          (self.app_id, namespace, key))
+        return None if row is None else _plan.decode_value(*row)
+
+    def get_values(self, namespace: str) -> Dict[str, Any]:
+        with self._transaction(write=False) as cur:
+            rows = cur.all("SELECT k, inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? ORDER BY k",
+                           (self.app_id, namespace))
+        return {k: _plan.decode_value(i, f, d) for k, i, f, d in rows}
+
+    def get_batch_rows(self, namespace: str) -> Dict[int, List[Any]]:
+        with self._transaction(write=False) as cur:
+            rows = cur.all("SELECT batch_id, doc FROM deo_batch_rows WHERE app = ? AND ns = ? "
+                           "ORDER BY batch_id, part, seq", (self.app_id, namespace))
+        out: Dict[int, List[Any]] = {}
+        for batch_id, doc in rows:
+            out.setdefault(int(batch_id), []).append(json.loads(doc))
+        return out
+
+    def has_label(self, label: str) -> bool:
+        with self._transaction(write=False) as cur:
+            return cur.one("SELECT 1 FROM deo_labels WHERE app = ? AND label = ?", (self.app_id, label)) is not None

@@ -1,0 +1,81 @@
+"""SQLiteStore: the default store, one local file shared by the driver and the executors of one host."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any, Optional
+
+from ..errors import ConfigurationError, StoreError, StoreUnavailableError
+from .sql import SQLStore
+from .url import check_options, float_option, parse_qsl_dict, redact_url
+
+__all__ = ["SQLiteStore"]
+
+_OPTIONS = ("timeout",)
+
+
+def _split_sqlite_url(url: str) -> tuple[str, str]:
+    """``(path, query)`` of ``sqlite:///relative.db`` or ``sqlite:////absolute.db``."""
+    if not isinstance(url, str) or not url.lower().startswith("sqlite:///"):
+        raise ConfigurationError(f"SQLite store URLs look like sqlite:///relative/path.db or "
+                                 f"sqlite:////absolute/path.db, got {redact_url(str(url))!r}")
+    path, _, query = url[len("sqlite:///"):].partition("?")
+    if not path or path == ":memory:":
+        raise ConfigurationError(f"SQLite store URL {url!r} needs a file path (an in-memory database cannot be "
+                                 f"shared with executors)")
+    return path, query
+
+
+class SQLiteStore(SQLStore):
+    """Offsets and results in one SQLite file (stdlib ``sqlite3``, WAL mode).
+
+    Unit of atomicity: one :meth:`commit` — a ``BEGIN IMMEDIATE`` transaction, which takes the
+    file's write lock, so commits from the driver and executor processes are serialized (waiting
+    up to ``timeout`` seconds, default 30, before :class:`StoreUnavailableError`).
+
+    Delivery guarantee: exactly-once for everything written through :meth:`commit`, as long as all
+    writers share the file on one host's local disk (``local[N]`` or a single-host cluster). SQLite
+    locking is not reliable on network file systems: use PostgreSQL or Redis across hosts.
+
+    URL: ``sqlite:///relative/path.db`` (resolved against the current directory when the store is
+    created, so executors open the same file) or ``sqlite:////absolute/path.db``; option
+    ``?timeout=SECONDS``. The parent directory is created when missing.
+    """
+
+    scheme = "sqlite"
+
+    def __init__(self, url: str, app_id: str) -> None:
+        path, query = _split_sqlite_url(url)
+        options = parse_qsl_dict(query)
+        check_options(url, options, _OPTIONS)
+        self.timeout = float_option(url, options, "timeout", 30.0)
+        self.path = os.path.abspath(path)
+        super().__init__("sqlite:///" + self.path + (f"?{query}" if query else ""), app_id)
+
+    def _open_connection(self) -> Any:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    begin_sql = "BEGIN IMMEDIATE"
+
+    def _translate(self, exc: Exception) -> Optional[StoreError]:
+        if isinstance(exc, sqlite3.OperationalError):
+            text = str(exc)
+            if "locked" in text or "busy" in text:
+                return StoreUnavailableError(f"SQLite database {self.path} stayed locked by another process "
+                                             f"for {self.timeout:g}s ({text})")
+            if "unable to open" in text or "disk I/O" in text:
+                return StoreUnavailableError(f"cannot open SQLite database {self.path}: {text}")
+        if isinstance(exc, sqlite3.Error):
+            return StoreError(f"SQLite database {self.path}: {exc}")
+        if isinstance(exc, OSError):
+            return StoreUnavailableError(f"cannot create the directory of SQLite database {self.path}: {exc}")
+        return None

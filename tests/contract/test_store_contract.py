@@ -1,0 +1,406 @@
+"""The :class:`TransactionalStore` contract, run against every backend on real servers.
+
+:class:`StoreContract` holds the behaviour; each ``Test*`` subclass only says how to reach its
+backend and how to tamper with its stored layout version.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+from typing import Any, Dict, Iterator
+
+import pytest
+
+from dstream_exactly_once.errors import (
+    ConfigurationError,
+    FencedError,
+    OffsetConflictError,
+    StoreError,
+    StoreVersionError,
+)
+from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.stores import (
+    SCHEMA_VERSION,
+    CommitOutcome,
+    PlannedBatch,
+    PostgresStore,
+    RedisStore,
+    SQLiteStore,
+    TransactionalStore,
+    Writes,
+    open_store,
+)
+
+APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
+P0, P1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
+
+
+def batch(batch_id: int, *ranges: OffsetRange, time_ms: int = 0) -> PlannedBatch:
+    return PlannedBatch(batch_id, time_ms or 1_000 * (batch_id + 1), tuple(ranges))
+
+
+R0 = OffsetRange("t", 0, 0, 10)
+R1 = OffsetRange("t", 1, 0, 5)
+B0 = batch(0, R0, R1)
+B1 = batch(1, OffsetRange("t", 0, 10, 15), OffsetRange("t", 1, 5, 5))
+
+
+def snapshot(store: TransactionalStore) -> Dict[str, Any]:
+    """Everything a failed commit must leave untouched."""
+    return {
+        "offsets": store.load_offsets(),
+        "counts": store.get_values("counts"),
+        "docs": store.get_values("docs"),
+        "rows": store.get_batch_rows("rows"),
+        "label": store.has_label("L"),
+        "committed": store.last_committed_batch_id(),
+    }
+
+
+def full_writes(tag: str = "a", n: int = 1) -> Writes:
+    return (Writes().incr("counts", "n", n).put("docs", "k", {"tag": tag})
+            .put_batch_rows("rows", [{"tag": tag}]).add_label("L"))
+
+
+class StoreContract:
+    """The behaviour suite every :class:`TransactionalStore` backend must pass."""
+
+    store_class: type
+
+    @pytest.fixture
+    def store_url(self) -> str:
+        raise NotImplementedError
+
+    def write_schema_version(self, url: str, app_id: str, version: int) -> None:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, store_url: str, app_id: str) -> Iterator[TransactionalStore]:
+        s = open_store(store_url, app_id)
+        yield s
+        s.close()
+
+    @pytest.fixture
+    def epoch(self, store: TransactionalStore) -> int:
+        return store.start_epoch()
+
+    # ---------------------------------------------------------------- opening
+    def test_open_store_picks_the_backend(self, store: TransactionalStore, app_id: str) -> None:
+        assert type(store) is self.store_class
+        assert store.app_id == app_id
+
+    def test_schema_version_too_new_is_refused(self, store: TransactionalStore, store_url: str,
+                                               app_id: str) -> None:
+        store.close()
+        self.write_schema_version(store_url, app_id, SCHEMA_VERSION + 98)
+        with pytest.raises(StoreVersionError) as info:
+            open_store(store_url, app_id)
+        assert str(SCHEMA_VERSION + 98) in str(info.value) and str(SCHEMA_VERSION) in str(info.value)
+
+    def test_close_is_idempotent_and_store_reconnects(self, store: TransactionalStore) -> None:
+        e = store.start_epoch()
+        store.close()
+        store.close()
+        assert store.current_epoch() == e
+
+    # ---------------------------------------------------------------- epochs and fencing
+    def test_start_epoch_increments(self, store: TransactionalStore, store_url: str, app_id: str) -> None:
+        assert store.current_epoch() == 0
+        assert store.start_epoch() == 1
+        assert store.start_epoch() == 2
+        with open_store(store_url, app_id) as other:
+            assert other.current_epoch() == 2
+            assert other.start_epoch() == 3
+        assert store.current_epoch() == 3
+
+    def test_older_epoch_is_fenced_and_writes_nothing(self, store: TransactionalStore) -> None:
+        old = store.start_epoch()
+        store.log_batch(old, B0)
+        new = store.start_epoch()
+        before = snapshot(store)
+        with pytest.raises(FencedError, match=f"epoch {old}.*{new}"):
+            store.commit(old, B0, full_writes())
+        with pytest.raises(FencedError):
+            store.commit(old, B0, Writes(), ranges=[R0], complete_batch=False)
+        with pytest.raises(FencedError):
+            store.log_batch(old, B1)
+        with pytest.raises(FencedError):
+            store.mark_committed(old, B0)
+        assert snapshot(store) == before
+        assert store.get_batch(1) is None
+        assert store.commit(new, B0, full_writes()) is APPLIED
+
+    def test_epoch_never_taken_is_fenced(self, store: TransactionalStore, epoch: int) -> None:
+        with pytest.raises(FencedError, match="never taken"):
+            store.commit(epoch + 5, B0, full_writes())
+        with pytest.raises(ConfigurationError, match="start_epoch"):
+            store.commit(0, B0, full_writes())
+        assert store.load_offsets() == {}
+
+    # ---------------------------------------------------------------- the commit
+    def test_commit_applies_offsets_and_results(self, store: TransactionalStore, epoch: int) -> None:
+        assert store.commit(epoch, B0, full_writes()) is APPLIED
+        assert store.load_offsets() == {P0: 10, P1: 5}
+        assert store.get_value("counts", "n") == 1
+        assert store.get_value("docs", "k") == {"tag": "a"}
+        assert store.get_value("docs", "missing") is None
+        assert store.get_batch_rows("rows") == {0: [{"tag": "a"}]}
+        assert store.has_label("L") and not store.has_label("other")
+        assert store.is_committed(0) and store.last_committed_batch_id() == 0
+
+    def test_replay_of_committed_batch_writes_nothing(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, full_writes("a", 7))
+        before = snapshot(store)
+        assert store.commit(epoch, B0, full_writes("b", 7)) is REPLAYED
+        assert store.commit(epoch, B0, full_writes("b", 7), ranges=[R1], complete_batch=False) is REPLAYED
+        assert snapshot(store) == before
+        assert store.get_value("counts", "n") == 7
+
+    def test_replay_after_later_batches_is_still_replay(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, full_writes())
+        store.commit(epoch, B1, Writes().incr("counts", "n"))
+        assert store.commit(epoch, B0, full_writes()) is REPLAYED
+        assert store.get_value("counts", "n") == 2
+
+    def test_offset_conflict_names_partition_and_offsets(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, full_writes())
+        before = snapshot(store)
+        stale = batch(1, OffsetRange("t", 0, 4, 12), OffsetRange("t", 1, 5, 9))
+        with pytest.raises(OffsetConflictError) as info:
+            store.commit(epoch, stale, full_writes("b"))
+        message = str(info.value)
+        assert "t-0" in message and "10" in message and "4" in message and "12" in message
+        assert snapshot(store) == before
+        assert not store.is_committed(1)
+
+    def test_mixed_applied_and_committed_ranges_conflict(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "n"), ranges=[R0], complete_batch=False)
+        before = snapshot(store)
+        with pytest.raises(OffsetConflictError, match=r"t/0.*t/1|t/1.*t/0"):
+            store.commit(epoch, B0, full_writes("b", 5))
+        assert snapshot(store) == before
+
+    def test_absent_offset_is_applied_from_any_start(self, store: TransactionalStore, epoch: int) -> None:
+        b = batch(0, OffsetRange("t", 0, 42, 50))
+        assert store.commit(epoch, b, Writes()) is APPLIED
+        assert store.load_offsets() == {P0: 50}
+
+    def test_empty_ranges(self, store: TransactionalStore, epoch: int) -> None:
+        b = batch(0, OffsetRange("t", 0, 3, 3), OffsetRange("t", 1, 0, 0))
+        assert store.commit(epoch, b, Writes().incr("counts", "n")) is APPLIED
+        assert store.load_offsets() == {P0: 3, P1: 0}
+        assert store.commit(epoch, b, Writes().incr("counts", "n")) is REPLAYED
+        assert store.get_value("counts", "n") == 1
+        # an empty range never moves an existing offset (backwards or forwards)
+        store.commit(epoch, batch(1, OffsetRange("t", 0, 3, 9)), Writes())
+        store.commit(epoch, batch(2, OffsetRange("t", 0, 5, 5)), Writes())
+        assert store.load_offsets()[P0] == 9
+        assert store.commit(epoch, batch(3), Writes().incr("counts", "n")) is APPLIED
+        assert store.is_committed(3) and store.get_value("counts", "n") == 2
+
+    def test_per_partition_commits_then_mark_committed(self, store: TransactionalStore, epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        w0 = Writes().incr("counts", "n", 10).put_batch_rows("rows", ["p0-a", "p0-b"])
+        w1 = Writes().incr("counts", "n", 5).put_batch_rows("rows", ["p1-a"])
+        assert store.commit(epoch, B0, w1, ranges=[R1], complete_batch=False) is APPLIED
+        assert store.commit(epoch, B0, w0, ranges=[R0], complete_batch=False) is APPLIED
+        assert not store.is_committed(0)
+        assert store.pending_batches() == [B0]
+        # a retried partition task is a replay, not a second increment
+        assert store.commit(epoch, B0, w0, ranges=[R0], complete_batch=False) is REPLAYED
+        assert store.get_value("counts", "n") == 15
+        assert store.get_batch_rows("rows") == {0: ["p0-a", "p0-b", "p1-a"]}
+        assert store.mark_committed(epoch, B0) is APPLIED
+        assert store.mark_committed(epoch, B0) is REPLAYED
+        assert store.is_committed(0) and store.pending_batches() == []
+        assert store.load_offsets() == {P0: 10, P1: 5}
+
+    def test_mark_committed_with_uncommitted_range_conflicts(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes(), ranges=[R0], complete_batch=False)
+        with pytest.raises(OffsetConflictError, match=r"t-1.*none.*untilOffset 5"):
+            store.mark_committed(epoch, B0)
+        assert not store.is_committed(0)
+
+    def test_batch_rows_replaced_never_appended(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().put_batch_rows("rows", [1, 2]))
+        store.commit(epoch, B0, Writes().put_batch_rows("rows", [3]))  # replay: kept once
+        b = batch(1, OffsetRange("t", 0, 10, 10), OffsetRange("t", 1, 5, 6))
+        # an empty range has no offset to compare: the retried partition replaces its rows
+        store.commit(epoch, b, Writes().put_batch_rows("rows", ["first"]), ranges=[b.ranges[0]],
+                     complete_batch=False)
+        store.commit(epoch, b, Writes().put_batch_rows("rows", ["second"]), ranges=[b.ranges[0]],
+                     complete_batch=False)
+        store.commit(epoch, b, Writes().put_batch_rows("rows", ["other"]), ranges=[b.ranges[1]],
+                     complete_batch=False)
+        assert store.get_batch_rows("rows") == {0: [1, 2], 1: ["second", "other"]}
+        assert store.get_batch_rows("nothing") == {}
+
+    def test_labels(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().add_label("app/0/t-0").add_label("app/0/t-0").add_label("x"))
+        assert store.has_label("app/0/t-0") and store.has_label("x")
+        assert not store.has_label("app/1/t-0")
+
+    def test_failed_increment_writes_nothing(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().put("counts", "doc", "text").incr("counts", "n", 2))
+        before = snapshot(store)
+        with pytest.raises(StoreError, match="counts/doc"):
+            store.commit(epoch, B1, Writes().incr("counts", "n").incr("counts", "doc").add_label("L"))
+        assert snapshot(store) == before
+        assert store.load_offsets() == {P0: 10, P1: 5}
+
+    # ---------------------------------------------------------------- values
+    def test_int_and_float_increments(self, store: TransactionalStore, epoch: int) -> None:
+        w = (Writes().incr("counts", "i", 2).incr("counts", "i", 3).incr("counts", "f", 0.25)
+             .incr("counts", "big", 2**62).incr("counts", "neg", -4).incr("counts", "mix", 1))
+        store.commit(epoch, B0, w)
+        store.commit(epoch, B1, Writes().incr("counts", "i", 5).incr("counts", "f", 0.5).incr("counts", "mix", 0.5)
+                     .incr("counts", "big", 1))
+        values = store.get_values("counts")
+        assert values == {"i": 10, "f": 0.75, "big": 2**62 + 1, "neg": -4, "mix": 1.5}
+        assert type(values["i"]) is int and type(values["big"]) is int
+        assert type(values["f"]) is float and type(values["mix"]) is float
+        assert type(store.get_value("counts", "i")) is int
+
+    def test_put_then_increment(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().put("v", "a", 10).put("v", "b", 1.5).put("v", "c", [1, "x"])
+                     .put("v", "d", 1).incr("v", "d", 2))
+        assert store.get_values("v") == {"a": 10, "b": 1.5, "c": [1, "x"], "d": 3}
+        store.commit(epoch, B1, Writes().incr("v", "a", 1).incr("v", "b", 1).put("v", "c", None))
+        assert store.get_values("v") == {"a": 11, "b": 2.5, "c": None, "d": 3}
+        assert type(store.get_value("v", "a")) is int
+
+    def test_bad_values_rejected_before_anything_is_written(self, store: TransactionalStore, epoch: int) -> None:
+        before = snapshot(store)
+        for bad in (lambda w: w.put("docs", "k", object()), lambda w: w.put("docs", "k", float("nan")),
+                    lambda w: w.incr("counts", "n", "1"), lambda w: w.incr("counts", "n", float("inf")),
+                    lambda w: w.incr("counts", "n", True), lambda w: w.put_batch_rows("rows", [{1, 2}]),
+                    lambda w: w.put("docs", 7, 1), lambda w: w.add_label(None)):
+            with pytest.raises(ConfigurationError):
+                bad(Writes())
+        with pytest.raises(ConfigurationError, match="64-bit"):
+            store.commit(epoch, B0, Writes().incr("counts", "n", 2**70))
+        with pytest.raises(ConfigurationError, match="not one of batch 0"):
+            store.commit(epoch, B0, Writes().incr("counts", "n"), ranges=[OffsetRange("t", 0, 0, 11)])
+        with pytest.raises(ConfigurationError, match="Writes"):
+            store.commit(epoch, B0, {"counts": 1})  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match="non-number"):
+            store.commit(epoch, B0, Writes().put("counts", "n", "x").incr("counts", "n"))
+        assert snapshot(store) == before
+
+    # ---------------------------------------------------------------- offset log
+    def test_log_batch_is_idempotent_and_refuses_a_different_entry(self, store: TransactionalStore,
+                                                                    epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        store.log_batch(epoch, B0)
+        assert store.get_batch(0) == B0
+        with pytest.raises(OffsetConflictError, match="batch 0"):
+            store.log_batch(epoch, batch(0, OffsetRange("t", 0, 0, 11)))
+        with pytest.raises(OffsetConflictError):
+            store.log_batch(epoch, PlannedBatch(0, 99, B0.ranges))
+        assert store.get_batch(0) == B0
+
+    def test_pending_batches_in_order(self, store: TransactionalStore, epoch: int) -> None:
+        assert store.pending_batches() == [] and store.last_logged_batch_id() is None
+        b2 = batch(2, OffsetRange("t", 0, 15, 20))
+        for b in (B0, B1, b2):
+            store.log_batch(epoch, b)
+        store.commit(epoch, B0, Writes())
+        assert store.pending_batches() == [B1, b2]
+        assert store.last_logged_batch_id() == 2 and store.last_committed_batch_id() == 0
+        assert store.get_batch(1) == B1 and store.get_batch(9) is None
+        assert not store.is_committed(1)
+
+    def test_load_offsets(self, store: TransactionalStore, epoch: int) -> None:
+        assert store.load_offsets() == {}
+        store.commit(epoch, batch(0, OffsetRange("a.b-c_d", 3, 7, 9), OffsetRange("t/x", 0, 1, 2)), Writes())
+        assert store.load_offsets() == {TopicAndPartition("a.b-c_d", 3): 9, TopicAndPartition("t/x", 0): 2}
+
+    # ---------------------------------------------------------------- processes and applications
+    def test_pickle_round_trip_then_commit(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "n"))
+        clone = pickle.loads(pickle.dumps(store))
+        assert type(clone) is type(store) and repr(clone) == repr(store)
+        assert clone.commit(epoch, B1, Writes().incr("counts", "n")) is APPLIED
+        assert store.get_value("counts", "n") == 2
+        clone.close()
+
+    def test_apps_are_isolated(self, store: TransactionalStore, store_url: str, epoch: int) -> None:
+        store.commit(epoch, B0, full_writes())
+        with open_store(store_url, store.app_id + "-other") as other:
+            assert other.current_epoch() == 0 and other.load_offsets() == {}
+            assert other.get_values("counts") == {} and not other.has_label("L")
+            assert other.get_batch_rows("rows") == {} and other.last_committed_batch_id() is None
+            e = other.start_epoch()
+            assert other.commit(e, B0, full_writes("o", 3)) is APPLIED
+            assert other.get_value("counts", "n") == 3
+        assert store.get_value("counts", "n") == 1 and store.current_epoch() == epoch
+
+
+class TestSQLiteStore(StoreContract):
+    store_class = SQLiteStore
+
+    @pytest.fixture
+    def store_url(self, tmp_path: Any) -> str:
+        return f"sqlite:///{tmp_path}/sub/dir/store.db"
+
+    def write_schema_version(self, url: str, app_id: str, version: int) -> None:
+        with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+            conn.execute("UPDATE deo_meta SET schema_version = ? WHERE app = ?", (version, app_id))
+
+    def test_relative_path_is_resolved_for_executors(self, tmp_path: Any, monkeypatch: Any, app_id: str) -> None:
+        monkeypatch.chdir(tmp_path)
+        store = open_store("sqlite:///rel/x.db?timeout=2", app_id)
+        assert store.url == f"sqlite:///{tmp_path}/rel/x.db?timeout=2"
+        assert (tmp_path / "rel" / "x.db").exists()
+        assert pickle.loads(pickle.dumps(store)).url == store.url
+
+    @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite:///x.db?bogus=1",
+                                     "sqlite:///x.db?timeout=-1"])
+    def test_bad_urls(self, url: str, app_id: str) -> None:
+        with pytest.raises(ConfigurationError):
+            open_store(url, app_id)
+
+
+class TestPostgresStore(StoreContract):
+    store_class = PostgresStore
+
+    @pytest.fixture
+    def store_url(self, postgres_url: str) -> str:
+        return postgres_url
+
+    def write_schema_version(self, url: str, app_id: str, version: int) -> None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE deo_meta SET schema_version = %s WHERE app = %s", (version, app_id))
+
+    def test_repr_hides_password(self, store: TransactionalStore) -> None:
+        assert "deo-test-pw" not in repr(store) and ":***@" in repr(store)
+
+
+class TestRedisStore(StoreContract):
+    store_class = RedisStore
+
+    @pytest.fixture
+    def store_url(self, redis_url: str) -> str:
+        return redis_url
+
+    def write_schema_version(self, url: str, app_id: str, version: int) -> None:
+        import redis
+
+        redis.Redis.from_url(url).set("{deo:" + app_id + "}:schema", version)
+
+    def test_all_keys_share_the_app_hash_tag(self, store: TransactionalStore, epoch: int, redis_url: str) -> None:
+        import redis
+        from redis.crc import key_slot
+
+        store.log_batch(epoch, B0)
+        store.commit(epoch, B0, full_writes().incr("counts", "f", 0.5))
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        keys = set(client.scan_iter(match="{deo:" + store.app_id + "}:*"))
+        prefix = "{deo:" + store.app_id + "}:"
+        assert {prefix + k for k in ("schema", "epoch", "offsets", "batches", "commits", "labels", "vi:counts",
+                                     "vf:counts", "vj:docs", "rows:rows")} == keys
+        assert len({key_slot(k.encode()) for k in keys}) == 1
+        assert client.zrange(prefix + "batches", 0, -1) == [B0.to_json()]
