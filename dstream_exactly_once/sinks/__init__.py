@@ -1,0 +1,19 @@
+"""Exactly-once sinks: deterministic labels and Doris Stream Load (two-phase commit).
+
+Every sink states its unit of parallelism and its delivery guarantee in its docstring.
+"""
+
+from .doris import DorisSink, DorisStreamLoadClient, LoadResult, LoadState, PartitionWrite, TxnOutcome
+from .labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
+
+__all__ = [
+    "MAX_LABEL_LENGTH",
+    "DorisSink",
+    "DorisStreamLoadClient",
+    "LabelGenerator",
+    "LoadResult",
+    "LoadState",
+    "PartitionWrite",
+    "TxnOutcome",
+    "make_label",
+]
