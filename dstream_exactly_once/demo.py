@@ -143,7 +143,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     ssc.start()
     try:
         while not done["flag"]:
-            if ssc.awaitTerminationOrTimeout(0.2):
+            if ssc.awaitTerminationOrTimeout(0.2):  # type: ignore[func-returns-value,arg-type]
                 print("STREAM STOPPED", flush=True)
                 return 2
     except Exception as exc:  # noqa: BLE001 - report the failure to the parent process clearly

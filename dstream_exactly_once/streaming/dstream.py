@@ -57,7 +57,7 @@ class KafkaDStream(TransformedDStream):
 
     def __init__(self, ssc: StreamingContext, compute: Callable[[datetime], KafkaRDD]) -> None:
         sc = ssc.sparkContext
-        tick = ssc.queueStream([], oneAtATime=True, default=sc.parallelize([], 1))
+        tick: DStream[Any] = ssc.queueStream([], oneAtATime=True, default=sc.parallelize([], 1))
         self._build = compute
         self._batches: OrderedDict[datetime, KafkaRDD] = OrderedDict()
         self._lock = threading.RLock()

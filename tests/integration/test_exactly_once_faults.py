@@ -51,3 +51,78 @@ def test_sum_is_exact_after_repeated_sigkills(kind, pattern, kafka, numbers_topi
                            seed=hash((kind, pattern)) & 0xFFFF)
     assert stats.kills + stats.self_crashes >= 10, stats
     assert verify(url, app, N, pattern) == []
+
+
+def _wait_for(cond, timeout, what):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _committed(url, app):
+    from dstream_exactly_once.stores import open_store
+
+    try:
+        with open_store(url, app) as store:
+            return store.last_committed_batch_id()
+    except Exception:  # noqa: BLE001 - store may be restarting
+        return None
+
+
+def test_zombie_driver_is_fenced_and_results_stay_exact(kafka, numbers_topic, tmp_path):
+    from .faults import kill_group, start_pipeline
+
+    url = f"sqlite:///{tmp_path}/zombie.db"
+    app = "zombie-" + uuid.uuid4().hex[:6]
+    first = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=1000)
+    second = None
+    try:
+        _wait_for(lambda: (_committed(url, app) or -1) >= 1, 120, "the first driver to commit two batches")
+        second = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=1000)
+        out_first, _ = first.communicate(timeout=120)
+        assert first.returncode == 3, out_first[-3000:]
+        assert "FencedError" in out_first and "epoch" in out_first, out_first[-3000:]
+        out_second, _ = second.communicate(timeout=240)
+        assert "DONE" in out_second, out_second[-3000:]
+    finally:
+        kill_group(first)
+        if second is not None:
+            kill_group(second)
+    assert verify(url, app, N, "batch") == []
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+def test_store_server_restart_mid_stream(kind, kafka, numbers_topic):
+    from dstream_exactly_once.testing import LocalPostgres, LocalRedis
+
+    from .faults import kill_group, start_pipeline
+
+    server = LocalRedis(appendonly=True) if kind == "redis" else LocalPostgres()
+    server.start()
+    try:
+        url = server.url if kind == "redis" else server.url(server.create_database())
+        app = f"restart-{kind}-" + uuid.uuid4().hex[:6]
+        restarted = False
+        for _run in range(8):
+            proc = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=1500)
+            try:
+                if not restarted:
+                    _wait_for(lambda: (_committed(url, app) or -1) >= 1, 120, "two committed batches")
+                    server.kill()  # SIGKILL the store server mid-stream
+                    server.start()
+                    restarted = True
+                out, _ = proc.communicate(timeout=240)
+            finally:
+                kill_group(proc)
+            if "DONE" in out:
+                break
+        else:
+            raise AssertionError("the pipeline never finished after the store restart")
+        assert restarted
+        assert verify(url, app, N, "batch") == []
+    finally:
+        server.stop()
