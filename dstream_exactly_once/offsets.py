@@ -90,7 +90,7 @@ class OffsetRange:
     @classmethod
     def create(
         cls, topic: str, partition: int, fromOffset: int, untilOffset: int  # noqa: N803
-    ) -> "OffsetRange":
+    ) -> OffsetRange:
         """Spark 0-10's ``OffsetRange.create``."""
         return cls(topic, partition, fromOffset, untilOffset)
 
@@ -172,7 +172,7 @@ class KafkaMessageAndMetadata:
         return (
             KafkaMessageAndMetadata,
             (self.topic, self.partition, self.offset, self._rawKey, self._rawMessage,
-             self.timestamp, self.timestampType, tuple(self.headers)),
+             self.timestamp, self.timestampType, self.headers),
         )
 
     def __str__(self) -> str:

@@ -37,7 +37,7 @@ class RateLimit:
                 raise ConfigurationError(f"{name} must be an int >= 0, got {v!r}")
 
     @classmethod
-    def from_spark_conf(cls, conf: Any) -> "RateLimit":
+    def from_spark_conf(cls, conf: Any) -> RateLimit:
         def get(key: str, default: str) -> int:
             raw = conf.get(key, default) if conf is not None else default
             try:
@@ -131,7 +131,12 @@ class DirectPlanner:
         if not self.strategy.dynamic or time.monotonic() - self._last_discovery < self.discovery_interval_s:
             return
         self._last_discovery = time.monotonic()
-        now = self.strategy.partitions(self.metadata)  # type: ignore[arg-type]
+        try:
+            now = self.strategy.partitions(self.metadata)  # type: ignore[arg-type]
+        except ConfigurationError as exc:
+            # A subscribed topic was deleted: plan() reports it under the data-loss policy.
+            log.warning("partition discovery skipped: %s", exc)
+            return
         new = now - set(self.current)
         if new:
             earliest = self.metadata.earliest(new)

@@ -35,7 +35,7 @@ class ConsumerCache:
 
     def __init__(self, capacity: int = _CACHE_CAPACITY) -> None:
         self.capacity = capacity
-        self._items: "OrderedDict[Tuple[Any, ...], Any]" = OrderedDict()
+        self._items: OrderedDict[Tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
         self.created = 0
 
@@ -58,7 +58,7 @@ class ConsumerCache:
             try:
                 consumer = KafkaConsumer(**config.consumer_kwargs(client_id="dstream-exactly-once-executor"))
             except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}") from exc
+                raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}", config) from exc
             self.created += 1
         return consumer
 
@@ -93,7 +93,7 @@ def _close(consumer: Any) -> None:
 CONSUMERS = ConsumerCache()
 
 # (stage id, partition id) -> the range that task reads; lets user code in the same stage find it.
-_CURRENT: "OrderedDict[Tuple[int, int], OffsetRange]" = OrderedDict()
+_CURRENT: OrderedDict[Tuple[int, int], OffsetRange] = OrderedDict()
 
 
 def _task_identity() -> Tuple[Optional[Tuple[int, int]], int]:

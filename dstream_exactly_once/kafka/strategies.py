@@ -87,7 +87,7 @@ class Subscribe(ConsumerStrategy):
 class SubscribePattern(ConsumerStrategy):
     """Every topic whose whole name matches ``pattern``; new matching topics are picked up."""
 
-    def __init__(self, pattern: Union[str, "re.Pattern[str]"], offsets: Optional[Mapping[Any, int]] = None) -> None:
+    def __init__(self, pattern: Union[str, re.Pattern[str]], offsets: Optional[Mapping[Any, int]] = None) -> None:
         super().__init__(offsets)
         try:
             self.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern

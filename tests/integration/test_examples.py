@@ -1,0 +1,127 @@
+"""The examples run as users run them: ``python examples/<name>.py …`` in a subprocess, real broker."""
+
+from __future__ import annotations
+
+import ast
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORDCOUNT = ROOT / "examples" / "direct_kafka_wordcount.py"
+START_TIMEOUT_S = 240.0  # JVM start + first batch on a small, busy machine
+COUNT_TIMEOUT_S = 120.0
+PAIR = re.compile(r"^\(.*, \d+\)$")
+
+
+def example_env() -> dict:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONUNBUFFERED": "1",  # pprint output reaches the pipe batch by batch
+        "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell",
+    })
+    return env
+
+
+class Example:
+    """A running example: stdout lines collected by a thread, stderr kept in a file for diagnosis."""
+
+    def __init__(self, script: Path, *args: str) -> None:
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([sys.executable, str(script), *args], cwd=str(ROOT), env=example_env(),
+                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+                                     start_new_session=True)  # its own process group: python, spark-submit, JVM
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+
+    def read_until(self, done, timeout: float, what: str) -> None:
+        """Consume stdout lines until ``done(all lines so far)`` holds."""
+        deadline = time.monotonic() + timeout
+        while not done(self.seen):
+            if self.proc.poll() is not None and self.lines.empty():
+                raise AssertionError(f"the example exited ({self.proc.returncode}) before {what}:\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} within {timeout}s; stdout:\n" + "\n".join(self.seen[-40:])
+                                     + f"\nstderr:\n{self.tail()}")
+            try:
+                self.seen.append(self.lines.get(timeout=0.5))
+            except queue.Empty:
+                pass
+
+    def tail(self, n: int = 4000) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", "replace")[-n:]
+
+    def kill(self) -> None:
+        """SIGTERM the example's process group, then SIGKILL whatever is left."""
+        for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(wait)
+                os.killpg(self.proc.pid, 0)  # raises once the whole group is gone
+            except (subprocess.TimeoutExpired, PermissionError):
+                continue
+            except ProcessLookupError:
+                break
+            time.sleep(1)
+        self.stderr.close()
+
+
+def pprint_counts(lines: list[str]) -> Counter:
+    """Sum the ``(word, n)`` pairs that ``DStream.pprint()`` printed under each ``Time:`` header."""
+    total: Counter = Counter()
+    in_batch = False
+    for line in lines:
+        if line.startswith("Time: "):
+            in_batch = True
+        elif in_batch and PAIR.match(line):
+            word, n = ast.literal_eval(line)
+            total[word] += n
+    return total
+
+
+def test_direct_kafka_wordcount_prints_the_counts(kafka, topic_name):
+    kafka.create_topic(topic_name, 2)
+    example = Example(WORDCOUNT, kafka.bootstrap, topic_name)
+    try:
+        # auto.offset.reset is Spark 2.4's default (largest): produce only once the stream runs
+        example.read_until(lambda seen: any(line.startswith("Time: ") for line in seen), START_TIMEOUT_S,
+                           "first pprint header")
+        text = ["to be or not to be", "that is the question", "to be"]
+        kafka.produce(topic_name, text, partitions=2)
+        expected = Counter(" ".join(text).split(" "))
+        example.read_until(lambda seen: pprint_counts(seen) == expected
+                           or sum(pprint_counts(seen).values()) > sum(expected.values()),
+                           COUNT_TIMEOUT_S, "word counts")
+    finally:
+        example.kill()
+    assert pprint_counts(example.seen) == expected == Counter(
+        {"to": 3, "be": 3, "or": 1, "not": 1, "that": 1, "is": 1, "the": 1, "question": 1})
+
+
+def test_direct_kafka_wordcount_usage():
+    proc = subprocess.run([sys.executable, str(WORDCOUNT)], cwd=str(ROOT), env=example_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 255  # sys.exit(-1)
+    assert "Usage: direct_kafka_wordcount.py <broker_list> <topic>" in proc.stderr

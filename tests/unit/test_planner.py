@@ -1,0 +1,336 @@
+"""Driver-side planning on an in-memory metadata double (the ``MetadataSource`` seam)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Dict, Iterable, List, Set, Tuple
+
+import pytest
+
+from dstream_exactly_once.errors import ConfigurationError, DataLossError, OffsetRangeError
+from dstream_exactly_once.kafka.planner import DirectPlanner, RateLimit, clamp_ranges
+from dstream_exactly_once.kafka.strategies import Assign, Subscribe, SubscribePattern
+from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
+
+TP = TopicAndPartition
+
+
+class FakeCluster:
+    """``{topic: [[earliest, latest] per partition]}``, mutable between calls like a real cluster.
+
+    Answers as :class:`~dstream_exactly_once.kafka.metadata.KafkaMetadata` does: unknown topics in
+    ``partitions`` raise ConfigurationError; offsets of a deleted topic raise DataLossError.
+    """
+
+    def __init__(self, logs: Dict[str, List[Tuple[int, int]]]) -> None:
+        self.logs = {t: [list(p) for p in parts] for t, parts in logs.items()}
+        self.calls: List[str] = []
+
+    # -- the seam
+    def topics(self) -> Set[str]:
+        self.calls.append("topics")
+        return set(self.logs)
+
+    def partitions(self, topics: Iterable[str]) -> Dict[str, List[int]]:
+        self.calls.append("partitions")
+        names = sorted(set(topics))
+        missing = [t for t in names if t not in self.logs]
+        if missing:
+            raise ConfigurationError(f"unknown topic(s) {missing}")
+        return {t: list(range(len(self.logs[t]))) for t in names}
+
+    def matching_topics(self, pattern: re.Pattern[str]) -> Set[str]:
+        return {t for t in self.logs if pattern.fullmatch(t)}
+
+    def _offsets(self, tps: Iterable[TopicAndPartition], index: int) -> Dict[TopicAndPartition, int]:
+        out = {}
+        for tp in tps:
+            if tp.topic not in self.logs or tp.partition >= len(self.logs[tp.topic]):
+                raise DataLossError(f"topic or partition no longer exists: {tp}")
+            out[tp] = self.logs[tp.topic][tp.partition][index]
+        return out
+
+    def earliest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]:
+        self.calls.append("earliest")
+        return self._offsets(tps, 0)
+
+    def latest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]:
+        self.calls.append("latest")
+        return self._offsets(tps, 1)
+
+    # -- what happens to a real cluster
+    def produce(self, topic: str, partition: int, n: int) -> None:
+        self.logs[topic][partition][1] += n
+
+    def delete_records(self, topic: str, partition: int, before: int) -> None:
+        self.logs[topic][partition][0] = before
+
+    def add_partition(self, topic: str, earliest: int, latest: int) -> None:
+        self.logs[topic].append([earliest, latest])
+
+
+def planner(cluster, strategy=None, **kw):
+    kw.setdefault("discovery_interval_s", 0.0)
+    return DirectPlanner(cluster, strategy or Subscribe(["t"]), **kw)
+
+
+def tuples(ranges: List[OffsetRange]) -> List[Tuple[str, int, int, int]]:
+    return [r.toTuple() for r in ranges]
+
+
+# ---------------------------------------------------------------- starting offsets
+def test_start_from_latest_by_default_and_earliest_on_request():
+    cluster = FakeCluster({"t": [(0, 10), (5, 20)]})
+    assert planner(cluster).start() == {TP("t", 0): 10, TP("t", 1): 20}
+    assert planner(cluster, auto_offset_reset="earliest").start() == {TP("t", 0): 0, TP("t", 1): 5}
+
+
+def test_start_with_reset_none_needs_an_offset_for_every_partition():
+    cluster = FakeCluster({"t": [(0, 10), (0, 10)]})
+    with pytest.raises(ConfigurationError, match="no starting offset for t-1 and auto.offset.reset is 'none'"):
+        planner(cluster, Subscribe(["t"], {TP("t", 0): 3}), auto_offset_reset="none").start()
+    p = planner(cluster, Subscribe(["t"], {TP("t", 0): 3}), auto_offset_reset="none")
+    assert p.start(stored={TP("t", 1): 4}) == {TP("t", 0): 3, TP("t", 1): 4}
+
+
+def test_explicit_offsets_win_over_reset():
+    cluster = FakeCluster({"t": [(0, 10), (0, 10)]})
+    p = planner(cluster, Subscribe(["t"], {TP("t", 1): 7}), auto_offset_reset="earliest")
+    assert p.start() == {TP("t", 0): 0, TP("t", 1): 7}
+    assign = planner(cluster, Assign({TP("t", 0): 10}))
+    assert assign.start() == {TP("t", 0): 10}  # the log end is a valid start: nothing to read yet
+
+
+def test_stored_offsets_win_over_explicit_and_reset():
+    cluster = FakeCluster({"t": [(0, 10), (0, 10)]})
+    p = planner(cluster, Subscribe(["t"], {TP("t", 0): 1, TP("t", 1): 1}))
+    assert p.start(stored={TP("t", 0): 6}) == {TP("t", 0): 6, TP("t", 1): 1}
+    assert p.current == {TP("t", 0): 6, TP("t", 1): 1}
+
+
+@pytest.mark.parametrize("offset", [11, 100])
+def test_explicit_offsets_beyond_the_log_are_rejected(offset):
+    cluster = FakeCluster({"t": [(0, 10)]})
+    with pytest.raises(OffsetRangeError, match=rf"fromOffsets\[t-0\] = {offset} is outside the log \[0, 10\]"):
+        planner(cluster, Assign({TP("t", 0): offset})).start()
+
+
+def test_explicit_offsets_below_the_log_start_are_rejected():
+    cluster = FakeCluster({"t": [(4, 10)]})
+    with pytest.raises(OffsetRangeError, match=r"fromOffsets\[t-0\] = 3 is outside the log \[4, 10\]"):
+        planner(cluster, Assign({TP("t", 0): 3})).start()
+
+
+def test_explicit_offsets_for_unsubscribed_partitions_are_rejected():
+    cluster = FakeCluster({"t": [(0, 10)], "u": [(0, 1)]})
+    with pytest.raises(ConfigurationError, match="not subscribed or do not exist: t-3, u-0"):
+        planner(cluster, Subscribe(["t"], {TP("t", 3): 0, TP("u", 0): 0})).start()
+
+
+def test_stored_offset_beyond_the_log_end_is_refused():
+    cluster = FakeCluster({"t": [(0, 10)]})
+    with pytest.raises(OffsetRangeError, match="stored offset 15 for t-0 is beyond the log end 10"):
+        planner(cluster).start(stored={TP("t", 0): 15})
+
+
+def test_stored_offset_below_the_log_start_fails_by_default():
+    cluster = FakeCluster({"t": [(40, 100)]})
+    with pytest.raises(DataLossError) as info:
+        planner(cluster).start(stored={TP("t", 0): 25})
+    message = str(info.value)
+    assert "t-0" in message and "[25, 40)" in message and "failOnDataLoss=False" in message
+
+
+def test_stored_offset_below_the_log_start_clamps_and_counts(caplog):
+    cluster = FakeCluster({"t": [(40, 100), (0, 5)]})
+    p = planner(cluster, fail_on_data_loss=False)
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka.planner"):
+        assert p.start(stored={TP("t", 0): 25, TP("t", 1): 2}) == {TP("t", 0): 40, TP("t", 1): 2}
+    assert p.lost_offsets == 15
+    assert "[25, 40)" in caplog.text and "15 offsets skipped" in caplog.text
+
+
+def test_stored_partition_that_no_longer_exists():
+    cluster = FakeCluster({"t": [(0, 10)]})  # the store knows t-1: the topic was recreated smaller
+    with pytest.raises(DataLossError, match="t-1 has stored offset 4 but the partition no longer exists"):
+        planner(cluster).start(stored={TP("t", 0): 1, TP("t", 1): 4})
+    p = planner(cluster, fail_on_data_loss=False)
+    assert p.start(stored={TP("t", 0): 1, TP("t", 1): 4}) == {TP("t", 0): 1}
+
+
+def test_unknown_topic_fails_before_anything_is_planned():
+    with pytest.raises(ConfigurationError, match="unknown topic"):
+        planner(FakeCluster({"t": [(0, 1)]}), Subscribe(["missing"])).start()
+    with pytest.raises(ConfigurationError, match="assigned partitions do not exist: t-5"):
+        planner(FakeCluster({"t": [(0, 1)]}), Assign([TP("t", 5)])).start()
+
+
+# ---------------------------------------------------------------- per batch
+def test_plan_reads_up_to_the_log_end_and_advances_only_when_told():
+    cluster = FakeCluster({"t": [(0, 10), (0, 4)]})
+    p = planner(cluster, auto_offset_reset="earliest")
+    p.start()
+    first = p.plan(1.0)
+    assert tuples(first) == [("t", 0, 0, 10), ("t", 1, 0, 4)]
+    assert p.plan(1.0) == first  # not advanced yet: planning is repeatable
+    p.advance(first)
+    cluster.produce("t", 1, 3)
+    assert tuples(p.plan(1.0)) == [("t", 0, 10, 10), ("t", 1, 4, 7)]
+
+
+def test_one_latest_lookup_per_batch_without_discovery():
+    cluster = FakeCluster({"t": [(0, 10)]})
+    p = planner(cluster, Assign([TP("t", 0)]))
+    p.start()
+    cluster.calls.clear()
+    p.plan(1.0)
+    assert cluster.calls == ["latest"]
+
+
+@pytest.mark.parametrize(("max_rate", "min_rate", "seconds", "expected"), [
+    (0, 1, 2.0, None),       # no limit
+    (10, 1, 2.0, 20),        # rate * batch seconds
+    (10, 1, 0.5, 5),
+    (10, 1, 0.05, 1),        # floor: min rate
+    (3, 1, 0.1, 1),
+    (1, 5, 1.0, 5),          # min rate above max rate wins
+    (100, 1, 1.5, 150),
+])
+def test_rate_limit_math(max_rate, min_rate, seconds, expected):
+    assert RateLimit(max_rate, min_rate).max_messages(seconds) == expected
+
+
+def test_rate_limit_from_spark_conf_and_validation():
+    conf = {"spark.streaming.kafka.maxRatePerPartition": "25", "spark.streaming.kafka.minRatePerPartition": "2"}
+    assert RateLimit.from_spark_conf(conf) == RateLimit(25, 2)
+    assert RateLimit.from_spark_conf(None) == RateLimit(0, 1)
+    assert RateLimit.from_spark_conf({}).max_messages(1.0) is None
+    with pytest.raises(ConfigurationError, match="maxRatePerPartition must be an integer, got 'fast'"):
+        RateLimit.from_spark_conf({"spark.streaming.kafka.maxRatePerPartition": "fast"})
+    with pytest.raises(ConfigurationError, match="max_rate_per_partition must be an int >= 0, got -1"):
+        RateLimit(-1)
+    with pytest.raises(ConfigurationError, match="min_rate_per_partition must be an int >= 0, got 1.5"):
+        RateLimit(1, 1.5)  # type: ignore[arg-type]
+
+
+def test_clamp_ranges():
+    current = {TP("t", 1): 5, TP("t", 0): 0, TP("a", 0): 9}
+    latest = {TP("t", 1): 100, TP("t", 0): 3, TP("a", 0): 9}
+    assert tuples(clamp_ranges(current, latest, None)) == [("a", 0, 9, 9), ("t", 0, 0, 3), ("t", 1, 5, 100)]
+    assert tuples(clamp_ranges(current, latest, 10)) == [("a", 0, 9, 9), ("t", 0, 0, 3), ("t", 1, 5, 15)]
+    # never a negative range even if the log end moved backwards
+    assert tuples(clamp_ranges({TP("t", 0): 8}, {TP("t", 0): 2}, None)) == [("t", 0, 8, 8)]
+
+
+def test_rate_limit_spreads_a_backlog_over_batches():
+    cluster = FakeCluster({"t": [(0, 45), (0, 3)]})
+    p = planner(cluster, auto_offset_reset="earliest", rate=RateLimit(10, 1))
+    p.start()
+    sizes = []
+    while True:
+        ranges = p.plan(2.0)
+        if not any(r.count() for r in ranges):
+            break
+        sizes.append([r.count() for r in ranges])
+        p.advance(ranges)
+    assert sizes == [[20, 3], [20, 0], [5, 0]]
+
+
+def test_new_partitions_are_discovered_at_their_earliest_offset():
+    cluster = FakeCluster({"t": [(0, 10)]})
+    p = planner(cluster)
+    p.start()
+    cluster.add_partition("t", earliest=3, latest=8)
+    assert tuples(p.plan(1.0)) == [("t", 0, 10, 10), ("t", 1, 3, 8)]
+    assert p.partitions() == {TP("t", 0), TP("t", 1)}
+
+
+def test_new_topics_matching_a_pattern_are_discovered():
+    cluster = FakeCluster({"ev-a": [(0, 2)], "other": [(0, 9)]})
+    p = planner(cluster, SubscribePattern(r"ev-.*"), auto_offset_reset="earliest")
+    p.start()
+    cluster.logs["ev-b"] = [[0, 4]]
+    assert tuples(p.plan(1.0)) == [("ev-a", 0, 0, 2), ("ev-b", 0, 0, 4)]
+
+
+def test_discovery_waits_for_its_interval_and_assign_never_discovers():
+    cluster = FakeCluster({"t": [(0, 10)]})
+    slow = planner(cluster, discovery_interval_s=3600)
+    slow.start()
+    assigned = planner(cluster, Assign([TP("t", 0)]))
+    assigned.start()
+    cluster.add_partition("t", 0, 5)
+    assert slow.partitions() == {TP("t", 0)} and len(slow.plan(1.0)) == 1
+    assert len(assigned.plan(1.0)) == 1
+
+
+def test_deleted_topic_fails_by_default():
+    cluster = FakeCluster({"t": [(0, 10)], "u": [(0, 4)]})
+    p = planner(cluster, Subscribe(["t", "u"]), auto_offset_reset="earliest")
+    p.start()
+    p.advance(p.plan(1.0))
+    del cluster.logs["u"]
+    with pytest.raises(DataLossError, match="u-0 was deleted; offsets from 4 on cannot be read"):
+        p.plan(1.0)
+
+
+def test_deleted_topic_is_dropped_under_the_clamp_policy():
+    cluster = FakeCluster({"t": [(0, 10)], "u": [(0, 4)]})
+    p = planner(cluster, Subscribe(["t", "u"]), auto_offset_reset="earliest", fail_on_data_loss=False)
+    p.start()
+    p.advance(p.plan(1.0))
+    del cluster.logs["u"]
+    cluster.produce("t", 0, 5)
+    assert tuples(p.plan(1.0)) == [("t", 0, 10, 15)]
+    assert p.partitions() == {TP("t", 0)}
+    # recreated later: picked up again from its earliest offset
+    cluster.logs["u"] = [[0, 2]]
+    assert tuples(p.plan(1.0)) == [("t", 0, 10, 15), ("u", 0, 0, 2)]
+
+
+def test_only_deleted_topic_leaves_empty_batches_under_the_clamp_policy():
+    cluster = FakeCluster({"t": [(0, 10)]})
+    p = planner(cluster, fail_on_data_loss=False)
+    p.start()
+    del cluster.logs["t"]
+    assert p.plan(1.0) == []
+
+
+def test_other_data_loss_errors_are_not_swallowed():
+    class Broken(FakeCluster):
+        def latest(self, tps):
+            raise DataLossError("something else")
+
+    p = planner(Broken({"t": [(0, 10)]}), fail_on_data_loss=False)
+    p.current = {TP("t", 0): 0}
+    with pytest.raises(DataLossError, match="something else"):
+        p.plan(1.0)
+
+
+def test_truncated_or_recreated_log_fails_by_default():
+    cluster = FakeCluster({"t": [(0, 50)]})
+    p = planner(cluster)
+    p.start()
+    cluster.logs["t"] = [[0, 20]]  # recreated: the log now ends before our position
+    with pytest.raises(DataLossError, match="t-0: the log ends at 20 but offset 50 was expected to exist"):
+        p.plan(1.0)
+
+
+def test_truncated_or_recreated_log_restarts_at_earliest_under_the_clamp_policy():
+    cluster = FakeCluster({"t": [(0, 50)]})
+    p = planner(cluster, fail_on_data_loss=False)
+    p.start()
+    cluster.logs["t"] = [[2, 20]]
+    assert tuples(p.plan(1.0)) == [("t", 0, 2, 20)]
+    assert p.current[TP("t", 0)] == 2
+
+
+def test_records_deleted_below_the_position_are_left_to_the_reader():
+    # The planner only knows the log end per batch; a range starting below the new log start is
+    # planned as usual and the executor applies the data-loss policy when it reads.
+    cluster = FakeCluster({"t": [(0, 50)]})
+    p = planner(cluster, auto_offset_reset="earliest")
+    p.start()
+    cluster.delete_records("t", 0, 30)
+    assert tuples(p.plan(1.0)) == [("t", 0, 0, 50)]
