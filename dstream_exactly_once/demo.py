@@ -129,6 +129,28 @@ def run_pipeline(args: argparse.Namespace) -> int:
             return to_writes(merged, {"batch_id": batch.batch_id, "part": "all"})
 
         stream.commit_each_batch(per_batch)
+    elif args.pattern == "doris":
+        from .sinks import DorisSink, DorisStreamLoadClient
+
+        client = DorisStreamLoadClient(args.doris_fe, "demo", "numbers", user="root",
+                                       password=os.environ.get("DEO_DORIS_PASSWORD", ""), format="json",
+                                       backoff_s=0.05, max_backoff_s=0.5)
+
+        def rows(records: Iterable[Any]) -> Iterable[Dict[str, int]]:
+            for _k, v in records:
+                _crash("executor-mid-batch", executor_prob / 1000)
+                yield {"v": int(v)}
+
+        stream.write_each_partition(DorisSink(client), rows)
+    elif args.pattern == "kafka":
+        from .sinks.kafka_tx import KafkaTransactionalSink
+
+        def out_rows(records: Iterable[Any]) -> Iterable[Any]:
+            for _k, v in records:
+                _crash("executor-mid-batch", executor_prob / 1000)
+                yield (None, v)
+
+        stream.write_each_partition(KafkaTransactionalSink(params, args.out_topic), out_rows)
     else:
         def per_partition(records: Iterable[Any], r: OffsetRange, batch: PlannedBatch) -> Writes:
             vals = []
@@ -247,7 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--topic", required=True)
     pipe.add_argument("--store", required=True)
     pipe.add_argument("--app-id", required=True)
-    pipe.add_argument("--pattern", choices=["batch", "partition"], default="batch")
+    pipe.add_argument("--pattern", choices=["batch", "partition", "doris", "kafka"], default="batch")
+    pipe.add_argument("--out-topic", default=None, help="output topic (pattern kafka)")
+    pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
     pipe.add_argument("--rate", type=int, default=2000, help="maxRatePerPartition (records/s)")
     pipe.add_argument("--batch-seconds", type=int, default=1)
     pipe.add_argument("--master", default="local[2]")

@@ -103,6 +103,7 @@ class Writes:
     puts: Dict[Tuple[str, str], str] = field(default_factory=dict)
     batch_rows: Dict[str, List[str]] = field(default_factory=dict)
     labels: List[str] = field(default_factory=list)
+    statements: List[Tuple[str, Tuple[Any, ...]]] = field(default_factory=list)
 
     def incr(self, namespace: str, key: str, amount: Number = 1) -> Writes:
         _check_key("namespace", namespace)
@@ -131,8 +132,21 @@ class Writes:
         self.labels.append(_check_key("label", label))
         return self
 
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Writes:
+        """Run your own SQL (``?`` placeholders) inside the commit transaction — SQL stores only.
+
+        The statement sees and changes your own tables atomically with the offsets; a failing
+        statement rolls the whole commit back. Redis stores refuse writes that carry SQL.
+        """
+        if not isinstance(sql, str) or not sql.strip():
+            raise ConfigurationError(f"sql must be a non-empty str, got {sql!r}")
+        if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
+            raise ConfigurationError(f"params must be a sequence, got {params!r}")
+        self.statements.append((sql, tuple(params)))
+        return self
+
     def __bool__(self) -> bool:
-        return bool(self.increments or self.puts or self.batch_rows or self.labels)
+        return bool(self.increments or self.puts or self.batch_rows or self.labels or self.statements)
 
 
 class TransactionalStore(ABC):

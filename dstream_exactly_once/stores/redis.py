@@ -296,6 +296,9 @@ class RedisStore(TransactionalStore):
         epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
         if not isinstance(writes, Writes):
             raise ConfigurationError(f"writes must be a Writes, got {writes!r}")
+        if writes.statements:
+            raise ConfigurationError("Writes.execute() runs SQL, which a Redis store cannot; use incr/put/"
+                                     "put_batch_rows, or a sqlite:// or postgresql:// store")
         todo, empty = _plan.commit_ranges(batch, ranges)
         ops = _plan.value_ops(writes)
         part = _plan.part_name(todo + empty, complete_batch)

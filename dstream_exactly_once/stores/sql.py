@@ -309,6 +309,8 @@ class SQLStore(TransactionalStore):
             if not _plan.decide(batch.batch_id, todo, self._offsets(cur)):
                 return CommitOutcome.REPLAYED
             self._write_values(cur, ops)
+            for statement, params in writes.statements:
+                cur.run(statement, params)
             for ns, rows in writes.batch_rows.items():
                 cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
                         (self.app_id, ns, batch.batch_id, part))

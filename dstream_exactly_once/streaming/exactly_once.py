@@ -22,7 +22,7 @@ import logging
 import threading
 from collections import OrderedDict, deque
 from datetime import datetime
-from typing import Any, Callable, Deque, Iterable, List, Optional, Union
+from typing import Any, Callable, Deque, Iterable, List, Optional, Protocol, Set, Union
 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
@@ -37,6 +37,20 @@ from .rdd import KafkaRDD
 log = logging.getLogger(__name__)
 
 __all__ = ["BatchCommitter", "ExactlyOnceDStream"]
+
+class PartitionSink(Protocol):
+    """A label-idempotent sink written per partition (e.g. :class:`~dstream_exactly_once.sinks.DorisSink`).
+
+    ``write_partition`` must commit the partition's range offsets in ``store`` (with
+    ``complete_batch=False``) in the same store transaction that records its label; ``recover``
+    resolves in-doubt work of a batch that is about to be replayed.
+    """
+
+    def write_partition(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, partition_id: int,
+                        rows: Iterable[Any]) -> Any: ...
+
+    def recover(self, store: TransactionalStore, batch: PlannedBatch) -> Any: ...
+
 
 BatchFunc = Callable[[PlannedBatch, RDD], Optional[Writes]]
 PartitionFunc = Callable[[Iterable[Any], OffsetRange, PlannedBatch], Optional[Writes]]
@@ -53,11 +67,15 @@ def _as_writes(value: Any, what: str) -> Writes:
 class BatchCommitter:
     """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters."""
 
-    def __init__(self, store: TransactionalStore, batches: DirectBatches) -> None:
+    def __init__(self, store: TransactionalStore, batches: DirectBatches, *,
+                 monitor_group: Optional[str] = None) -> None:
         self.store = store
+        self.monitor_group = monitor_group
+        self.mirror_failures = 0
         self.batches = batches
         self.epoch = store.start_epoch()
         self._pending: Deque[PlannedBatch] = deque(store.pending_batches())
+        self.replay_ids: Set[int] = {b.batch_id for b in self._pending}
         last = store.last_logged_batch_id()
         self.next_batch_id = 0 if last is None else last + 1
         stored = store.load_offsets()
@@ -111,11 +129,35 @@ class BatchCommitter:
             if self.failed is None:
                 self.failed = exc
 
-    def count(self, outcome: CommitOutcome) -> None:
+    def is_replay(self, batch: PlannedBatch) -> bool:
+        """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
+        return batch.batch_id in self.replay_ids
+
+    def count(self, outcome: CommitOutcome, batch: Optional[PlannedBatch] = None) -> None:
         if outcome is CommitOutcome.APPLIED:
             self.committed += 1
         else:
             self.replayed += 1
+        if batch is not None and self.monitor_group:
+            self._mirror(batch)
+
+    def _mirror(self, batch: PlannedBatch) -> None:
+        """After a successful store commit: the same offsets to a Kafka group, for lag tools only."""
+        import time as _time
+
+        offsets = {r.topicPartition(): r.untilOffset for r in batch.ranges}
+        for attempt in range(3):  # a new group's coordinator may not be ready at the first try
+            try:
+                self.batches.planner.metadata.mirror_group_offsets(  # type: ignore[attr-defined]
+                    self.monitor_group, offsets)
+                return
+            except Exception as exc:  # noqa: BLE001 - monitoring must never fail the stream
+                if attempt == 2:
+                    self.mirror_failures += 1
+                    log.warning("could not mirror offsets of batch %d to group %r: %s", batch.batch_id,
+                                self.monitor_group, exc)
+                else:
+                    _time.sleep(0.5)
 
 
 class ExactlyOnceDStream(KafkaDStream):
@@ -165,7 +207,7 @@ class ExactlyOnceDStream(KafkaDStream):
                 committer.fail(err)
                 raise err from exc
             try:
-                committer.count(committer.store.commit(committer.epoch, batch, writes))
+                committer.count(committer.store.commit(committer.epoch, batch, writes), batch)
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -202,12 +244,53 @@ class ExactlyOnceDStream(KafkaDStream):
 
             try:
                 outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
-                committer.count(store.mark_committed(epoch, batch))
+                committer.count(store.mark_committed(epoch, batch), batch)
             except BaseException as exc:
                 err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
                 committer.fail(err)
                 raise err from exc
             log.debug("batch %d partition outcomes %s", batch.batch_id, outcomes)
+
+        self.foreachRDD(output)
+
+    # ------------------------------------------------------------------ label-idempotent sinks
+    def write_each_partition(self, sink: PartitionSink,
+                             rows: Optional[Callable[[Iterable[Any]], Iterable[Any]]] = None) -> None:
+        """Write each partition's records (mapped by ``rows``) to ``sink`` exactly once.
+
+        The sink's label for (application, batch id, partition id) is recorded in the same store
+        transaction as the partition's offsets; a batch found uncommitted at start is first
+        ``recover``-ed (in-doubt two-phase transactions committed or aborted), then replayed with
+        the same id, ranges and therefore the same labels.
+        """
+        committer = self.committer
+        store = committer.store
+        to_rows = rows if rows is not None else (lambda records: records)
+
+        def output(time: datetime, rdd: KafkaRDD) -> None:
+            batch = committer.batch_at(time)
+            if batch is None:
+                return
+            epoch = committer.epoch
+
+            def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
+                try:
+                    result = sink.write_partition(store, epoch, batch, index, to_rows(records))
+                except DStreamExactlyOnceError:
+                    raise
+                except BaseException as exc:
+                    raise _output_error(batch, exc, [batch.ranges[index]]) from exc
+                return [getattr(result, "outcome", result)]
+
+            try:
+                if committer.is_replay(batch):
+                    sink.recover(store, batch)
+                rdd.mapPartitionsWithIndex(per_partition).collect()
+                committer.count(store.mark_committed(epoch, batch), batch)
+            except BaseException as exc:
+                err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
+                committer.fail(err)
+                raise err from exc
 
         self.foreachRDD(output)
 

@@ -135,6 +135,7 @@ class KafkaUtils:
         failOnDataLoss: Optional[bool] = None,  # noqa: N803
         poll_timeout_ms: Optional[int] = None,
         discovery_interval_s: float = 5.0,
+        monitor_group: Optional[str] = None,
     ) -> ExactlyOnceDStream:
         """The headline API: a direct stream whose outputs commit results and offsets together.
 
@@ -144,7 +145,9 @@ class KafkaUtils:
         an opened :class:`TransactionalStore`) always win over ``topics``' offsets and
         ``auto.offset.reset``. ``app_id`` names the application inside the store (required with a
         URL). Write results with ``stream.commit_each_batch(f)`` or
-        ``stream.commit_each_partition(f)``.
+        ``stream.commit_each_partition(f)``. ``monitor_group``: after each store commit, the same
+        offsets are committed (best effort) to this Kafka consumer group so standard lag tools show
+        progress — monitoring only, never read back.
 
         Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
         exactly-once for everything written through the store's transaction.
@@ -166,7 +169,9 @@ class KafkaUtils:
         batches = _direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder, messageHandler,
                                   strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         opened = open_store(store, app_id) if isinstance(store, str) else store  # type: ignore[arg-type]
-        return ExactlyOnceDStream(ssc, BatchCommitter(opened, batches))
+        if monitor_group is not None and (not isinstance(monitor_group, str) or not monitor_group):
+            raise ConfigurationError(f"monitor_group must be a non-empty str, got {monitor_group!r}")
+        return ExactlyOnceDStream(ssc, BatchCommitter(opened, batches, monitor_group=monitor_group))
 
     @staticmethod
     def createRDD(  # noqa: N802

@@ -337,7 +337,36 @@ class StoreContract:
         assert store.get_value("counts", "n") == 1 and store.current_epoch() == epoch
 
 
-class TestSQLiteStore(StoreContract):
+class SQLContract:
+    """Your own SQL inside the commit transaction (``Writes.execute``), SQL stores only."""
+
+    def test_user_sql_commits_with_offsets_and_not_on_replay(self, store: TransactionalStore, epoch: int) -> None:
+        table = "user_" + store.app_id.replace("-", "_")
+        store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)),
+                     Writes().execute(f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, n INTEGER)"))
+        store.log_batch(epoch, B0)
+        w = Writes().execute(f"INSERT INTO {table} (k, n) VALUES (?, ?)", ("a", 7))
+        assert store.commit(epoch, B0, w) is APPLIED
+        assert store.commit(epoch, B0, w) is REPLAYED  # a replay does not run the statement again
+        assert store.load_offsets()[P0] == 10
+        rows = store._transaction(write=False).__enter__().all(f"SELECT k, n FROM {table}")  # type: ignore[attr-defined]
+        assert rows == [("a", 7)]
+
+    def test_failing_user_sql_rolls_everything_back(self, store: TransactionalStore, epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        before = snapshot(store)
+        with pytest.raises(StoreError):
+            store.commit(epoch, B0, full_writes().execute("INSERT INTO no_such_table VALUES (1)"))
+        assert snapshot(store) == before
+
+    def test_bad_statement_arguments(self) -> None:
+        with pytest.raises(ConfigurationError, match="non-empty str"):
+            Writes().execute("  ")
+        with pytest.raises(ConfigurationError, match="sequence"):
+            Writes().execute("SELECT 1", "abc")
+
+
+class TestSQLiteStore(SQLContract, StoreContract):
     store_class = SQLiteStore
 
     @pytest.fixture
@@ -362,7 +391,7 @@ class TestSQLiteStore(StoreContract):
             open_store(url, app_id)
 
 
-class TestPostgresStore(StoreContract):
+class TestPostgresStore(SQLContract, StoreContract):
     store_class = PostgresStore
 
     @pytest.fixture
@@ -390,6 +419,13 @@ class TestRedisStore(StoreContract):
         import redis
 
         redis.Redis.from_url(url).set("{deo:" + app_id + "}:schema", version)
+
+    def test_user_sql_is_refused_before_anything_is_written(self, store: TransactionalStore, epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        before = snapshot(store)
+        with pytest.raises(ConfigurationError, match="Redis store cannot"):
+            store.commit(epoch, B0, full_writes().execute("SELECT 1"))
+        assert snapshot(store) == before
 
     def test_all_keys_share_the_app_hash_tag(self, store: TransactionalStore, epoch: int, redis_url: str) -> None:
         import redis

@@ -1,0 +1,154 @@
+"""createExactlyOnceStream in-process: both output patterns, raw SQL, monitoring mirror, bad input."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from pyspark.streaming import StreamingContext
+
+from dstream_exactly_once import (
+    ConfigurationError,
+    KafkaUtils,
+    OffsetRangeError,
+    TopicAndPartition,
+)
+from dstream_exactly_once.stores import Writes, open_store
+
+from .streams import run_until
+
+
+def params(kafka):
+    return {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}
+
+
+def _words(kafka, topic, n=200):
+    kafka.create_topic(topic, 3)
+    lines = [f"w{i % 7} w{i % 3}" for i in range(n)]
+    kafka.produce(topic, lines, partitions=3)
+    expected = {}
+    for line in lines:
+        for w in line.split():
+            expected[w] = expected.get(w, 0) + 1
+    return expected
+
+
+def test_commit_each_batch_word_count_with_raw_sql_and_monitor_group(kafka, topic_name, sc, tmp_path):
+    expected = _words(kafka, topic_name)
+    url = f"sqlite:///{tmp_path}/wc.db"
+    group = "monitor-" + uuid.uuid4().hex[:6]
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="wc",
+                                                monitor_group=group)
+    import sqlite3
+
+    with sqlite3.connect(str(tmp_path / "wc.db")) as conn:  # the user's own table beside the store's
+        conn.execute("CREATE TABLE batch_audit (batch_id INTEGER PRIMARY KEY, n INTEGER)")
+
+    def per_batch(batch, rdd):
+        w = Writes()
+        counts = rdd.flatMap(lambda kv: kv[1].split()).countByValue()
+        for word, n in counts.items():
+            w.incr("words", word, n)
+        return w.execute("INSERT INTO batch_audit (batch_id, n) VALUES (?, ?)", (batch.batch_id, sum(counts.values())))
+
+    stream.commit_each_batch(per_batch)
+    store = open_store(url, "wc")
+    run_until(ssc, lambda: sum(store.get_values("words").values()) >= 400)
+    assert store.get_values("words") == expected
+    with sqlite3.connect(str(tmp_path / "wc.db")) as conn:
+        audit = conn.execute("SELECT batch_id, n FROM batch_audit ORDER BY batch_id").fetchall()
+    assert sum(n for _, n in audit) == 400
+    assert [b for b, _ in audit] == list(range(len(audit)))
+    # the monitoring mirror shows the committed offsets in the consumer group
+    admin = kafka.admin()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        got = admin.list_group_offsets({group: None}).get(group, {})
+        mirrored = {TopicAndPartition(tp.topic, tp.partition): m.offset for tp, m in got.items()}
+        if mirrored == store.load_offsets():
+            break
+        time.sleep(0.5)
+    assert mirrored == store.load_offsets() and len(mirrored) == 3
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_commit_each_partition_word_count(kind, kafka, topic_name, sc, postgres_url, redis_url):
+    expected = _words(kafka, topic_name)
+    url = postgres_url if kind == "postgres" else redis_url
+    app = "wcp-" + uuid.uuid4().hex[:6]
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), {TopicAndPartition(topic_name, p): 0
+                                                                     for p in range(3)},
+                                                store=url, app_id=app)
+
+    def per_partition(records, offset_range, batch):
+        w = Writes()
+        for _, line in records:
+            for word in line.split():
+                w.incr("words", word)
+        return w.put_batch_rows("seen", [{"range": list(offset_range.toTuple())}])
+
+    stream.commit_each_partition(per_partition)
+    store = open_store(url, app)
+    run_until(ssc, lambda: sum(store.get_values("words").values()) >= 400)
+    assert store.get_values("words") == expected
+    ranges = [tuple(r["range"]) for rows in store.get_batch_rows("seen").values() for r in rows]
+    assert sum(u - f for _, _, f, u in ranges) == 200 and len(set(ranges)) == len(ranges)
+
+
+def test_output_function_error_names_batch_and_commits_nothing(kafka, topic_name, sc, tmp_path):
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(10), partitions=2)
+    url = f"sqlite:///{tmp_path}/err.db"
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="err")
+    errors = []
+    lock = threading.Lock()
+
+    def boom(batch, rdd):
+        raise RuntimeError("user bug")
+
+    stream.commit_each_batch(boom)
+    stream.foreachRDD(lambda rdd: None)
+    original = stream.committer.fail
+
+    def record(exc):
+        with lock:
+            errors.append(exc)
+        original(exc)
+
+    stream.committer.fail = record
+    run_until(ssc, lambda: bool(errors))
+    err = errors[0]
+    assert type(err).__name__ == "OutputError"
+    assert "batch 0" in str(err) and f"'{topic_name}'" in str(err) and "user bug" in str(err)
+    with open_store(url, "err") as s:
+        assert s.load_offsets() == {} and s.last_committed_batch_id() is None
+        assert [b.batch_id for b in s.pending_batches()] == [0]
+
+
+def test_bad_input_before_anything_is_written(kafka, topic_name, sc, tmp_path):
+    kafka.create_topic(topic_name, 1)
+    kafka.produce(topic_name, range(5), partition=0)
+    ssc = StreamingContext(sc, 1)
+    url = f"sqlite:///{tmp_path}/bad.db"
+    with pytest.raises(ConfigurationError, match="unknown store URL scheme|scheme"):
+        KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store="mongo://x", app_id="a")
+    with pytest.raises(ConfigurationError, match="app_id"):
+        KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url)
+    # offsets in the store beyond the broker's log end
+    with open_store(url, "ahead") as s:
+        from dstream_exactly_once.offsets import OffsetRange
+        from dstream_exactly_once.stores import PlannedBatch
+
+        e = s.start_epoch()
+        b = PlannedBatch(0, 0, (OffsetRange(topic_name, 0, 0, 50),))
+        s.log_batch(e, b)
+        s.commit(e, b, Writes())
+    with pytest.raises(OffsetRangeError, match="beyond the log end 5"):
+        KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="ahead")
+    with pytest.raises(ConfigurationError, match="cannot be stored as JSON"):
+        Writes().put("ns", "k", object())
