@@ -42,6 +42,8 @@ def wait_until(
         except Exception:  # noqa: BLE001 - not ready yet, whatever the reason
             pass
         time.sleep(interval)
+    if proc is not None and proc.poll() is not None:  # it died while a (slow) probe was running
+        raise ServiceError(f"{what} exited with code {proc.returncode}{_tail(log)}")
     raise ServiceError(f"{what} was not ready after {timeout:.0f}s{_tail(log)}")
 
 
@@ -103,8 +105,24 @@ class ManagedProcess:
             except subprocess.TimeoutExpired:
                 self.kill(signal.SIGKILL)
                 self.proc.wait(10)
+        self._kill_orphans()
         if cleanup and self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _kill_orphans(self) -> None:
+        """SIGKILL what is left of the (reaped) leader's process group.
+
+        Children can outlive the leader (executor JVMs of a Spark worker, their Python daemons,
+        PostgreSQL backends) and :meth:`kill` skips a dead leader. The group id cannot be reused
+        as a PID while members exist, so when no process has the leader's PID any more, the
+        group's members are ours; if the PID exists it was reused and nothing is sent.
+        """
+        if self.proc is None or self.proc.poll() is None or os.path.exists(f"/proc/{self.proc.pid}"):
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def log_tail(self, lines: int = 30) -> str:
         return _tail(self.log_path, lines)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ServiceError
-from ._process import ManagedProcess, free_port, wait_until
+from ._process import ManagedProcess, free_port, port_open, wait_until
 
 POM = Path(__file__).with_name("jvm") / "pom.xml"
 _CLASSPATH_CACHE = Path(os.environ.get("DEO_CACHE_DIR", Path.home() / ".cache" / "dstream-exactly-once"))
@@ -87,6 +87,7 @@ class LocalKafka:
         self.port = 0
         self.sasl_port = 0
         self._admin: Any = None
+        self._cluster_id = ""
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -103,7 +104,7 @@ class LocalKafka:
     def running(self) -> bool:
         return self._proc.running
 
-    def start(self, timeout: float = 90.0) -> "LocalKafka":
+    def start(self, timeout: float = 90.0) -> LocalKafka:
         java = shutil.which("java")
         if java is None:
             raise ServiceError("java is needed to run the local Kafka broker (Java 17)")
@@ -116,6 +117,7 @@ class LocalKafka:
             self._controller_port = controller
             self._write_config(work)
             cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            self._cluster_id = cluster_id
             fmt = subprocess.run(
                 [java, "-cp", cp, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
                  "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(work / "server.properties")],
@@ -148,7 +150,7 @@ class LocalKafka:
         if self._proc.proc is not None:
             self._proc.proc.wait(10)
 
-    def __enter__(self) -> "LocalKafka":
+    def __enter__(self) -> LocalKafka:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -198,13 +200,18 @@ class LocalKafka:
 
     # ------------------------------------------------------------------ admin helpers
     def _answers_metadata(self) -> bool:
+        # Cheap port check first: kafka-python's admin client blocks up to bootstrap_timeout_ms
+        # (30 s by default) on a closed port, which hid a broker that had already exited.
+        if not port_open(self.port):
+            return False
         from kafka import KafkaAdminClient
 
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=3000,
-                                 client_id="deo-localkafka-probe")
+                                 bootstrap_timeout_ms=3000, client_id="deo-localkafka-probe")
         try:
-            admin.describe_cluster()
-            return True
+            # Our broker, not whatever else won the race for the port free_port() picked.
+            cluster_id = admin.describe_cluster().get("cluster_id")
+            return not self._cluster_id or cluster_id == self._cluster_id
         finally:
             admin.close()
 

@@ -87,16 +87,21 @@ class LocalPostgres:
              "-c", "max_connections=100", "-c", "shared_buffers=64MB"],
             preexec=demote,
         )
-        wait_until(self._ready, timeout=timeout, what=f"PostgreSQL on port {self.port}",
-                   proc=self._proc.proc, log=self._proc.log_path)
+        try:
+            wait_until(self._ready, timeout=timeout, what=f"PostgreSQL on port {self.port}",
+                       proc=self._proc.proc, log=self._proc.log_path)
+        except ServiceError:
+            self._proc.stop(cleanup=False)  # never leave a half-started server behind
+            raise
         return self
 
     def _ready(self) -> bool:
         if not port_open(self.port):
             return False
         with self.connect() as conn:
-            conn.execute("select 1")
-        return True
+            # Our cluster, not another server that took the port free_port() picked.
+            row = conn.execute("show data_directory").fetchone()
+        return row is not None and os.path.realpath(row[0]) == os.path.realpath(self._proc.workdir / "data")
 
     def connect(self, dbname: str = "postgres", **kw: Any) -> Any:
         import psycopg

@@ -31,7 +31,7 @@ class LocalRedis:
         auth = f":{self._password}@" if self._password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
-    def start(self, timeout: float = 20.0) -> "LocalRedis":
+    def start(self, timeout: float = 20.0) -> LocalRedis:
         exe = shutil.which("redis-server")
         if exe is None:
             raise ServiceError("redis-server not found; install the Debian package 'redis-server' (make deps)")
@@ -44,16 +44,29 @@ class LocalRedis:
             f"appendonly {'yes' if self.appendonly else 'no'}", "appendfsync always",
         ]
         if self._password:
-            lines.append(f"requirepass {self._password}")
+            lines.append(f"requirepass {_conf_quote(self._password)}")
         conf.write_text("\n".join(lines) + "\n")
         conf.chmod(0o600)
         self._proc.spawn([exe, str(conf)])
-        wait_until(self._ping, timeout=timeout, what=f"redis-server on port {self.port}",
-                   proc=self._proc.proc, log=self._proc.log_path)
+        try:
+            wait_until(self._ping, timeout=timeout, what=f"redis-server on port {self.port}",
+                       proc=self._proc.proc, log=self._proc.log_path)
+        except ServiceError:
+            self._proc.stop(cleanup=False)  # never leave a half-started server behind
+            raise
         return self
 
     def _ping(self) -> bool:
-        return bool(self.client(socket_timeout=1).ping())
+        # Our server, not another one that took the port free_port() picked: compare PIDs.
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client = self.client(socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
+        try:
+            proc = self._proc.proc
+            return proc is not None and int(client.info("server")["process_id"]) == proc.pid
+        finally:
+            client.close()
 
     def client(self, **kw: Any) -> Any:
         import redis
@@ -69,8 +82,15 @@ class LocalRedis:
     def stop(self) -> None:
         self._proc.stop(cleanup=True)
 
-    def __enter__(self) -> "LocalRedis":
+    def __enter__(self) -> LocalRedis:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _conf_quote(value: str) -> str:
+    """``value`` as one double-quoted redis.conf argument: anything but ``[A-Za-z0-9_.-]`` is
+    written as ``\\xHH`` so spaces, quotes, backslashes, ``#`` or newlines cannot break the file."""
+    safe = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+    return '"' + "".join(chr(b) if b in safe else f"\\x{b:02x}" for b in value.encode("utf-8")) + '"'

@@ -85,6 +85,14 @@ class LocalSparkCluster:
         return str(exe)
 
     def start(self, timeout: float = 60.0) -> LocalSparkCluster:
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()  # no master or worker outlives a failed start
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
         env = {**spark_env(), "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_HOST": "127.0.0.1"}
         self.port = free_port()
         self._master.spawn([self._spark_class(), "org.apache.spark.deploy.master.Master",
@@ -92,24 +100,46 @@ class LocalSparkCluster:
                            env=env)
         wait_until(lambda: "I have been elected leader" in self._master.log_path.read_text(errors="replace"),
                    timeout=timeout, what="Spark master", proc=self._master.proc, log=self._master.log_path)
+        # Spark moves to the next port when the chosen one was taken meanwhile: use the real one.
+        bound = re.search(r"Starting Spark master at spark://[^:\s]+:(\d+)",
+                          self._master.log_path.read_text(errors="replace"))
+        if bound:
+            self.port = int(bound.group(1))
         for i in range(self.workers):
             w = ManagedProcess(f"spark-worker{i}")
+            self._workers.append(w)
             w.spawn([self._spark_class(), "org.apache.spark.deploy.worker.Worker",
                      "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
                      "--webui-port", str(free_port()), "--work-dir", str(w.workdir / "work"), self.master_url],
                     env={**env, "SPARK_WORKER_DIR": str(w.workdir / "work")})
-            self._workers.append(w)
         for w in self._workers:
-            wait_until(lambda w=w: "Successfully registered with master" in w.log_path.read_text(errors="replace"),
-                       timeout=timeout, what=f"Spark {w.name}", proc=w.proc, log=w.log_path)
-        return self
+            def registered(w: ManagedProcess = w) -> bool:
+                return "Successfully registered with master" in w.log_path.read_text(errors="replace")
+
+            wait_until(registered, timeout=timeout, what=f"Spark {w.name}", proc=w.proc, log=w.log_path)
+
+    def worker_pids(self) -> List[int]:
+        """PIDs of the running worker JVMs."""
+        return [w.proc.pid for w in self._workers if w.proc is not None and w.running]
 
     def executor_pids(self) -> List[int]:
-        """PIDs of executor JVMs launched by the workers (from the worker logs)."""
+        """PIDs of the executor JVMs the workers are running now (children of the worker JVMs).
+
+        The worker log does not name executor PIDs, so they are found in ``/proc``.
+        """
+        workers = set(self.worker_pids())
         pids: List[int] = []
-        for w in self._workers:
-            pids += [int(p) for p in re.findall(r"executor.*?pid (\d+)", w.log_path.read_text(errors="replace"))]
-        return pids
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                if ppid in workers and b"CoarseGrainedExecutorBackend" in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except (OSError, ValueError):
+                continue  # exited while we looked
+        return sorted(pids)
 
     def stop(self) -> None:
         for w in self._workers:
