@@ -30,11 +30,13 @@ from .offsets import (
     TopicAndPartition,
     utf8_decoder,
 )
+from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 from .streaming.kafka_utils import KafkaUtils
 
 __all__ = [
     "Assign",
     "Broker",
+    "CommitOutcome",
     "ConfigurationError",
     "DStreamExactlyOnceError",
     "DataLossError",
@@ -49,12 +51,16 @@ __all__ = [
     "OffsetRange",
     "OffsetRangeError",
     "OutputError",
+    "PlannedBatch",
     "SinkError",
     "StoreError",
     "Subscribe",
     "SubscribePattern",
     "TopicAndPartition",
+    "TransactionalStore",
+    "Writes",
     "__version__",
     "current_offset_range",
+    "open_store",
     "utf8_decoder",
 ]

@@ -1,15 +1,18 @@
-"""Exactly-once sinks: deterministic labels and Doris Stream Load (two-phase commit).
+"""Exactly-once sinks: deterministic labels, Doris Stream Load (two-phase commit), transactional Kafka.
 
 Every sink states its unit of parallelism and its delivery guarantee in its docstring.
 """
 
 from .doris import DorisSink, DorisStreamLoadClient, LoadResult, LoadState, PartitionWrite, TxnOutcome
+from .kafka_tx import KafkaTransactionalSink, KafkaWrite
 from .labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
 
 __all__ = [
     "MAX_LABEL_LENGTH",
     "DorisSink",
     "DorisStreamLoadClient",
+    "KafkaTransactionalSink",
+    "KafkaWrite",
     "LabelGenerator",
     "LoadResult",
     "LoadState",

@@ -17,6 +17,7 @@ exactly-once.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections import OrderedDict
 from datetime import datetime
@@ -26,6 +27,7 @@ from pyspark.streaming import DStream, StreamingContext
 from pyspark.streaming.dstream import TransformedDStream
 
 from ..offsets import OffsetRange
+from ._driver_ref import DriverOnly
 from .rdd import KafkaRDD
 
 log = logging.getLogger(__name__)
@@ -49,15 +51,18 @@ def _two_args(func: Callable[..., Any]) -> Callable[[datetime, Any], Any]:
     raise TypeError(f"{func!r} should take one argument (rdd) or two (time, rdd), it takes {argc}")
 
 
-class KafkaDStream(TransformedDStream):
+class KafkaDStream(DriverOnly, TransformedDStream):
     """A DStream of decoded Kafka records whose batches know their offset ranges.
 
     ``compute(time) -> KafkaRDD`` is the driver-side batch builder (planner + RDD factory).
     """
 
     def __init__(self, ssc: StreamingContext, compute: Callable[[datetime], KafkaRDD]) -> None:
-        sc = ssc.sparkContext
-        tick: DStream[Any] = ssc.queueStream([], oneAtATime=True, default=sc.parallelize([], 1))
+        self._register()
+        self._tick_dir = tempfile.mkdtemp(prefix="deo-tick-")
+        # An empty monitored directory yields one empty RDD per batch and, unlike a queue stream,
+        # supports ssc.checkpoint(): the tick that drives compute(time).
+        tick: DStream[Any] = ssc.textFileStream(self._tick_dir)
         self._build = compute
         self._batches: OrderedDict[datetime, KafkaRDD] = OrderedDict()
         self._lock = threading.RLock()

@@ -12,8 +12,9 @@ Driver lifecycle (``DESIGN.md`` §2, §4):
    offset compare-and-set; a replayed, already-committed batch is skipped.
 
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of
-truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators, but offsets are never
-taken from it.
+truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators (``updateStateByKey``,
+windows with an inverse function), but offsets are never taken from it and a stream cannot be
+recovered with ``StreamingContext.getOrCreate``: create a new context, it resumes from the store.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pyspark.streaming import StreamingContext
 from ..errors import DStreamExactlyOnceError, OutputError
 from ..offsets import OffsetRange
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ._driver_ref import DriverOnly
 from .dstream import KafkaDStream
 from .kafka_utils import DirectBatches
 from .rdd import KafkaRDD
@@ -64,11 +66,12 @@ def _as_writes(value: Any, what: str) -> Writes:
     return value
 
 
-class BatchCommitter:
+class BatchCommitter(DriverOnly):
     """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters."""
 
     def __init__(self, store: TransactionalStore, batches: DirectBatches, *,
                  monitor_group: Optional[str] = None) -> None:
+        self._register()
         self.store = store
         self.monitor_group = monitor_group
         self.mirror_failures = 0

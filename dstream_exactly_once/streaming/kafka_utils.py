@@ -20,6 +20,7 @@ from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.planner import DirectPlanner, RateLimit
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
 from ..offsets import Broker, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition, utf8_decoder
+from ._driver_ref import DriverOnly
 from .dstream import KafkaDStream, batch_seconds
 from .rdd import KafkaRDD, make_kafka_rdd
 
@@ -270,11 +271,12 @@ def check_ranges_in_log(config: KafkaConfig, ranges: Sequence[OffsetRange]) -> N
         raise OffsetRangeError("; ".join(bad))
 
 
-class DirectBatches:
+class DirectBatches(DriverOnly):
     """The driver-side batch builder of a direct stream: plan, advance, build the KafkaRDD."""
 
     def __init__(self, ssc: StreamingContext, config: KafkaConfig, planner: DirectPlanner, opts: ReadOptions,
                  key_decoder: Decoder, value_decoder: Decoder, handler: Handler) -> None:
+        self._register()
         self.sc = ssc.sparkContext
         self.seconds = batch_seconds(ssc)
         self.config = config

@@ -216,3 +216,43 @@ def test_unreachable_bootstrap_names_the_address(sc):
     ssc = StreamingContext(sc, 1)
     with pytest.raises(KafkaUnavailableError, match=f"127.0.0.1:{port}"):
         KafkaUtils.createDirectStream(ssc, ["t"], {"bootstrap.servers": f"127.0.0.1:{port}"})
+
+
+_STATE: dict = {}
+
+
+def test_checkpointed_context_with_update_state_by_key(kafka, topic_name, sc, tmp_path):
+    """ssc.checkpoint + updateStateByKey work with the direct stream (offsets still never come from
+    the checkpoint); a checkpoint holds only tokens for the driver-side builders."""
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, ["a", "b", "a", "c", "a", "b"], partitions=2)
+    ssc = StreamingContext(sc, 1)
+    ssc.checkpoint(str(tmp_path / "ckpt"))
+    stream = KafkaUtils.createDirectStream(ssc, [topic_name], params(kafka))
+    _STATE.clear()
+
+    def update(new, old):
+        return sum(new) + (old or 0)
+
+    def keep(rdd):  # checkpointed functions must pickle: no locks in the closure
+        _STATE.update(dict(rdd.collect()))
+
+    stream.map(lambda kv: (kv[1], 1)).updateStateByKey(update).foreachRDD(keep)
+    run_until(ssc, lambda: _STATE == {"a": 3, "b": 2, "c": 1})
+    assert any((tmp_path / "ckpt").iterdir())
+
+
+def test_recovering_a_stream_from_a_checkpoint_is_refused_clearly():
+    import pickle
+
+    from dstream_exactly_once.streaming._driver_ref import DriverOnly, _resolve
+
+    class Builder(DriverOnly):
+        pass
+
+    b = Builder()
+    b._register()
+    assert pickle.loads(pickle.dumps(b)) is b  # same driver process: the live object
+    stub = _resolve("not-a-live-token", "DirectBatches")  # what a recovering process gets
+    with pytest.raises(ConfigurationError, match="getOrCreate"):
+        stub(None)

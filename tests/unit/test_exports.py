@@ -12,6 +12,7 @@ import dstream_exactly_once
 EXPECTED = [
     "Assign",
     "Broker",
+    "CommitOutcome",
     "ConfigurationError",
     "DStreamExactlyOnceError",
     "DataLossError",
@@ -26,13 +27,17 @@ EXPECTED = [
     "OffsetRange",
     "OffsetRangeError",
     "OutputError",
+    "PlannedBatch",
     "SinkError",
     "StoreError",
     "Subscribe",
     "SubscribePattern",
     "TopicAndPartition",
+    "TransactionalStore",
+    "Writes",
     "__version__",
     "current_offset_range",
+    "open_store",
     "utf8_decoder",
 ]
 
