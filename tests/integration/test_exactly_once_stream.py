@@ -152,3 +152,46 @@ def test_bad_input_before_anything_is_written(kafka, topic_name, sc, tmp_path):
         KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="ahead")
     with pytest.raises(ConfigurationError, match="cannot be stored as JSON"):
         Writes().put("ns", "k", object())
+
+
+def test_several_uncommitted_batches_are_replayed_in_order_with_their_ranges(kafka, topic_name, sc, tmp_path):
+    """A crashed driver left batches 0..2 planned (offset log) but uncommitted, as Spark's job
+    generator plans ahead of running jobs: they are replayed first, in order, with the same ids and
+    ranges and the same labels, before anything new is planned."""
+    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.sinks import make_label
+    from dstream_exactly_once.stores import PlannedBatch
+
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(100), partitions=2)
+    url = f"sqlite:///{tmp_path}/replay.db"
+    logged = [PlannedBatch(i, 1000 * (i + 1), (OffsetRange(topic_name, 0, 10 * i, 10 * i + 10),
+                                               OffsetRange(topic_name, 1, 5 * i, 5 * i + 5)))
+              for i in range(3)]
+    with open_store(url, "replay") as s:
+        crashed_epoch = s.start_epoch()
+        for b in logged:
+            s.log_batch(crashed_epoch, b)
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="replay")
+    assert stream.epoch == crashed_epoch + 1
+    seen = []
+    lock = threading.Lock()
+
+    def per_batch(batch, rdd):
+        with lock:
+            seen.append((batch.batch_id, batch.ranges, rdd.offsetRanges()))
+        w = Writes()
+        for pid in range(len(batch.ranges)):
+            w.add_label(make_label("replay", batch.batch_id, pid))
+        return w.incr("t", "n", rdd.count())
+
+    stream.commit_each_batch(per_batch)
+    store = open_store(url, "replay")
+    run_until(ssc, lambda: store.get_value("t", "n") == 100)
+    assert [(b, r) for b, r, _ in seen[:3]] == [(b.batch_id, b.ranges) for b in logged]
+    assert all(list(r) == rr for _, r, rr in seen)
+    assert [b for b, _, _ in seen] == list(range(len(seen)))
+    assert all(store.has_label(make_label("replay", b, p)) for b in range(3) for p in range(2))
+    # the first new batch starts where the replayed ones ended
+    assert seen[3][1][0].fromOffset == 30 and seen[3][1][1].fromOffset == 15
