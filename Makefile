@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps demo test unit integration lint typecheck bench clean
+.PHONY: deps demo test test-pyspark35 unit integration lint bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -13,6 +13,10 @@ demo: deps
 
 test: deps lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+# The core suite again on PySpark 3.5 (its own virtualenv); CI runs it after `make test`.
+test-pyspark35: deps
+	bash scripts/test-pyspark35.sh $(PYTEST_ARGS)
 
 unit: deps
 	$(PYTHON) -m pytest tests/unit $(PYTEST_ARGS)
