@@ -245,14 +245,7 @@ class ExactlyOnceDStream(KafkaDStream):
                     raise _output_error(batch, exc, [r]) from exc
                 return [store.commit(epoch, batch, writes, ranges=[r], complete_batch=False).value]
 
-            try:
-                outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
-                committer.count(store.mark_committed(epoch, batch), batch)
-            except BaseException as exc:
-                err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
-                committer.fail(err)
-                raise err from exc
-            log.debug("batch %d partition outcomes %s", batch.batch_id, outcomes)
+            _run_partition_job(committer, batch, rdd, per_partition)
 
         self.foreachRDD(output)
 
@@ -285,17 +278,29 @@ class ExactlyOnceDStream(KafkaDStream):
                     raise _output_error(batch, exc, [batch.ranges[index]]) from exc
                 return [getattr(result, "outcome", result)]
 
-            try:
-                if committer.is_replay(batch):
-                    sink.recover(store, batch)
-                rdd.mapPartitionsWithIndex(per_partition).collect()
-                committer.count(store.mark_committed(epoch, batch), batch)
-            except BaseException as exc:
-                err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
-                committer.fail(err)
-                raise err from exc
+            _run_partition_job(committer, batch, rdd, per_partition,
+                               before=lambda: sink.recover(store, batch) if committer.is_replay(batch) else None)
 
         self.foreachRDD(output)
+
+
+def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: KafkaRDD,
+                       per_partition: Callable[[int, Iterable[Any]], Iterable[Any]],
+                       before: Optional[Callable[[], Any]] = None) -> None:
+    """Run the per-partition commits as one Spark job, then write the batch's commit-log entry.
+
+    Any failure marks the stream failed (no later batch commits) and is re-raised naming the batch.
+    """
+    try:
+        if before is not None:
+            before()
+        outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
+        committer.count(committer.store.mark_committed(committer.epoch, batch), batch)
+    except BaseException as exc:
+        err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
+        committer.fail(err)
+        raise err from exc
+    log.debug("batch %d partition outcomes %s", batch.batch_id, outcomes)
 
 
 def _output_error(batch: PlannedBatch, exc: BaseException,
