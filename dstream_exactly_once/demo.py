@@ -50,6 +50,88 @@ def to_writes(summary: Dict[str, Any], row: Dict[str, Any]) -> Writes:
     return w.put_batch_rows("batches", [{**row, "count": summary["count"], "sum": summary["sum"]}])
 
 
+def _crashing_store(store: Any, prob: float) -> Any:
+    """Wrap ``store`` (instance attributes, driver side only) with crash points around the log and
+    commits; ``store.on_commit`` is called after each successful commit."""
+    log_batch, commit, mark = store.log_batch, store.commit, store.mark_committed
+    store.on_commit = lambda: None
+
+    def crashing_log_batch(epoch: int, batch: PlannedBatch) -> None:
+        log_batch(epoch, batch)
+        _crash("after-offset-log", prob)
+
+    def crashing_commit(*a: Any, **kw: Any) -> Any:
+        _crash("before-commit", prob)
+        out = commit(*a, **kw)
+        _crash("after-commit", prob)
+        store.on_commit()
+        return out
+
+    def crashing_mark(*a: Any, **kw: Any) -> Any:
+        _crash("before-commit-log", prob)
+        out = mark(*a, **kw)
+        _crash("after-commit", prob)
+        store.on_commit()
+        return out
+
+    store.log_batch, store.commit, store.mark_committed = crashing_log_batch, crashing_commit, crashing_mark
+    return store
+
+
+def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: Dict[str, Any],
+                   executor_prob: float) -> None:
+    if pattern == "batch":
+        def per_batch(batch: PlannedBatch, rdd: Any) -> Writes:
+            def values(it: Iterable[Any]) -> Iterable[Dict[str, Any]]:
+                vals = []
+                for _k, v in it:
+                    vals.append(int(v))
+                    _crash("executor-mid-batch", executor_prob / 1000)
+                yield summarize(vals)
+
+            merged = summarize([])
+            for s in rdd.mapPartitions(values).collect():
+                merged["sum"] += s["sum"]
+                merged["count"] += s["count"]
+                for w, n in s["words"].items():
+                    merged["words"][w] = merged["words"].get(w, 0) + n
+            return to_writes(merged, {"batch_id": batch.batch_id, "part": "all"})
+
+        stream.commit_each_batch(per_batch)
+    elif pattern == "doris":
+        from .sinks import DorisSink, DorisStreamLoadClient
+
+        client = DorisStreamLoadClient(args.doris_fe, "demo", "numbers", user="root",
+                                       password=os.environ.get("DEO_DORIS_PASSWORD", ""), format="json",
+                                       backoff_s=0.05, max_backoff_s=0.5)
+
+        def rows(records: Iterable[Any]) -> Iterable[Dict[str, int]]:
+            for _k, v in records:
+                _crash("executor-mid-batch", executor_prob / 1000)
+                yield {"v": int(v)}
+
+        stream.write_each_partition(DorisSink(client), rows)
+    elif pattern == "kafka":
+        from .sinks.kafka_tx import KafkaTransactionalSink
+
+        def out_rows(records: Iterable[Any]) -> Iterable[Any]:
+            for _k, v in records:
+                _crash("executor-mid-batch", executor_prob / 1000)
+                yield (None, v)
+
+        stream.write_each_partition(KafkaTransactionalSink(params, args.out_topic), out_rows)
+    else:
+        def per_partition(records: Iterable[Any], r: OffsetRange, batch: PlannedBatch) -> Writes:
+            vals = []
+            for _k, v in records:
+                vals.append(int(v))
+                _crash("executor-mid-batch", executor_prob / 1000)
+            _crash("executor-before-commit", executor_prob)
+            return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": f"{r.topic}/{r.partition}"})
+
+        stream.commit_each_partition(per_partition)
+
+
 def run_pipeline(args: argparse.Namespace) -> int:
     from pyspark.streaming import StreamingContext
 
@@ -69,98 +151,27 @@ def run_pipeline(args: argparse.Namespace) -> int:
                             {"spark.streaming.kafka.maxRatePerPartition": args.rate})
     ssc = StreamingContext(sc, args.batch_seconds)
     prob = args.crash_prob
+    executor_prob = prob / 20
+    # pattern "both": two applications in one driver, one per output pattern, so a kill hits both
+    apps = ([(f"{args.app_id}-batch", "batch"), (f"{args.app_id}-partition", "partition")]
+            if args.pattern == "both" else [(args.app_id, args.pattern)])
+    stores = [_crashing_store(open_store(args.store, app), prob) for app, _ in apps]
     done = {"flag": False}
 
-    store = open_store(args.store, args.app_id)
-    log_batch, commit, mark = store.log_batch, store.commit, store.mark_committed
-
-    def crashing_log_batch(epoch: int, batch: PlannedBatch) -> None:
-        log_batch(epoch, batch)
-        _crash("after-offset-log", prob)
-
-    def crashing_commit(*a: Any, **kw: Any) -> Any:
-        _crash("before-commit", prob)
-        out = commit(*a, **kw)
-        _crash("after-commit", prob)
-        check_done()
-        return out
-
-    def crashing_mark(*a: Any, **kw: Any) -> Any:
-        _crash("before-commit-log", prob)
-        out = mark(*a, **kw)
-        _crash("after-commit", prob)
-        check_done()
-        return out
-
     def check_done() -> None:
-        if store.load_offsets() == target or all(
-                store.load_offsets().get(tp) == off for tp, off in target.items()):
-            done["flag"] = True
+        done["flag"] = all(st.load_offsets() == target for st in stores)
 
-    store.log_batch = crashing_log_batch  # type: ignore[method-assign]
-    store.commit = crashing_commit  # type: ignore[method-assign]
-    store.mark_committed = crashing_mark  # type: ignore[method-assign]
+    for st in stores:
+        st.on_commit = check_done  # type: ignore[attr-defined]
     check_done()
     if done["flag"]:
         print("DONE (already complete)", flush=True)
         return 0
-
-    stream = KafkaUtils.createExactlyOnceStream(ssc, params, [args.topic], store=store,
-                                                failOnDataLoss=True, poll_timeout_ms=30000)
-    print(f"STARTED epoch={stream.epoch} pending={len(stream.store.pending_batches())}", flush=True)
-    executor_prob = prob / 20
-
-    if args.pattern == "batch":
-        def per_batch(batch: PlannedBatch, rdd: Any) -> Writes:
-            def values(it: Iterable[Any]) -> Iterable[Dict[str, Any]]:
-                vals = []
-                for _k, v in it:
-                    vals.append(int(v))
-                    _crash("executor-mid-batch", executor_prob / 1000)
-                yield summarize(vals)
-
-            parts_ = rdd.mapPartitions(values).collect()
-            merged = summarize([])
-            for s in parts_:
-                merged["sum"] += s["sum"]
-                merged["count"] += s["count"]
-                for w, n in s["words"].items():
-                    merged["words"][w] = merged["words"].get(w, 0) + n
-            return to_writes(merged, {"batch_id": batch.batch_id, "part": "all"})
-
-        stream.commit_each_batch(per_batch)
-    elif args.pattern == "doris":
-        from .sinks import DorisSink, DorisStreamLoadClient
-
-        client = DorisStreamLoadClient(args.doris_fe, "demo", "numbers", user="root",
-                                       password=os.environ.get("DEO_DORIS_PASSWORD", ""), format="json",
-                                       backoff_s=0.05, max_backoff_s=0.5)
-
-        def rows(records: Iterable[Any]) -> Iterable[Dict[str, int]]:
-            for _k, v in records:
-                _crash("executor-mid-batch", executor_prob / 1000)
-                yield {"v": int(v)}
-
-        stream.write_each_partition(DorisSink(client), rows)
-    elif args.pattern == "kafka":
-        from .sinks.kafka_tx import KafkaTransactionalSink
-
-        def out_rows(records: Iterable[Any]) -> Iterable[Any]:
-            for _k, v in records:
-                _crash("executor-mid-batch", executor_prob / 1000)
-                yield (None, v)
-
-        stream.write_each_partition(KafkaTransactionalSink(params, args.out_topic), out_rows)
-    else:
-        def per_partition(records: Iterable[Any], r: OffsetRange, batch: PlannedBatch) -> Writes:
-            vals = []
-            for _k, v in records:
-                vals.append(int(v))
-                _crash("executor-mid-batch", executor_prob / 1000)
-            _crash("executor-before-commit", executor_prob)
-            return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": f"{r.topic}/{r.partition}"})
-
-        stream.commit_each_partition(per_partition)
+    for st, (_app, pattern) in zip(stores, apps, strict=True):
+        stream = KafkaUtils.createExactlyOnceStream(ssc, params, [args.topic], store=st,
+                                                    failOnDataLoss=True, poll_timeout_ms=30000)
+        print(f"STARTED {st.app_id} epoch={stream.epoch} pending={len(st.pending_batches())}", flush=True)
+        _attach_output(stream, pattern, args, params, executor_prob)
 
     ssc.start()
     try:
@@ -269,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--topic", required=True)
     pipe.add_argument("--store", required=True)
     pipe.add_argument("--app-id", required=True)
-    pipe.add_argument("--pattern", choices=["batch", "partition", "doris", "kafka"], default="batch")
+    pipe.add_argument("--pattern", choices=["batch", "partition", "both", "doris", "kafka"], default="batch")
     pipe.add_argument("--out-topic", default=None, help="output topic (pattern kafka)")
     pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
     pipe.add_argument("--rate", type=int, default=2000, help="maxRatePerPartition (records/s)")

@@ -125,3 +125,36 @@ def test_direct_kafka_wordcount_usage():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 255  # sys.exit(-1)
     assert "Usage: direct_kafka_wordcount.py <broker_list> <topic>" in proc.stderr
+
+
+def test_exactly_once_wordcount_survives_sigkill(kafka, topic_name, tmp_path):
+    """The headline example, SIGKILLed mid-stream and restarted: the stored counts stay exact."""
+    from dstream_exactly_once import open_store
+
+    script = ROOT / "examples" / "exactly_once_wordcount.py"
+    url = f"sqlite:///{tmp_path}/wc.db"
+    kafka.create_topic(topic_name, 2)
+    first = ["a b c"] * 300
+    kafka.produce(topic_name, first, partitions=2)
+    example = Example(script, kafka.bootstrap, topic_name, url, "wc")
+    try:
+        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
+                           "the first committed batch")
+    finally:
+        os.killpg(example.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
+        example.kill()
+    second = ["b c d"] * 200
+    kafka.produce(topic_name, second, partitions=2)
+    expected = Counter(" ".join(first + second).split())
+    example = Example(script, kafka.bootstrap, topic_name, url, "wc")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with open_store(url, "wc") as store:
+                if sum(store.get_values("words").values()) >= sum(expected.values()):
+                    break
+            time.sleep(1)
+    finally:
+        example.kill()
+    with open_store(url, "wc") as store:
+        assert Counter(store.get_values("words")) == expected
