@@ -31,16 +31,19 @@ from .offsets import (
     utf8_decoder,
 )
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
+from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
 from .streaming.kafka_utils import KafkaUtils
 
 __all__ = [
     "Assign",
+    "BatchIdSink",
     "Broker",
     "CommitOutcome",
     "ConfigurationError",
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
+    "ExactlyOnceDStream",
     "FencedError",
     "HasOffsetRanges",
     "KafkaAuthError",
@@ -61,6 +64,7 @@ __all__ = [
     "Writes",
     "__version__",
     "current_offset_range",
+    "exactly_once",
     "open_store",
     "utf8_decoder",
 ]

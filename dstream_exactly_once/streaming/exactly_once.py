@@ -28,7 +28,7 @@ from typing import Any, Callable, Deque, Iterable, List, Optional, Protocol, Set
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
 
-from ..errors import DStreamExactlyOnceError, OutputError
+from ..errors import ConfigurationError, DStreamExactlyOnceError, OutputError
 from ..offsets import OffsetRange
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ._driver_ref import DriverOnly
@@ -163,6 +163,20 @@ class BatchCommitter(DriverOnly):
                     _time.sleep(0.5)
 
 
+class BatchIdSink:
+    """A Structured-Streaming-style sink: ``add_batch(batch_id, data)`` applies each batch id once.
+
+    Subclass it and implement :meth:`add_batch`; pass it to
+    :meth:`ExactlyOnceDStream.foreach_batch`. Unit of parallelism: whatever ``add_batch`` runs
+    (a Spark job over the batch's RDD). Delivery guarantee: exactly-once for the returned
+    :class:`Writes`; side effects inside ``add_batch`` are at-least-once unless they are keyed
+    by ``batch_id`` (the Structured Streaming advice).
+    """
+
+    def add_batch(self, batch_id: int, data: RDD) -> Optional[Writes]:
+        raise NotImplementedError
+
+
 class ExactlyOnceDStream(KafkaDStream):
     """A direct Kafka stream whose output operations commit results and offsets atomically.
 
@@ -216,6 +230,26 @@ class ExactlyOnceDStream(KafkaDStream):
                 raise
 
         self.foreachRDD(output)
+
+    def foreach_batch(self, sink: Union[BatchIdSink, Callable[[int, RDD], Optional[Writes]]]) -> None:
+        """Structured Streaming's ``foreachBatch`` / ``Sink.addBatch(batchId, data)`` contract.
+
+        ``sink.add_batch(batch_id, rdd)`` (or a plain ``f(batch_id, rdd)``) is called once per batch
+        id: a batch id already in the commit log is skipped without calling it, and the returned
+        :class:`Writes` commit with the batch's offsets, so batch ids are applied exactly once.
+        Batch ids are consecutive integers and a replayed batch keeps its id and ranges.
+        """
+        add_batch = sink.add_batch if isinstance(sink, BatchIdSink) else sink
+        if not callable(add_batch):
+            raise ConfigurationError(f"foreach_batch needs a BatchIdSink or a function (batch_id, rdd), got {sink!r}")
+        store = self.committer.store
+
+        def func(batch: PlannedBatch, rdd: RDD) -> Optional[Writes]:
+            if store.is_committed(batch.batch_id):
+                return None  # the commit below reports the replay; add_batch is not called again
+            return add_batch(batch.batch_id, rdd)
+
+        self.commit_each_batch(func)
 
     # ------------------------------------------------------------------ pattern (b)
     def commit_each_partition(self, func: PartitionFunc) -> None:
@@ -312,3 +346,36 @@ def _output_error(batch: PlannedBatch, exc: BaseException,
 
 
 StoreLike = Union[str, TransactionalStore]
+
+
+def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] = None, *,
+                 monitor_group: Optional[str] = None) -> ExactlyOnceDStream:
+    """Turn a ``KafkaUtils.createDirectStream`` stream into an exactly-once one (before any output
+    is attached and before the context starts): offsets then come from ``store`` (its committed
+    offsets win over ``fromOffsets``/``auto.offset.reset``) and uncommitted batches are replayed.
+
+    Returns the new stream; the original one must not be used any more (it raises if it is).
+    """
+    from ..stores import open_store
+
+    if isinstance(stream, ExactlyOnceDStream) or not isinstance(stream, KafkaDStream):
+        raise ConfigurationError(f"exactly_once() needs a stream from KafkaUtils.createDirectStream, got {stream!r}")
+    from .kafka_utils import DirectBatches
+
+    batches = stream._build
+    if not isinstance(batches, DirectBatches) or stream._batches:
+        raise ConfigurationError("exactly_once() must be called before the stream has produced a batch")
+    if isinstance(store, str):
+        if not isinstance(app_id, str) or not app_id:
+            raise ConfigurationError(f"app_id must name the application in the store, got {app_id!r}")
+        opened = open_store(store, app_id)
+    elif isinstance(store, TransactionalStore):
+        opened = store
+    else:
+        raise ConfigurationError(f"store must be a store URL or a TransactionalStore, got {store!r}")
+
+    def detached(_time: datetime) -> KafkaRDD:
+        raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
+
+    stream._build = detached
+    return ExactlyOnceDStream(stream._ssc, BatchCommitter(opened, batches, monitor_group=monitor_group))

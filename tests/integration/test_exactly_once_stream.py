@@ -195,3 +195,52 @@ def test_several_uncommitted_batches_are_replayed_in_order_with_their_ranges(kaf
     assert all(store.has_label(make_label("replay", b, p)) for b in range(3) for p in range(2))
     # the first new batch starts where the replayed ones ended
     assert seen[3][1][0].fromOffset == 30 and seen[3][1][1].fromOffset == 15
+
+
+def test_direct_stream_made_exactly_once_with_the_explicit_helper(kafka, topic_name, sc, tmp_path):
+    from dstream_exactly_once import exactly_once
+
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(1, 101), partitions=2)
+    url = f"sqlite:///{tmp_path}/helper.db"
+    ssc = StreamingContext(sc, 1)
+    direct = KafkaUtils.createDirectStream(ssc, [topic_name], params(kafka))
+    stream = exactly_once(direct, url, "helper")
+    stream.commit_each_batch(lambda batch, rdd: Writes().incr("t", "sum", rdd.map(lambda kv: int(kv[1])).sum()))
+    store = open_store(url, "helper")
+    run_until(ssc, lambda: store.get_value("t", "sum") == 5050)
+    assert store.get_value("t", "sum") == 5050
+    with pytest.raises(ConfigurationError, match="needs a stream from KafkaUtils.createDirectStream"):
+        exactly_once(stream, url, "helper")
+    with pytest.raises(ConfigurationError, match="converted by exactly_once"):
+        direct._rdd_for(__import__("datetime").datetime(2000, 1, 1))
+
+
+def test_foreach_batch_applies_each_batch_id_once(kafka, topic_name, sc, tmp_path):
+    from dstream_exactly_once import BatchIdSink
+
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(60), partitions=2)
+    url = f"sqlite:///{tmp_path}/ss.db"
+    calls = []
+
+    class CountingSink(BatchIdSink):
+        def add_batch(self, batch_id, data):
+            calls.append(batch_id)
+            return Writes().incr("t", "n", data.count()).put("ids", str(batch_id), True)
+
+    sc._conf.set("spark.streaming.kafka.maxRatePerPartition", "10")
+    try:
+        ssc = StreamingContext(sc, 1)
+        stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="ss")
+        stream.foreach_batch(CountingSink())
+        store = open_store(url, "ss")
+        run_until(ssc, lambda: store.get_value("t", "n") == 60)
+    finally:
+        sc._conf.set("spark.streaming.kafka.maxRatePerPartition", "0")
+    assert calls == list(range(len(calls))) and len(calls) >= 3
+    assert sorted(store.get_values("ids"), key=int) == [str(i) for i in calls]
+    ssc = StreamingContext(sc, 1)
+    with pytest.raises(ConfigurationError, match="BatchIdSink or a function"):
+        KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url,
+                                           app_id="ss").foreach_batch(42)  # type: ignore[arg-type]

@@ -11,12 +11,14 @@ import dstream_exactly_once
 
 EXPECTED = [
     "Assign",
+    "BatchIdSink",
     "Broker",
     "CommitOutcome",
     "ConfigurationError",
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
+    "ExactlyOnceDStream",
     "FencedError",
     "HasOffsetRanges",
     "KafkaAuthError",
@@ -37,6 +39,7 @@ EXPECTED = [
     "Writes",
     "__version__",
     "current_offset_range",
+    "exactly_once",
     "open_store",
     "utf8_decoder",
 ]
