@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+export PIP_ROOT_USER_ACTION=ignore
 VENV=${DEO_PYSPARK35_VENV:-$HOME/.cache/dstream-exactly-once/venv-pyspark35}
 if ! "$VENV/bin/python" -c "import pyspark, sys; sys.exit(0 if pyspark.__version__.startswith('3.5') else 1)" 2>/dev/null; then
   echo "[pyspark35] creating $VENV with pyspark 3.5"
