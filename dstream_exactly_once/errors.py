@@ -20,8 +20,9 @@
     ├── SinkError                            an external sink (Doris, Kafka) rejected a write
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
 
-Backend exceptions (kafka-python, redis-py, psycopg, sqlite3) are translated at one boundary with
-``raise ... from exc``; see :func:`translate_backend_error`.
+Backend exceptions are translated at one boundary per backend with ``raise ... from exc``:
+kafka-python in ``kafka.metadata.translate_kafka_error``, redis-py / psycopg / sqlite3 in each
+store module (``tests/integration/test_store_errors.py`` checks none is left unmapped).
 """
 
 from __future__ import annotations

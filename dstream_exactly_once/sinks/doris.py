@@ -897,12 +897,7 @@ class DorisSink:
 
     # ------------------------------------------------------------------ store helpers
     def _writes(self, extra: Optional[Writes], label: Optional[str], record: Mapping[str, Any]) -> Writes:
-        writes = Writes(
-            increments=dict(extra.increments) if extra else {},
-            puts=dict(extra.puts) if extra else {},
-            batch_rows={k: list(v) for k, v in extra.batch_rows.items()} if extra else {},
-            labels=list(extra.labels) if extra else [],
-        )
+        writes = extra.copy() if extra else Writes()
         if label is not None:
             writes.add_label(label)
             writes.put(self.namespace, label, {**record, "table": f"{self.client.db}.{self.client.table}"})

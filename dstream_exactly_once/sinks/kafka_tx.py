@@ -119,10 +119,7 @@ class KafkaTransactionalSink:
 
         r = batch.ranges[partition_id]
         label = make_label(self.group_id(store.app_id), batch.batch_id, partition_id)
-        record_writes = Writes(increments=dict(writes.increments) if writes else {},
-                               puts=dict(writes.puts) if writes else {},
-                               batch_rows={k: list(v) for k, v in writes.batch_rows.items()} if writes else {},
-                               labels=list(writes.labels) if writes else [])
+        record_writes = writes.copy() if writes else Writes()
         record_writes.add_label(label)
         if r.count() == 0:
             return KafkaWrite(label, store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False), 0)

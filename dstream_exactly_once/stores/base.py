@@ -145,6 +145,11 @@ class Writes:
         self.statements.append((sql, tuple(params)))
         return self
 
+    def copy(self) -> Writes:
+        """An independent copy (sinks add their labels to a copy of the user's writes)."""
+        return Writes(dict(self.increments), dict(self.puts), {k: list(v) for k, v in self.batch_rows.items()},
+                      list(self.labels), list(self.statements))
+
     def __bool__(self) -> bool:
         return bool(self.increments or self.puts or self.batch_rows or self.labels or self.statements)
 

@@ -440,3 +440,12 @@ class TestRedisStore(StoreContract):
                                      "vf:counts", "vj:docs", "rows:rows")} == keys
         assert len({key_slot(k.encode()) for k in keys}) == 1
         assert client.zrange(prefix + "batches", 0, -1) == [B0.to_json()]
+
+
+def test_writes_copy_is_independent_and_complete():
+    w = full_writes().execute("SELECT ?", (1,))
+    c = w.copy()
+    assert c == w and c is not w
+    c.incr("counts", "n").add_label("M").execute("SELECT 2")
+    c.batch_rows["rows"].append("x")
+    assert w == full_writes().execute("SELECT ?", (1,))
