@@ -58,6 +58,15 @@ def kafka_classpath() -> str:
     return cp_file.read_text().strip()
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id (base64url of a UUID) that cannot be mistaken for a command-line
+    option: ids starting with '-' made ``kafka-storage format -t <id>`` fail now and then."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
+
+
 def _pom_digest() -> str:
     import hashlib
 
@@ -116,7 +125,7 @@ class LocalKafka:
             self.sasl_port = free_port() if self._sasl_users else 0
             self._controller_port = controller
             self._write_config(work)
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            cluster_id = _cluster_id()
             self._cluster_id = cluster_id
             fmt = subprocess.run(
                 [java, "-cp", cp, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
