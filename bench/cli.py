@@ -90,6 +90,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     workdir = tempfile.mkdtemp(prefix="deo-bench-")
     ctx = Context(settings, results, workdir)
     runners = _runners()
+    from .report import _crc_impl
+
+    ctx.versions["kafka-python CRC-32C"] = _crc_impl()  # at start: workers and the driver import kafka now
     t_start = time.perf_counter()
     log(f"running {', '.join(benches)} ({'quick' if args.quick else 'full'}: {settings.records:,} records "
         f"in the read topic)")
