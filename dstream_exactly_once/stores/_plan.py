@@ -7,8 +7,7 @@ Redis mirrors them in Lua, so the messages built here are shared by all three.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
 from ..offsets import OffsetRange, TopicAndPartition
@@ -44,20 +43,25 @@ def commit_ranges(
 ) -> Tuple[List[OffsetRange], List[OffsetRange]]:
     """The ranges a commit covers, split into ``(non_empty, empty)``; each must belong to ``batch``."""
     chosen = list(batch.ranges if ranges is None else ranges)
-    seen = set()
-    for r in chosen:
-        if not isinstance(r, OffsetRange) or r not in batch.ranges:
-            raise ConfigurationError(
-                f"range {r!r} is not one of batch {batch.batch_id}'s ranges {list(batch.ranges)!r}")
-        if r.topicPartition() in seen:
-            raise ConfigurationError(f"partition {r.topicPartition()} appears twice in the ranges of a commit")
-        seen.add(r.topicPartition())
     seen_batch = set()
     for r in batch.ranges:
-        if r.topicPartition() in seen_batch:
+        tp = (r.topic, r.partition)
+        if tp in seen_batch:
             raise ConfigurationError(f"partition {r.topicPartition()} appears twice in batch {batch.batch_id}")
-        seen_batch.add(r.topicPartition())
-    return [r for r in chosen if r.count()], [r for r in chosen if not r.count()]
+        seen_batch.add(tp)
+    if ranges is not None:
+        members = set(batch.ranges)
+        seen = set()
+        for r in chosen:
+            if not isinstance(r, OffsetRange) or r not in members:
+                raise ConfigurationError(
+                    f"range {r!r} is not one of batch {batch.batch_id}'s ranges {list(batch.ranges)!r}")
+            tp = (r.topic, r.partition)
+            if tp in seen:
+                raise ConfigurationError(f"partition {r.topicPartition()} appears twice in the ranges of a commit")
+            seen.add(tp)
+    return ([r for r in chosen if r.untilOffset > r.fromOffset],
+            [r for r in chosen if r.untilOffset == r.fromOffset])
 
 
 def part_name(ranges: Sequence[OffsetRange], complete_batch: bool) -> str:
@@ -95,12 +99,15 @@ def uncommitted_error(batch_id: int, r: OffsetRange, stored: Optional[int | str]
         f"{'none' if stored in (None, '') else stored}, not its untilOffset {r.untilOffset}")
 
 
-def decide(batch_id: int, ranges: Sequence[OffsetRange], stored: Mapping[TopicAndPartition, int]) -> bool:
-    """The offset compare-and-set: ``True`` → apply, ``False`` → replay; raises on a conflict."""
+def decide(batch_id: int, ranges: Sequence[OffsetRange], stored: Mapping[Tuple[str, int], int]) -> bool:
+    """The offset compare-and-set: ``True`` → apply, ``False`` → replay; raises on a conflict.
+
+    ``stored`` maps ``(topic, partition)`` to the stored next offset.
+    """
     applied: List[str] = []
     done: List[str] = []
     for r in ranges:
-        cur = stored.get(r.topicPartition())
+        cur = stored.get((r.topic, r.partition))
         if cur is None or cur == r.fromOffset:
             applied.append(tp_field(r))
         elif cur == r.untilOffset:
@@ -112,8 +119,7 @@ def decide(batch_id: int, ranges: Sequence[OffsetRange], stored: Mapping[TopicAn
     return not done
 
 
-@dataclass(frozen=True)
-class ValueOp:
+class ValueOp(NamedTuple):
     """One keyed value write: ``op`` is ``"set"`` or ``"add"``; ``kind`` ``"i"``nt, ``"f"``loat or ``"j"``son."""
 
     namespace: str
@@ -160,6 +166,21 @@ def value_ops(writes: Writes) -> List[ValueOp]:
                 raise ConfigurationError(f"value of {ns}/{key} leaves the 64-bit range: {total!r}")
             ops[(ns, key)] = ValueOp(ns, key, "set", total_kind, total)
     return list(ops.values())
+
+
+def increment_rows(app: str, writes: Writes) -> List[Tuple[str, str, str, Any, Optional[float]]]:
+    """``(app, namespace, key, int part, float part)`` per increment: the fast path of :func:`value_ops`
+    for writes without puts (counters), with the same 64-bit check."""
+    rows: List[Tuple[str, str, str, Any, Optional[float]]] = []
+    append = rows.append
+    for (ns, key), amount in writes.increments.items():
+        if isinstance(amount, float):
+            append((app, ns, key, 0, amount))
+        elif INT64_MIN <= amount <= INT64_MAX:
+            append((app, ns, key, amount, None))
+        else:
+            raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
+    return rows
 
 
 def decode_value(inum: Any, fnum: Any, doc: Optional[str]) -> Any:

@@ -35,6 +35,7 @@ class PostgresStore(SQLStore):
     float_type = "DOUBLE PRECISION"
     placeholder = "%s"
     lock_meta_sql = " FOR UPDATE"
+    json_bulk = True
 
     def __init__(self, url: str, app_id: str) -> None:
         parsed = parse_url(url)

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import threading
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..errors import (
     ConfigurationError,
@@ -52,54 +52,89 @@ local stored = redis.call('GET', KEYS[1]) or '0'
 if stored ~= p.epoch then return {'fenced', stored} end
 """
 
+# Variadic commands over long lists, in chunks (Lua's unpack() has a stack limit).
+_HELPERS = """
+local function chunks(list, size, fn)
+  for i = 1, #list, size do fn(unpack(list, i, math.min(i + size - 1, #list))) end
+end
+local function hmget(key, fields)
+  local out = {}
+  chunks(fields, 1000, function(...)
+    for _, v in ipairs(redis.call('HMGET', key, ...)) do out[#out + 1] = v end
+  end)
+  return out
+end
+"""
+
 # KEYS: epoch, commits, offsets, labels, then per namespace i (0-based): vi, vf, vj, rows at 5+4i..8+4i.
-# Everything is validated before the first write: a Lua script is not rolled back on error.
-_COMMIT = "local p = cjson.decode(ARGV[1])" + _EPOCH + """
+# p.ranges = {fields, from offsets, until offsets}; p.groups = {{namespace index, kind, keys, values}} with
+# kind "ai"/"af" (increment an int/float) or "si"/"sf"/"sj" (set an int/float/JSON document).
+# Everything is validated before the first write (a Lua script is not rolled back on error), with one
+# HMGET per hash rather than one call per key.
+_COMMIT = "local p = cjson.decode(ARGV[1])" + _EPOCH + _HELPERS + """
 if redis.call('ZSCORE', KEYS[2], p.batch) then return {'replayed'} end
+local fields, from, untl = p.ranges[1], p.ranges[2], p.ranges[3]
 local applied, done = {}, {}
-for _, r in ipairs(p.ranges) do
-  local cur = redis.call('HGET', KEYS[3], r[1])
-  if cur == false or cur == r[2] then table.insert(applied, r[1])
-  elseif cur == r[3] then table.insert(done, r[1])
-  else return {'conflict', r[1], cur} end
+local stored = hmget(KEYS[3], fields)
+for i, cur in ipairs(stored) do
+  if cur == false or cur == from[i] then applied[#applied + 1] = fields[i]
+  elseif cur == untl[i] then done[#done + 1] = fields[i]
+  else return {'conflict', fields[i], cur} end
 end
 if #done > 0 then
   if #applied == 0 then return {'replayed'} end
   return {'mixed', cjson.encode(applied), cjson.encode(done)}
 end
-for _, v in ipairs(p.values) do
-  local base = 4 + 4 * v[1]
-  if v[3] == 'add' then
-    if redis.call('HEXISTS', KEYS[base + 3], v[2]) == 1 then return {'notnumber', v[2]} end
-    if v[4] == 'i' then
-      local total = tonumber(redis.call('HGET', KEYS[base + 1], v[2]) or '0') + tonumber(v[5])
-      if total >= 9.2e18 or total <= -9.2e18 then return {'overflow', v[2]} end
-    else
-      local total = tonumber(redis.call('HGET', KEYS[base + 2], v[2]) or '0') + tonumber(v[5])
-      if total ~= total or total == math.huge or total == -math.huge then return {'overflow', v[2]} end
+for _, g in ipairs(p.groups) do
+  local base, kind, keys, values = 4 + 4 * g[1], g[2], g[3], g[4]
+  if kind == 'ai' or kind == 'af' then
+    if redis.call('HLEN', KEYS[base + 3]) > 0 then  -- only namespaces holding JSON documents need the check
+      for i, doc in ipairs(hmget(KEYS[base + 3], keys)) do
+        if doc then return {'notnumber', keys[i]} end
+      end
     end
+    local olds = hmget(KEYS[base + ((kind == 'ai') and 1 or 2)], keys)
+    local totals, exact = {}, (kind == 'ai')
+    for i, old in ipairs(olds) do
+      local total = tonumber(old or '0') + tonumber(values[i])
+      if kind == 'ai' then
+        if total >= 9.2e18 or total <= -9.2e18 then return {'overflow', keys[i]} end
+        -- a Lua number (a double) holds integers exactly up to 2^53: then the new values are set
+        -- with one HSET instead of one HINCRBY per key
+        if exact and total < 9007199254740992 and total > -9007199254740992 then
+          totals[#totals + 1] = keys[i]; totals[#totals + 1] = string.format('%.0f', total)
+        else exact = false end
+      elseif total ~= total or total == math.huge or total == -math.huge then return {'overflow', keys[i]} end
+    end
+    if exact then g[5] = totals end
   end
 end
-for _, v in ipairs(p.values) do
-  local base = 4 + 4 * v[1]
-  if v[3] == 'set' then
-    redis.call('HDEL', KEYS[base + 1], v[2])
-    redis.call('HDEL', KEYS[base + 2], v[2])
-    redis.call('HDEL', KEYS[base + 3], v[2])
-    local target = (v[4] == 'i') and 1 or ((v[4] == 'f') and 2 or 3)
-    redis.call('HSET', KEYS[base + target], v[2], v[5])
-  elseif v[4] == 'i' then
-    redis.call('HINCRBY', KEYS[base + 1], v[2], v[5])
+for _, g in ipairs(p.groups) do
+  local base, kind, keys, values = 4 + 4 * g[1], g[2], g[3], g[4]
+  if g[5] then
+    chunks(g[5], 2000, function(...) redis.call('HSET', KEYS[base + 1], ...) end)
+  elseif kind == 'ai' then
+    for i, k in ipairs(keys) do redis.call('HINCRBY', KEYS[base + 1], k, values[i]) end
+  elseif kind == 'af' then
+    for i, k in ipairs(keys) do redis.call('HINCRBYFLOAT', KEYS[base + 2], k, values[i]) end
   else
-    redis.call('HINCRBYFLOAT', KEYS[base + 2], v[2], v[5])
+    local target = (kind == 'si') and 1 or ((kind == 'sf') and 2 or 3)
+    for slot = 1, 3 do
+      if slot ~= target then chunks(keys, 1000, function(...) redis.call('HDEL', KEYS[base + slot], ...) end) end
+    end
+    local pairs_ = {}
+    for i, k in ipairs(keys) do pairs_[#pairs_ + 1] = k; pairs_[#pairs_ + 1] = values[i] end
+    chunks(pairs_, 2000, function(...) redis.call('HSET', KEYS[base + target], ...) end)
   end
 end
 for _, r in ipairs(p.rows) do
   if r[3] == '[]' then redis.call('HDEL', KEYS[8 + 4 * r[1]], r[2])
   else redis.call('HSET', KEYS[8 + 4 * r[1]], r[2], r[3]) end
 end
-for _, label in ipairs(p.labels) do redis.call('SADD', KEYS[4], label) end
-for _, r in ipairs(p.ranges) do redis.call('HSET', KEYS[3], r[1], r[3]) end
+chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[4], ...) end)
+local offsets = {}
+for i, f in ipairs(fields) do offsets[#offsets + 1] = f; offsets[#offsets + 1] = untl[i] end
+chunks(offsets, 2000, function(...) redis.call('HSET', KEYS[3], ...) end)
 for _, r in ipairs(p.empty) do redis.call('HSETNX', KEYS[3], r[1], r[2]) end
 if p.complete then redis.call('ZADD', KEYS[2], p.batch, p.batch) end
 return {'applied'}
@@ -300,19 +335,20 @@ class RedisStore(TransactionalStore):
             raise ConfigurationError("Writes.execute() runs SQL, which a Redis store cannot; use incr/put/"
                                      "put_batch_rows, or a sqlite:// or postgresql:// store")
         todo, empty = _plan.commit_ranges(batch, ranges)
-        ops = _plan.value_ops(writes)
+        groups = self._value_groups(writes)
         part = _plan.part_name(todo + empty, complete_batch)
-        namespaces = list(dict.fromkeys([op.namespace for op in ops] + list(writes.batch_rows)))
+        namespaces = list(dict.fromkeys([ns for ns, _ in groups] + list(writes.batch_rows)))
         index = {ns: i for i, ns in enumerate(namespaces)}
         keys = [self._key("epoch"), self._key("commits"), self._key("offsets"), self._key("labels")]
         for ns in namespaces:
             keys += [self._key("vi", ns), self._key("vf", ns), self._key("vj", ns), self._key("rows", ns)]
         payload = {
             "epoch": str(epoch), "batch": str(batch.batch_id), "complete": bool(complete_batch),
-            "ranges": [[_plan.tp_field(r), str(r.fromOffset), str(r.untilOffset)] for r in todo],
+            "ranges": [[_plan.tp_field(r) for r in todo], [str(r.fromOffset) for r in todo],
+                       [str(r.untilOffset) for r in todo]],
             "empty": [[_plan.tp_field(r), str(r.untilOffset)] for r in empty],
-            "values": [[index[op.namespace], op.key, op.op, op.kind,
-                        op.value if op.kind == "j" else repr(op.value)] for op in ops],
+            "groups": [[index[ns], kind, list(values), list(values.values())]
+                       for (ns, kind), values in groups.items()],
             "rows": [[index[ns], f"{batch.batch_id}/{part}", "[" + ",".join(rows) + "]"]
                      for ns, rows in writes.batch_rows.items()],
             "labels": list(dict.fromkeys(writes.labels)),
@@ -328,9 +364,33 @@ class RedisStore(TransactionalStore):
             raise _plan.mixed_error(batch.batch_id, json.loads(status[1]), json.loads(status[2]))
         if status[0] in ("notnumber", "overflow"):
             what = "holds a non-numeric value" if status[0] == "notnumber" else "would leave the 64-bit range"
-            bad = [f"{op.namespace}/{op.key}" for op in ops if op.key == status[1] and op.op == "add"]
+            bad = [f"{ns}/{status[1]}" for (ns, kind), values in groups.items()
+                   if kind[0] == "a" and status[1] in values]
             raise StoreError(f"cannot increment {', '.join(bad)}: it {what}; nothing was written")
         return CommitOutcome.APPLIED
+
+    @staticmethod
+    def _value_groups(writes: Writes) -> Dict[Tuple[str, str], Dict[str, str]]:
+        """Value writes grouped by ``(namespace, kind)`` (see ``_COMMIT``): key -> value as Redis text."""
+        groups: Dict[Tuple[str, str], Dict[str, str]] = {}
+        if not writes.puts:  # counters: the common case, without building ValueOps
+            low, high = _plan.INT64_MIN, _plan.INT64_MAX
+            for (ns, key), amount in writes.increments.items():
+                if isinstance(amount, float):
+                    kind = "af"
+                elif low <= amount <= high:
+                    kind = "ai"
+                else:
+                    raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
+                group = groups.get((ns, kind))
+                if group is None:
+                    group = groups[(ns, kind)] = {}
+                group[key] = repr(amount)
+            return groups
+        for op in _plan.value_ops(writes):
+            kind = ("a" if op.op == "add" else "s") + op.kind
+            groups.setdefault((op.namespace, kind), {})[op.key] = op.value if op.kind == "j" else repr(op.value)
+        return groups
 
     def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
         epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)

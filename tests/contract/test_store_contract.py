@@ -262,6 +262,56 @@ class StoreContract:
         assert type(values["f"]) is float and type(values["mix"]) is float
         assert type(store.get_value("counts", "i")) is int
 
+    def test_large_commits_apply_every_key_and_partition(self, store: TransactionalStore, epoch: int) -> None:
+        # More keys, partitions and labels than one bulk statement / Lua command chunk holds, through
+        # every value path: int increments (exact and beyond 2^53), float increments and puts.
+        parts, n = 1_234, 2_345
+        first = batch(0, *(OffsetRange("big", p, 0, 3) for p in range(parts)))
+        w = Writes()
+        for i in range(n):
+            w.incr("counts", f"k{i}", i).incr("floats", f"f{i}", 0.5)
+            w.put("docs", f"d{i}", {"i": i} if i % 2 else i)
+            w.add_label(f"label-{i}")
+        w.incr("huge", "h", 2**60)
+        assert store.commit(epoch, first, w) is APPLIED
+        second = batch(1, *(OffsetRange("big", p, 3, 7) for p in range(parts)))
+        assert store.commit(epoch, second, Writes().incr("counts", "k7", 3).incr("huge", "h", 5)
+                            .put("docs", "d3", "x")) is APPLIED
+        counts = store.get_values("counts")
+        assert len(counts) == n and counts["k7"] == 10 and counts[f"k{n - 1}"] == n - 1
+        assert store.get_values("floats") == {f"f{i}": 0.5 for i in range(n)}
+        docs = store.get_values("docs")
+        assert docs["d1"] == {"i": 1} and docs["d2"] == 2 and docs["d3"] == "x" and len(docs) == n
+        assert store.get_value("huge", "h") == 2**60 + 5
+        assert store.has_label("label-0") and store.has_label(f"label-{n - 1}")
+        offsets = store.load_offsets()
+        assert len(offsets) == parts and set(offsets.values()) == {7}
+
+    def test_awkward_keys_round_trip(self, store: TransactionalStore, epoch: int) -> None:
+        keys = ['quote"d', "back\\slash", "new\nline", "ünïcødé ✓", "{braces}", "comma,semi;colon", "'single'"]
+        w = Writes()
+        for i, k in enumerate(keys):
+            w.incr("counts", k, i + 1).put("docs", k, {"key": k})
+        store.commit(epoch, B0, w.put_batch_rows("rows", [{"k": k} for k in keys]).add_label(keys[0]))
+        assert store.get_values("counts") == {k: i + 1 for i, k in enumerate(keys)}
+        assert store.get_values("docs") == {k: {"key": k} for k in keys}
+        assert store.get_batch_rows("rows") == {0: [{"k": k} for k in keys]}
+        assert store.has_label(keys[0])
+
+    def test_increment_refused_where_a_document_is_stored_among_counters(self, store: TransactionalStore,
+                                                                         epoch: int) -> None:
+        w = Writes().put("counts", "doc", [1])
+        for i in range(1_500):
+            w.incr("counts", f"k{i}")
+        store.commit(epoch, B0, w)
+        before = snapshot(store)
+        w2 = Writes()
+        for i in range(1_500):
+            w2.incr("counts", f"k{i}")
+        with pytest.raises(StoreError, match="counts/doc"):
+            store.commit(epoch, B1, w2.incr("counts", "doc"))
+        assert snapshot(store) == before
+
     def test_put_then_increment(self, store: TransactionalStore, epoch: int) -> None:
         store.commit(epoch, B0, Writes().put("v", "a", 10).put("v", "b", 1.5).put("v", "c", [1, "x"])
                      .put("v", "d", 1).incr("v", "d", 2))
