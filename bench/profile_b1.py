@@ -4,9 +4,10 @@
    range, exactly what a KafkaRDD task runs (``read_range`` + the utf-8 ``(key, value)`` decoding),
    consumed like ``count()``. Top functions by own time, plus own time grouped by package area.
 2. The same read with variations, without the profiler (records/s, one process): as is;
-   ``kafkaParams {"check.crcs": false}``; and with the C ``crc32c`` package (PyPI) importable —
-   installed with ``pip install --target`` into a private cache dir and put on ``PYTHONPATH`` of a
-   subprocess only, so the shared environment is not changed.
+   ``kafkaParams {"check.crcs": false}``; and with the other CRC-32C implementation in a
+   subprocess — pure Python (``crc32c`` import blocked) when the C ``crc32c`` package is
+   installed, else the C package installed with ``pip install --target`` into a private cache dir
+   and put on that subprocess's ``PYTHONPATH`` only (the shared environment is not changed).
 3. Spark's own worker profiler (``spark.python.profile=true``, local[2]) on
    ``KafkaUtils.createRDD(...).count()``: the real Python workers, including PySpark's framing.
 
@@ -122,6 +123,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = ap.parse_args(argv)
     if args.measure:
         spec = json.loads(args.measure)
+        if spec.get("block_crc32c"):
+            sys.modules["crc32c"] = None  # type: ignore[assignment]  # kafka-python falls back to pure Python
         ends = {int(p): e for p, e in spec["ends"].items()}
         print("RESULT " + json.dumps(measure(spec["bootstrap"], spec["topic"], ends, spec.get("overrides"))))
         return 0
@@ -159,23 +162,30 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         # 2. variations without the profiler
         out += ["## 2. the same read without profiler, one process (records/s)", ""]
+        from .report import _crc_impl
+
+        crc_now = _crc_impl()
         base = measure(bootstrap, topic.name, ends)
-        out.append(f"  as is (check.crcs default true, pure-Python crc32c): {base:,.0f}")
+        out.append(f"  as is (check.crcs default true, CRC-32C {crc_now}): {base:,.0f}")
         nocrc = measure(bootstrap, topic.name, ends, {"check.crcs": False})
-        out.append(f"  kafkaParams check.crcs=false:                        {nocrc:,.0f}  ({nocrc / base:.2f}x)")
-        crc_dir = ensure_crc32c()
-        if crc_dir is not None:
-            spec = json.dumps({"bootstrap": bootstrap, "topic": topic.name, "ends": ends})
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (crc_dir, os.environ.get("PYTHONPATH"))
-                                                               if p)}
-            p = subprocess.run([sys.executable, "-m", "bench.profile_b1", "--measure", spec], capture_output=True,
-                               text=True, env=env)
-            line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
-            if line:
-                rate = float(json.loads(line[-1][7:]))
-                out.append(f"  with the C crc32c package importable (PyPI crc32c): {rate:,.0f}  ({rate / base:.2f}x)")
-            else:
-                out.append("  with crc32c: subprocess failed: " + (p.stdout + p.stderr)[-500:])
+        out.append(f"  kafkaParams check.crcs=false: {nocrc:,.0f}  ({nocrc / base:.2f}x)")
+        spec = {"bootstrap": bootstrap, "topic": topic.name, "ends": ends}
+        env = dict(os.environ)
+        if crc_now.startswith("C"):
+            spec["block_crc32c"] = True
+            label = "pure-Python CRC-32C (crc32c import blocked in a subprocess)"
+        else:
+            crc_dir = ensure_crc32c()
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (crc_dir, os.environ.get("PYTHONPATH")) if p)
+            label = "C CRC-32C (PyPI crc32c on PYTHONPATH of a subprocess)"
+        p = subprocess.run([sys.executable, "-m", "bench.profile_b1", "--measure", json.dumps(spec)],
+                           capture_output=True, text=True, env=env)
+        line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
+        if line:
+            rate = float(json.loads(line[-1][7:]))
+            out.append(f"  {label}: {rate:,.0f}  ({rate / base:.2f}x)")
+        else:
+            out.append(f"  {label}: subprocess failed: " + (p.stdout + p.stderr)[-500:])
         out.append("")
 
         # 3. Spark's worker profiler

@@ -186,8 +186,13 @@ def append_markdown(md_path: Path, text: str) -> None:
     if not md_path.exists():
         md_path.write_text("# Benchmark results\n\nAppended by `python3 -m bench` (`make bench`), newest last. "
                            "See `bench/__init__.py` for what each benchmark measures.\n\n")
-    with md_path.open("a") as f:
-        f.write("\n" + text)
+    # The PNGs are overwritten by each run: older sections' chart links would show the new charts.
+    old = md_path.read_text()
+    links = set(re.findall(r"^!\[B\d\]\(([^)]+)\)$", text, flags=re.M))
+    kept = re.sub(r"^!\[(B\d)\]\(([^)]+)\)$",
+                  lambda m: f"(chart `{m.group(2)}` replaced by a later run)" if m.group(2) in links else m.group(0),
+                  old, flags=re.M)
+    md_path.write_text(kept.rstrip("\n") + "\n\n" + text)
 
 
 def write_json(path: Path, results: Results, env: Dict[str, str], settings: Any) -> None:
