@@ -94,26 +94,21 @@ for _, g in ipairs(p.groups) do
       end
     end
     local olds = hmget(KEYS[base + ((kind == 'ai') and 1 or 2)], keys)
-    local totals, exact = {}, (kind == 'ai')
     for i, old in ipairs(olds) do
-      local total = tonumber(old or '0') + tonumber(values[i])
-      if kind == 'ai' then
-        if total >= 9.2e18 or total <= -9.2e18 then return {'overflow', keys[i]} end
-        -- a Lua number (a double) holds integers exactly up to 2^53: then the new values are set
-        -- with one HSET instead of one HINCRBY per key
-        if exact and total < 9007199254740992 and total > -9007199254740992 then
-          totals[#totals + 1] = keys[i]; totals[#totals + 1] = string.format('%.0f', total)
-        else exact = false end
-      elseif total ~= total or total == math.huge or total == -math.huge then return {'overflow', keys[i]} end
+      local v = values[i]
+      -- integers of at most 18 characters are below 10^18 in magnitude: their sum cannot overflow
+      if kind == 'af' or (old and #old > 18) or #v > 18 then
+        local total = tonumber(old or '0') + tonumber(v)
+        if kind == 'ai' then
+          if total >= 9.2e18 or total <= -9.2e18 then return {'overflow', keys[i]} end
+        elseif total ~= total or total == math.huge or total == -math.huge then return {'overflow', keys[i]} end
+      end
     end
-    if exact then g[5] = totals end
   end
 end
 for _, g in ipairs(p.groups) do
   local base, kind, keys, values = 4 + 4 * g[1], g[2], g[3], g[4]
-  if g[5] then
-    chunks(g[5], 2000, function(...) redis.call('HSET', KEYS[base + 1], ...) end)
-  elseif kind == 'ai' then
+  if kind == 'ai' then
     for i, k in ipairs(keys) do redis.call('HINCRBY', KEYS[base + 1], k, values[i]) end
   elseif kind == 'af' then
     for i, k in ipairs(keys) do redis.call('HINCRBYFLOAT', KEYS[base + 2], k, values[i]) end
