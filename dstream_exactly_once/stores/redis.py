@@ -342,8 +342,7 @@ class RedisStore(TransactionalStore):
             "ranges": [[_plan.tp_field(r) for r in todo], [str(r.fromOffset) for r in todo],
                        [str(r.untilOffset) for r in todo]],
             "empty": [[_plan.tp_field(r), str(r.untilOffset)] for r in empty],
-            "groups": [[index[ns], kind, list(values), list(values.values())]
-                       for (ns, kind), values in groups.items()],
+            "groups": [[index[ns], kind, keys_, texts] for (ns, kind), (keys_, texts) in groups.items()],
             "rows": [[index[ns], f"{batch.batch_id}/{part}", "[" + ",".join(rows) + "]"]
                      for ns, rows in writes.batch_rows.items()],
             "labels": list(dict.fromkeys(writes.labels)),
@@ -359,32 +358,40 @@ class RedisStore(TransactionalStore):
             raise _plan.mixed_error(batch.batch_id, json.loads(status[1]), json.loads(status[2]))
         if status[0] in ("notnumber", "overflow"):
             what = "holds a non-numeric value" if status[0] == "notnumber" else "would leave the 64-bit range"
-            bad = [f"{ns}/{status[1]}" for (ns, kind), values in groups.items()
-                   if kind[0] == "a" and status[1] in values]
+            bad = [f"{ns}/{status[1]}" for (ns, kind), (keys_, _) in groups.items()
+                   if kind[0] == "a" and status[1] in keys_]
             raise StoreError(f"cannot increment {', '.join(bad)}: it {what}; nothing was written")
         return CommitOutcome.APPLIED
 
     @staticmethod
-    def _value_groups(writes: Writes) -> Dict[Tuple[str, str], Dict[str, str]]:
-        """Value writes grouped by ``(namespace, kind)`` (see ``_COMMIT``): key -> value as Redis text."""
-        groups: Dict[Tuple[str, str], Dict[str, str]] = {}
+    def _value_groups(writes: Writes) -> Dict[Tuple[str, str], Tuple[List[str], List[str]]]:
+        """Value writes grouped by ``(namespace, kind)`` (see ``_COMMIT``): ``(keys, values as Redis text)``."""
+        groups: Dict[Tuple[str, str], Tuple[List[str], List[str]]] = {}
         if not writes.puts:  # counters: the common case, without building ValueOps
             low, high = _plan.INT64_MIN, _plan.INT64_MAX
+            last_ns, last_kind = None, ""
+            keys: List[str] = []
+            texts: List[str] = []
             for (ns, key), amount in writes.increments.items():
-                if isinstance(amount, float):
-                    kind = "af"
-                elif low <= amount <= high:
-                    kind = "ai"
+                if amount.__class__ is int and low <= amount <= high:
+                    kind, text = "ai", repr(amount)
+                elif isinstance(amount, float):
+                    kind, text = "af", float.__repr__(amount)
+                elif isinstance(amount, int) and low <= amount <= high:
+                    kind, text = "ai", int.__repr__(amount)  # an int subclass may redefine repr()
                 else:
                     raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
-                group = groups.get((ns, kind))
-                if group is None:
-                    group = groups[(ns, kind)] = {}
-                group[key] = repr(amount)
+                if ns is not last_ns or kind is not last_kind:
+                    last_ns, last_kind = ns, kind
+                    keys, texts = groups.setdefault((ns, kind), ([], []))
+                keys.append(key)
+                texts.append(text)
             return groups
         for op in _plan.value_ops(writes):
-            kind = ("a" if op.op == "add" else "s") + op.kind
-            groups.setdefault((op.namespace, kind), {})[op.key] = op.value if op.kind == "j" else repr(op.value)
+            keys, texts = groups.setdefault((op.namespace, ("a" if op.op == "add" else "s") + op.kind), ([], []))
+            keys.append(op.key)
+            texts.append(op.value if op.kind == "j" else
+                         float.__repr__(op.value) if op.kind == "f" else int.__repr__(op.value))
         return groups
 
     def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
