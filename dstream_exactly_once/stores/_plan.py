@@ -22,6 +22,13 @@ def check_epoch_arg(epoch: object) -> int:
     return epoch
 
 
+def check_keep_arg(keep: object) -> int:
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+        raise ConfigurationError(f"keep (batches to retain in the offset and commit logs) must be an int >= 1, "
+                                 f"got {keep!r}")
+    return keep
+
+
 def check_batch_arg(batch: object) -> PlannedBatch:
     if not isinstance(batch, PlannedBatch):
         raise ConfigurationError(f"batch must be a PlannedBatch, got {batch!r}")

@@ -241,6 +241,16 @@ class TransactionalStore(ABC):
     def is_committed(self, batch_id: int) -> bool:
         """Whether ``batch_id`` is in the commit log."""
 
+    @abstractmethod
+    def purge_logs(self, epoch: int, keep: int) -> int:
+        """Drop old offset-log and commit-log entries; returns how many batches were dropped.
+
+        Only committed batches are dropped, and only those with ``batch_id <= last committed -
+        keep``: the newest ``keep`` committed batches, every uncommitted one (the ones a restart
+        replays) and all results (values, batch rows, labels) stay. Epoch-checked like a commit.
+        Structured Streaming's equivalent is ``spark.sql.streaming.minBatchesToRetain``.
+        """
+
     def pending_batches(self) -> List[PlannedBatch]:
         """Logged but uncommitted batches, in id order: these must be replayed first."""
         last = self.last_logged_batch_id()

@@ -154,8 +154,26 @@ redis.call('ZADD', KEYS[2], p.batch, p.entry)
 return {'applied'}
 """
 
+# KEYS: epoch, commits, batches. Drops committed batches with id < last committed - keep + 1.
+_PURGE = "local p = cjson.decode(ARGV[1])" + _EPOCH + """
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+if #last == 0 then return {'purged', '0'} end
+local below = tonumber(last[2]) - tonumber(p.keep) + 1
+if below <= 0 then return {'purged', '0'} end
+local dropped = 0
+local entries = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. below, 'WITHSCORES')
+for i = 1, #entries, 2 do
+  if redis.call('ZSCORE', KEYS[2], entries[i + 1]) then
+    redis.call('ZREM', KEYS[3], entries[i])
+    dropped = dropped + 1
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. below)
+return {'purged', tostring(dropped)}
+"""
+
 _SCRIPTS = {name: (text, hashlib.sha1(text.encode()).hexdigest())
-            for name, text in (("commit", _COMMIT), ("mark", _MARK), ("log", _LOG))}
+            for name, text in (("commit", _COMMIT), ("mark", _MARK), ("log", _LOG), ("purge", _PURGE))}
 
 
 class RedisStore(TransactionalStore):
@@ -312,6 +330,13 @@ class RedisStore(TransactionalStore):
 
     def is_committed(self, batch_id: int) -> bool:
         return self._call(lambda c: c.zscore(self._key("commits"), str(batch_id))) is not None
+
+    def purge_logs(self, epoch: int, keep: int) -> int:
+        epoch, keep = _plan.check_epoch_arg(epoch), _plan.check_keep_arg(keep)
+        status = self._run_script("purge", [self._key("epoch"), self._key("commits"), self._key("batches")],
+                                  {"epoch": str(epoch), "keep": str(keep)})
+        self._fenced(status, epoch)
+        return int(status[1])
 
     # ---------------------------------------------------------------- the transaction
     def commit(

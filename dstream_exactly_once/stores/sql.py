@@ -333,6 +333,20 @@ class SQLStore(TransactionalStore):
         with self._transaction(write=False) as cur:
             return self._is_committed(cur, batch_id)
 
+    def purge_logs(self, epoch: int, keep: int) -> int:
+        epoch, keep = _plan.check_epoch_arg(epoch), _plan.check_keep_arg(keep)
+        with self._transaction() as cur:
+            self._check_epoch(cur, epoch)
+            row = cur.one("SELECT MAX(batch_id) FROM deo_commits WHERE app = ?", (self.app_id,))
+            if row is None or row[0] is None or int(row[0]) - keep < 0:
+                return 0
+            below = int(row[0]) - keep + 1  # drop batch ids < below
+            dropped = cur.run("DELETE FROM deo_batches WHERE app = ? AND batch_id < ? AND batch_id IN "
+                              "(SELECT batch_id FROM deo_commits WHERE app = ? AND batch_id < ?)",
+                              (self.app_id, below, self.app_id, below))
+            cur.run("DELETE FROM deo_commits WHERE app = ? AND batch_id < ?", (self.app_id, below))
+        return max(dropped, 0)
+
     # ---------------------------------------------------------------- the transaction
     def commit(
         self,

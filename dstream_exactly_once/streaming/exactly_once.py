@@ -28,7 +28,7 @@ from typing import Any, Callable, Deque, Iterable, List, Optional, Protocol, Set
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, OutputError
+from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OutputError, StoreError
 from ..offsets import OffsetRange
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ._driver_ref import DriverOnly
@@ -69,11 +69,18 @@ def _as_writes(value: Any, what: str) -> Writes:
 class BatchCommitter(DriverOnly):
     """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters."""
 
+    #: Old offset-log / commit-log entries are dropped every this many batch ids.
+    PURGE_EVERY = 10
+
     def __init__(self, store: TransactionalStore, batches: DirectBatches, *,
-                 monitor_group: Optional[str] = None) -> None:
+                 monitor_group: Optional[str] = None, retain_batches: int = 100) -> None:
+        if isinstance(retain_batches, bool) or not isinstance(retain_batches, int) or retain_batches < 1:
+            raise ConfigurationError(f"retain_batches must be an int >= 1, got {retain_batches!r}")
         self._register()
         self.store = store
         self.monitor_group = monitor_group
+        self.retain_batches = retain_batches
+        self.purged = 0
         self.mirror_failures = 0
         self.batches = batches
         self.epoch = store.start_epoch()
@@ -143,6 +150,18 @@ class BatchCommitter(DriverOnly):
             self.replayed += 1
         if batch is not None and self.monitor_group:
             self._mirror(batch)
+        if (batch is not None and outcome is CommitOutcome.APPLIED and batch.batch_id % self.PURGE_EVERY == 0
+                and batch.batch_id >= self.retain_batches):
+            self._purge()
+
+    def _purge(self) -> None:
+        """Drop offset-log and commit-log entries older than the newest ``retain_batches`` commits."""
+        try:
+            self.purged += self.store.purge_logs(self.epoch, self.retain_batches)
+        except FencedError:
+            raise
+        except StoreError as exc:  # the logs only grow a little longer; the next purge catches up
+            log.warning("could not drop old offset-log entries: %s", exc)
 
     def _mirror(self, batch: PlannedBatch) -> None:
         """After a successful store commit: the same offsets to a Kafka group, for lag tools only."""
@@ -349,10 +368,11 @@ StoreLike = Union[str, TransactionalStore]
 
 
 def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] = None, *,
-                 monitor_group: Optional[str] = None) -> ExactlyOnceDStream:
+                 monitor_group: Optional[str] = None, retain_batches: int = 100) -> ExactlyOnceDStream:
     """Turn a ``KafkaUtils.createDirectStream`` stream into an exactly-once one (before any output
     is attached and before the context starts): offsets then come from ``store`` (its committed
     offsets win over ``fromOffsets``/``auto.offset.reset``) and uncommitted batches are replayed.
+    ``monitor_group`` and ``retain_batches`` are as in ``KafkaUtils.createExactlyOnceStream``.
 
     Returns the new stream; the original one must not be used any more (it raises if it is).
     """
@@ -377,5 +397,6 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     def detached(_time: datetime) -> KafkaRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
 
+    committer = BatchCommitter(opened, batches, monitor_group=monitor_group, retain_batches=retain_batches)
     stream._build = detached
-    return ExactlyOnceDStream(stream._ssc, BatchCommitter(opened, batches, monitor_group=monitor_group))
+    return ExactlyOnceDStream(stream._ssc, committer)

@@ -137,6 +137,7 @@ class KafkaUtils:
         poll_timeout_ms: Optional[int] = None,
         discovery_interval_s: float = 5.0,
         monitor_group: Optional[str] = None,
+        retain_batches: int = 100,
     ) -> ExactlyOnceDStream:
         """The headline API: a direct stream whose outputs commit results and offsets together.
 
@@ -148,7 +149,10 @@ class KafkaUtils:
         URL). Write results with ``stream.commit_each_batch(f)`` or
         ``stream.commit_each_partition(f)``. ``monitor_group``: after each store commit, the same
         offsets are committed (best effort) to this Kafka consumer group so standard lag tools show
-        progress — monitoring only, never read back.
+        progress — monitoring only, never read back. ``retain_batches``: how many committed batches
+        the store's offset log and commit log keep (older entries are dropped every 10 batches, like
+        Structured Streaming's ``spark.sql.streaming.minBatchesToRetain``, default 100); results are
+        never dropped.
 
         Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
         exactly-once for everything written through the store's transaction.
@@ -172,7 +176,8 @@ class KafkaUtils:
         opened = open_store(store, app_id) if isinstance(store, str) else store  # type: ignore[arg-type]
         if monitor_group is not None and (not isinstance(monitor_group, str) or not monitor_group):
             raise ConfigurationError(f"monitor_group must be a non-empty str, got {monitor_group!r}")
-        return ExactlyOnceDStream(ssc, BatchCommitter(opened, batches, monitor_group=monitor_group))
+        return ExactlyOnceDStream(ssc, BatchCommitter(opened, batches, monitor_group=monitor_group,
+                                                      retain_batches=retain_batches))
 
     @staticmethod
     def createRDD(  # noqa: N802

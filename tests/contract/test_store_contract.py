@@ -287,6 +287,43 @@ class StoreContract:
         offsets = store.load_offsets()
         assert len(offsets) == parts and set(offsets.values()) == {7}
 
+    def test_purge_logs_keeps_the_newest_committed_and_every_uncommitted_batch(
+            self, store: TransactionalStore, epoch: int) -> None:
+        assert store.purge_logs(epoch, 3) == 0  # nothing committed yet
+        batches = [batch(i, OffsetRange("t", 0, 10 * i, 10 * i + 10)) for i in range(12)]
+        for b in batches:
+            store.log_batch(epoch, b)
+        for b in batches[:10]:
+            store.commit(epoch, b, Writes().incr("counts", "n").put_batch_rows("rows", [b.batch_id])
+                         .add_label(f"L{b.batch_id}"))
+        assert store.purge_logs(epoch, 3) == 7  # batches 0..6 go; 7, 8, 9 (committed) and 10, 11 stay
+        assert [store.get_batch(i) for i in range(7)] == [None] * 7
+        assert [store.get_batch(i) for i in range(7, 12)] == batches[7:]
+        assert not store.is_committed(6) and store.is_committed(7) and store.is_committed(9)
+        assert store.last_committed_batch_id() == 9 and store.last_logged_batch_id() == 11
+        assert store.pending_batches() == batches[10:]
+        assert store.get_value("counts", "n") == 10 and len(store.get_batch_rows("rows")) == 10
+        assert store.has_label("L0") and store.load_offsets() == {P0: 100}
+        assert store.purge_logs(epoch, 3) == 0  # idempotent
+        assert store.purge_logs(epoch, 1) == 2
+        assert store.get_batch(8) is None and store.get_batch(9) == batches[9]
+        # a commit of a dropped batch is still refused by the offsets: nothing is written twice
+        with pytest.raises(OffsetConflictError, match="batch 3"):
+            store.commit(epoch, batches[3], Writes().incr("counts", "n"))
+        assert store.get_value("counts", "n") == 10
+        store.commit(epoch, batches[10], Writes())
+        assert store.pending_batches() == batches[11:]
+
+    def test_purge_logs_is_fenced_and_checks_its_arguments(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes())
+        for bad in (0, -1, True, 1.5, "3"):
+            with pytest.raises(ConfigurationError, match="keep"):
+                store.purge_logs(epoch, bad)  # type: ignore[arg-type]
+        newer = store.start_epoch()
+        with pytest.raises(FencedError):
+            store.purge_logs(epoch, 1)
+        assert store.purge_logs(newer, 1) == 0
+
     def test_awkward_keys_round_trip(self, store: TransactionalStore, epoch: int) -> None:
         keys = ['quote"d', "back\\slash", "new\nline", "ünïcødé ✓", "{braces}", "comma,semi;colon", "'single'"]
         w = Writes()

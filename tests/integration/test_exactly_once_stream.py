@@ -244,3 +244,39 @@ def test_foreach_batch_applies_each_batch_id_once(kafka, topic_name, sc, tmp_pat
     with pytest.raises(ConfigurationError, match="BatchIdSink or a function"):
         KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url,
                                            app_id="ss").foreach_batch(42)  # type: ignore[arg-type]
+
+
+def test_old_offset_log_entries_are_dropped_and_the_stream_resumes(kafka, topic_name, sc, tmp_path):
+    """retain_batches=3: after 12+ batches only the newest committed entries stay in the offset
+    and commit logs, every result stays, and a new driver resumes exactly where the last left off."""
+    kafka.create_topic(topic_name, 1)
+    kafka.produce(topic_name, range(1, 31), partition=0)
+    url = f"sqlite:///{tmp_path}/retain.db"
+    ssc = StreamingContext(sc, 0.5)
+    with pytest.raises(ConfigurationError, match="retain_batches must be an int >= 1, got 0"):
+        KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="r", retain_batches=0)
+    store = open_store(url, "r")
+    assert store.last_logged_batch_id() is None  # the refused stream wrote nothing
+
+    def per_batch(batch, rdd):
+        return Writes().incr("t", "sum", sum(int(v) for _, v in rdd.collect())).put_batch_rows("b", [batch.batch_id])
+
+    sc._conf.set("spark.streaming.kafka.maxRatePerPartition", "4")  # 2 records per 0.5 s batch
+    try:
+        stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="r",
+                                                    retain_batches=3)
+        stream.commit_each_batch(per_batch)
+        run_until(ssc, lambda: (store.last_committed_batch_id() or 0) >= 11)
+    finally:
+        sc._conf.set("spark.streaming.kafka.maxRatePerPartition", "0")
+    assert stream.committer.purged >= 8
+    last = store.last_committed_batch_id()
+    assert last is not None and last >= 11
+    assert store.get_batch(0) is None and store.get_batch(7) is None and not store.is_committed(7)
+    assert store.get_batch(last) is not None and store.is_committed(last)
+    assert sorted(store.get_batch_rows("b")) == list(range(last + 1))  # results are never dropped
+    ssc2 = StreamingContext(sc, 0.5)
+    KafkaUtils.createExactlyOnceStream(ssc2, params(kafka), [topic_name], store=url, app_id="r",
+                                       retain_batches=3).commit_each_batch(per_batch)
+    run_until(ssc2, lambda: store.get_value("t", "sum") == sum(range(1, 31)))
+    assert store.get_value("t", "sum") == 465 and store.load_offsets() == {TopicAndPartition(topic_name, 0): 30}
