@@ -65,6 +65,39 @@ def clamp_ranges(current: Mapping[TopicAndPartition, int], latest: Mapping[Topic
     return out
 
 
+class _Order:
+    """One partition set of :attr:`DirectPlanner.current`, kept across batches while it is unchanged:
+    the partitions sorted, each one's key by ``(topic, partition)``, and the last ranges planned
+    (reused while a partition's range is the same, as it is for idle partitions)."""
+
+    def __init__(self, current: Dict[TopicAndPartition, int]) -> None:
+        self.current = current
+        self.sorted = sorted(current)
+        self.keys = {(tp.topic, tp.partition): tp for tp in self.sorted}
+        self.last: List[Optional[OffsetRange]] = [None] * len(self.sorted)
+
+    def describes(self, current: Dict[TopicAndPartition, int]) -> bool:
+        """Whether ``current`` may still hold these partitions: the same dict, as many partitions.
+        (If one was removed and another added in between, :meth:`ranges` raises KeyError.)"""
+        return current is self.current and len(current) == len(self.sorted)
+
+    def ranges(self, current: Mapping[TopicAndPartition, int], latest: Mapping[TopicAndPartition, int],
+               max_messages: Optional[int]) -> List[OffsetRange]:
+        """:func:`clamp_ranges` for this partition set."""
+        out = []
+        last = self.last
+        for i, tp in enumerate(self.sorted):
+            start = current[tp]
+            until = latest[tp] if max_messages is None else min(start + max_messages, latest[tp])
+            if until < start:
+                until = start
+            r = last[i]
+            if r is None or r.fromOffset != start or r.untilOffset != until:
+                r = last[i] = OffsetRange(tp.topic, tp.partition, start, until)
+            out.append(r)
+        return out
+
+
 class DirectPlanner:
     """Plans each batch's offset ranges for one stream (driver only; not thread-safe).
 
@@ -85,6 +118,7 @@ class DirectPlanner:
         self.current: Dict[TopicAndPartition, int] = {}
         self.lost_offsets = 0  # offsets skipped under fail_on_data_loss=False
         self._last_discovery = 0.0
+        self._order = _Order({})
 
     # ------------------------------------------------------------------ start
     def start(self, stored: Optional[Mapping[TopicAndPartition, int]] = None) -> Dict[TopicAndPartition, int]:
@@ -165,11 +199,25 @@ class DirectPlanner:
                 self._data_loss(f"{tp}: the log ends at {end} but offset {self.current[tp]} was expected to exist "
                                 f"(topic recreated or truncated); continuing from {earliest}", 0)
                 self.current[tp] = earliest
-        return clamp_ranges(self.current, latest, self.rate.max_messages(batch_seconds))
+        max_messages = self.rate.max_messages(batch_seconds)
+        try:
+            return self._order_of_current().ranges(self.current, latest, max_messages)
+        except KeyError:  # a partition of ``current`` was swapped for another in place: sort again
+            self._order = _Order(self.current)
+            return self._order.ranges(self.current, latest, max_messages)
 
     def advance(self, ranges: List[OffsetRange]) -> None:
+        keys = self._order_of_current().keys
+        current = self.current
         for r in ranges:
-            self.current[r.topicPartition()] = r.untilOffset
+            tp = keys.get((r.topic, r.partition))
+            current[r.topicPartition() if tp is None else tp] = r.untilOffset
+
+    def _order_of_current(self) -> _Order:
+        """The sorted partitions of :attr:`current`, sorted again only when its partitions change."""
+        if not self._order.describes(self.current):
+            self._order = _Order(self.current)
+        return self._order
 
     def _vanished_partitions(self) -> List[TopicAndPartition]:
         alive = self.metadata.topics()

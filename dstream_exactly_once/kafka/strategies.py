@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from typing import Any, Dict, Iterable, Mapping, Optional, Set, Union
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Union
 
 from ..errors import ConfigurationError
 from ..offsets import TopicAndPartition
@@ -51,6 +51,16 @@ class ConsumerStrategy(ABC):
 
     def __init__(self, offsets: Optional[Mapping[Any, int]] = None) -> None:
         self.offsets = _check_offsets(offsets)
+        self._described: Dict[str, List[int]] = {}
+        self._described_set: FrozenSet[TopicAndPartition] = frozenset()
+
+    def _partition_set(self, described: Dict[str, List[int]]) -> Set[TopicAndPartition]:
+        """``{TopicAndPartition}`` of ``metadata.partitions()``'s answer, built again only when
+        that answer changes (discovery asks for it every few seconds)."""
+        if described != self._described:
+            self._described_set = frozenset(TopicAndPartition(t, p) for t, ps in described.items() for p in ps)
+            self._described = {t: list(ps) for t, ps in described.items()}
+        return set(self._described_set)
 
     @abstractmethod
     def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
@@ -78,7 +88,7 @@ class Subscribe(ConsumerStrategy):
         self.topics = check_topics(topics if not isinstance(topics, (str, bytes)) else topics)
 
     def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
-        return {TopicAndPartition(t, p) for t, ps in metadata.partitions(self.topics).items() for p in ps}
+        return self._partition_set(metadata.partitions(self.topics))
 
     def __repr__(self) -> str:
         return f"Subscribe({self.topics!r})"
@@ -97,8 +107,7 @@ class SubscribePattern(ConsumerStrategy):
             raise ConfigurationError(f"pattern must be a str or re.Pattern, got {pattern!r}")
 
     def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
-        topics = metadata.matching_topics(self.pattern)
-        return {TopicAndPartition(t, p) for t, ps in metadata.partitions(topics).items() for p in ps}
+        return self._partition_set(metadata.partitions(metadata.matching_topics(self.pattern)))
 
     def __repr__(self) -> str:
         return f"SubscribePattern({self.pattern.pattern!r})"

@@ -334,3 +334,83 @@ def test_records_deleted_below_the_position_are_left_to_the_reader():
     p.start()
     cluster.delete_records("t", 0, 30)
     assert tuples(p.plan(1.0)) == [("t", 0, 0, 50)]
+
+
+# ---------------------------------------------------------------- state kept across batches
+def test_a_partition_added_and_another_removed_in_one_batch_are_both_planned():
+    # Same number of partitions before and after: the planner's sorted partitions must not be reused.
+    cluster = FakeCluster({"ev-a": [(0, 3)], "ev-b": [(0, 4)]})
+    p = planner(cluster, SubscribePattern(r"ev-.*"), auto_offset_reset="earliest", fail_on_data_loss=False)
+    p.start()
+    p.advance(p.plan(1.0))
+    del cluster.logs["ev-b"]
+    cluster.add_partition("ev-a", 1, 6)
+    assert tuples(p.plan(1.0)) == [("ev-a", 0, 3, 3), ("ev-a", 1, 1, 6)]
+    p.current = {TP("ev-a", 1): 2, TP("ev-a", 0): 0}  # replaced from outside, out of order
+    assert tuples(p.plan(1.0)) == [("ev-a", 0, 0, 3), ("ev-a", 1, 2, 6)]
+
+
+def test_ranges_of_idle_partitions_are_reused_and_moving_ones_rebuilt():
+    cluster = FakeCluster({"t": [(0, 10), (0, 4)]})
+    p = planner(cluster, auto_offset_reset="earliest")
+    p.start()
+    first = p.plan(1.0)
+    p.advance(first)
+    second = p.plan(1.0)
+    p.advance(second)
+    cluster.produce("t", 1, 2)
+    third = p.plan(1.0)
+    assert tuples(third) == [("t", 0, 10, 10), ("t", 1, 4, 6)]
+    assert third[0] is second[0] and third[1] is not second[1]
+
+
+def test_advance_takes_ranges_of_partitions_it_does_not_plan():
+    cluster = FakeCluster({"t": [(0, 10), (0, 4)]})
+    p = planner(cluster, Assign([TP("t", 0)]), auto_offset_reset="earliest")
+    p.start()
+    p.advance([OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 0, 2)])
+    assert p.current == {TP("t", 0): 5, TP("t", 1): 2}
+    assert tuples(p.plan(1.0)) == [("t", 0, 5, 10), ("t", 1, 2, 4)]
+
+
+def test_strategy_partition_sets_follow_the_cluster_and_are_the_callers_to_keep():
+    cluster = FakeCluster({"t": [(0, 1)]})
+    strategy = Subscribe(["t"])
+    first = strategy.partitions(cluster)  # type: ignore[arg-type]
+    first.add(TP("x", 9))
+    assert strategy.partitions(cluster) == {TP("t", 0)}  # type: ignore[arg-type]
+    cluster.add_partition("t", 0, 0)
+    assert strategy.partitions(cluster) == {TP("t", 0), TP("t", 1)}  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- ListOffsets requests (no broker)
+def test_offset_requests_are_grouped_by_leader_built_once_and_read_back():
+    from kafka.errors import NotLeaderForPartitionError
+    from kafka.protocol.consumer.offsets import ListOffsetsResponse
+
+    from dstream_exactly_once.kafka.metadata import _OffsetRequests
+
+    wanted = [TP("t", 0), TP("t", 1), TP("u", 0)]
+    assert _OffsetRequests.group(wanted, {"t": {0: 1, 1: 2}}) is None  # u-0's leader is not known
+    assert _OffsetRequests.group(wanted, {"t": {0: 1, 1: -1}, "u": {0: 1}}) is None  # no leader now
+    requests = _OffsetRequests.group(wanted, {"t": {0: 1, 1: 2}, "u": {0: 1}})
+    assert requests is not None
+    built = requests.build(-1, 1)
+    assert requests.build(-1, 1) is built and requests.build(-2, 1) is not built
+    sent = {node: [(t.name, [p.partition_index for p in t.partitions]) for t in r.topics] for node, r in built}
+    assert sent == {1: [("t", [0]), ("u", [0])], 2: [("t", [1])]}
+    assert {r.isolation_level for _, r in built} == {1}
+
+    topic = ListOffsetsResponse.ListOffsetsTopicResponse
+    part = topic.ListOffsetsPartitionResponse
+
+    def answer(*parts):
+        return ListOffsetsResponse(topics=[topic(name=t, partitions=[part(partition_index=i, error_code=e, offset=o)
+                                                                      for i, e, o in ps]) for t, ps in parts])
+
+    one = answer(("t", [(0, 0, 7)]), ("u", [(0, 0, 3)]))
+    assert requests.read([one, answer(("t", [(1, 0, 9)]))]) == {TP("t", 0): 7, TP("t", 1): 9, TP("u", 0): 3}
+    with pytest.raises(NotLeaderForPartitionError):
+        requests.read([one, answer(("t", [(1, 6, -1)]))])
+    with pytest.raises(Exception, match="answered 2 of 3 partitions"):
+        requests.read([one])
