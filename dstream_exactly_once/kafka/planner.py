@@ -8,6 +8,7 @@ records and never runs Spark jobs.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Set
@@ -53,6 +54,26 @@ class RateLimit:
             return None
         return max(int(batch_seconds * self.max_rate_per_partition), self.min_rate_per_partition)
 
+    def backpressure_messages(self, batch_seconds: float, rate: float, current: Mapping[TopicAndPartition, int],
+                              latest: Mapping[TopicAndPartition, int]) -> Optional[Dict[TopicAndPartition, int]]:
+        """Records per partition for one batch under a backpressure ``rate`` (records/s, all partitions).
+
+        As Spark's direct stream: the rate is split by each partition's share of the lag, capped
+        by ``maxRatePerPartition`` when set, times the batch duration (rounded half up), at least
+        ``minRatePerPartition``. ``None`` (no limit) when nothing is behind.
+        """
+        lags = {tp: max(latest[tp] - start, 0) for tp, start in current.items()}
+        total = sum(lags.values())
+        if total <= 0 or rate <= 0:
+            return None
+        out = {}
+        for tp, lag in lags.items():
+            limit = lag / total * rate
+            if self.max_rate_per_partition > 0:
+                limit = min(limit, self.max_rate_per_partition)
+            out[tp] = max(math.floor(limit * batch_seconds + 0.5), self.min_rate_per_partition)
+        return out
+
 
 def clamp_ranges(current: Mapping[TopicAndPartition, int], latest: Mapping[TopicAndPartition, int],
                  max_messages: Optional[int]) -> List[OffsetRange]:
@@ -82,13 +103,15 @@ class _Order:
         return current is self.current and len(current) == len(self.sorted)
 
     def ranges(self, current: Mapping[TopicAndPartition, int], latest: Mapping[TopicAndPartition, int],
-               max_messages: Optional[int]) -> List[OffsetRange]:
-        """:func:`clamp_ranges` for this partition set."""
+               max_messages: Optional[int],
+               per_partition: Optional[Mapping[TopicAndPartition, int]] = None) -> List[OffsetRange]:
+        """:func:`clamp_ranges` for this partition set (``per_partition`` limits win over ``max_messages``)."""
         out = []
         last = self.last
         for i, tp in enumerate(self.sorted):
             start = current[tp]
-            until = latest[tp] if max_messages is None else min(start + max_messages, latest[tp])
+            limit = max_messages if per_partition is None else per_partition[tp]
+            until = latest[tp] if limit is None else min(start + limit, latest[tp])
             if until < start:
                 until = start
             r = last[i]
@@ -178,8 +201,12 @@ class DirectPlanner:
                 log.info("new partition %s starts at its earliest offset %d", tp, earliest[tp])
                 self.current[tp] = earliest[tp]
 
-    def plan(self, batch_seconds: float) -> List[OffsetRange]:
-        """The next batch's ranges; does not advance (call :meth:`advance` once logged)."""
+    def plan(self, batch_seconds: float, backpressure_rate: Optional[float] = None) -> List[OffsetRange]:
+        """The next batch's ranges; does not advance (call :meth:`advance` once logged).
+
+        ``backpressure_rate``: records/s for the whole batch from the stream's rate estimator
+        (``None``: only ``maxRatePerPartition`` limits the batch).
+        """
         self._discover()
         if not self.current:
             return []
@@ -200,11 +227,13 @@ class DirectPlanner:
                                 f"(topic recreated or truncated); continuing from {earliest}", 0)
                 self.current[tp] = earliest
         max_messages = self.rate.max_messages(batch_seconds)
+        per_partition = None if backpressure_rate is None else self.rate.backpressure_messages(
+            batch_seconds, backpressure_rate, self.current, latest)
         try:
-            return self._order_of_current().ranges(self.current, latest, max_messages)
+            return self._order_of_current().ranges(self.current, latest, max_messages, per_partition)
         except KeyError:  # a partition of ``current`` was swapped for another in place: sort again
             self._order = _Order(self.current)
-            return self._order.ranges(self.current, latest, max_messages)
+            return self._order.ranges(self.current, latest, max_messages, per_partition)
 
     def advance(self, ranges: List[OffsetRange]) -> None:
         keys = self._order_of_current().keys

@@ -21,6 +21,7 @@ from ..kafka.planner import DirectPlanner, RateLimit
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
 from ..offsets import Broker, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition, utf8_decoder
 from ._driver_ref import DriverOnly
+from .backpressure import rate_controller_from_conf
 from .dstream import KafkaDStream, batch_seconds
 from .rdd import KafkaRDD, make_kafka_rdd
 
@@ -289,10 +290,17 @@ class DirectBatches(DriverOnly):
         self.opts = opts
         self.decoders: Dict[str, Any] = {"key_decoder": key_decoder, "value_decoder": value_decoder,
                                          "message_handler": handler}
+        #: ``spark.streaming.backpressure.enabled``: the rate estimator fed by completed batches
+        self.backpressure = rate_controller_from_conf(self.sc.getConf(), int(round(self.seconds * 1000)))
+        if self.backpressure is not None:
+            ssc.addStreamingListener(self.backpressure.listener())
 
     def plan(self, time: datetime) -> List[OffsetRange]:
-        ranges = self.planner.plan(self.seconds)
+        bp = self.backpressure
+        ranges = self.planner.plan(self.seconds, None if bp is None else bp.rate())
         self.planner.advance(ranges)
+        if bp is not None:
+            bp.planned(int(round(time.timestamp() * 1000)), sum(r.count() for r in ranges))
         return ranges
 
     def rdd(self, ranges: Sequence[OffsetRange]) -> KafkaRDD:

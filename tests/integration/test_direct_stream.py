@@ -181,6 +181,51 @@ def test_rate_limit_per_partition(kafka, topic_name, sc):
     assert any(r.count() == 10 for batch in got.ranges for r in batch)
 
 
+def test_backpressure_starts_at_the_initial_rate_then_follows_the_estimator(kafka, topic_name, sc):
+    """spark.streaming.backpressure.enabled: the first batch reads initialRate x 1 s split by lag
+    share; once the streaming listener has fed two completed batches to the PID estimator, batches
+    are sized by its estimate; everything is read exactly once."""
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(3000), partitions=2)
+    keys = {"spark.streaming.backpressure.enabled": "true", "spark.streaming.backpressure.initialRate": "100",
+            "spark.streaming.backpressure.pid.minRate": "10"}
+    for k, v in keys.items():
+        sc._conf.set(k, v)
+    try:
+        ssc = StreamingContext(sc, 1)
+        stream = KafkaUtils.createDirectStream(ssc, [topic_name], params(kafka))
+    finally:
+        for k in keys:
+            sc._conf.set(k, "false" if k.endswith("enabled") else "0" if k.endswith("initialRate") else "100")
+    batches = stream._build
+    controller = batches.backpressure
+    assert controller is not None and controller.rate() == 100
+    planned = []
+    plan = batches.planner.plan
+
+    def spy(seconds, rate=None):
+        ranges = plan(seconds, rate)
+        planned.append((rate, [r.count() for r in ranges]))
+        return ranges
+
+    batches.planner.plan = spy
+    got = Collector()
+
+    def keep(rdd):
+        with got.lock:
+            got.values.extend(int(v) for _, v in rdd.collect())
+
+    stream.foreachRDD(keep)
+    run_until(ssc, lambda: got.total() >= 3000)
+    assert sorted(got.values) == list(range(3000))
+    assert planned[0] == (100.0, [50, 50])
+    assert controller.updates >= 1
+    estimated = [(rate, sizes) for rate, sizes in planned if rate not in (None, 100.0) and sum(sizes)]
+    assert estimated, planned
+    for rate, sizes in estimated:  # each partition gets round(rate x its lag share), at least minRate=1
+        assert abs(sum(sizes) - rate) <= 2 or sum(sizes) < rate
+
+
 def test_bad_arguments_fail_before_the_stream_starts(kafka, topic_name, sc):
     kafka.create_topic(topic_name, 2)
     kafka.produce(topic_name, range(10), partitions=2)
