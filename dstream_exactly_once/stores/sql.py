@@ -26,6 +26,7 @@ import threading
 from abc import abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, StoreError, StoreVersionError
@@ -56,7 +57,7 @@ _DDL = (
 class _Bulk:
     """A multi-row ``INSERT`` into one table, run as one statement per call where the dialect can.
 
-    ``columns`` pairs each column with its PostgreSQL type (for ``unnest`` of typed arrays);
+    ``columns`` pairs each column with its PostgreSQL type (to cast the fields of a JSON row);
     ``tail`` is the ``ON CONFLICT`` clause, which may refer to the table and to ``excluded``.
     """
 
@@ -64,11 +65,13 @@ class _Bulk:
     columns: Tuple[Tuple[str, str], ...]
     tail: str
 
+    @cached_property
     def row_sql(self) -> str:
         """One row per execution: ``INSERT … VALUES (?, …) <tail>``."""
         names = ", ".join(c for c, _ in self.columns)
         return f"INSERT INTO {self.table} ({names}) VALUES ({', '.join('?' * len(self.columns))}) {self.tail}"
 
+    @cached_property
     def json_sql(self) -> str:
         """All rows at once as one JSON parameter: ``INSERT … SELECT * FROM json_to_recordset(?) AS x(c0 t, …)``.
 
@@ -257,8 +260,8 @@ class SQLStore(TransactionalStore):
         if not rows:
             return 0
         if self.json_bulk:
-            return cur.run(spec.json_sql(), (spec.json_param(rows),))
-        return cur.many(spec.row_sql(), rows)
+            return cur.run(spec.json_sql, (spec.json_param(rows),))
+        return cur.many(spec.row_sql, rows)
 
     # ---------------------------------------------------------------- epochs
     def _check_epoch(self, cur: _Cursor, epoch: int) -> None:
@@ -388,7 +391,7 @@ class SQLStore(TransactionalStore):
     def _value_rows(self, writes: Writes) -> Tuple[List[Tuple[Any, ...]], List[Tuple[Any, ...]]]:
         """``(sets, adds)``: rows for the ``_SET_VALUE`` and ``_ADD_VALUE`` upserts."""
         if not writes.puts:
-            return [], list(_plan.increment_rows(self.app_id, writes))
+            return [], _plan.increment_rows(self.app_id, writes)
         sets: List[Tuple[Any, ...]] = []
         adds: List[Tuple[Any, ...]] = []
         for op in _plan.value_ops(writes):
