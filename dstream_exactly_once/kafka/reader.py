@@ -307,8 +307,7 @@ class _Batch:
         if self.next_offset <= lo or b.base_offset >= hi:
             return None
         if metadata:  # kafka-python's own record decoding: timestamps (incl. log-append time), headers
-            records = _Records(b)
-            return records.block(topic, partition, lo, hi, metadata) if records.records else None
+            return _Records(b).block(topic, partition, lo, hi, metadata)
         b._maybe_uncompress()
         offsets, keys, values = _parse_v2(bytes(b._buffer), b._pos, b.records_count, b.base_offset)
         if not offsets:
@@ -546,8 +545,3 @@ def _make_batch_class() -> Any:
 
     _BatchPartitionRecords.__qualname__ = "_BatchPartitionRecords"
     return _BatchPartitionRecords
-
-
-def records_per_partition() -> Dict[str, int]:
-    """Cache statistics (for tests and benchmarks)."""
-    return {"cached": len(CONSUMERS._items), "created": CONSUMERS.created}
