@@ -175,19 +175,29 @@ def value_ops(writes: Writes) -> List[ValueOp]:
     return list(ops.values())
 
 
-def increment_rows(app: str, writes: Writes) -> List[Tuple[str, str, str, Any, Optional[float]]]:
-    """``(app, namespace, key, int part, float part)`` per increment: the fast path of :func:`value_ops`
-    for writes without puts (counters), with the same 64-bit check."""
-    rows: List[Tuple[str, str, str, Any, Optional[float]]] = []
-    append = rows.append
+def split_increments(writes: Writes) -> Tuple[Dict[str, Dict[str, int]], List[Tuple[str, str, float]]]:
+    """``({namespace: {key: int amount}}, [(namespace, key, float amount)])``: the increments of
+    ``writes`` without puts (counters), int and float apart, with the 64-bit check of
+    :func:`value_ops`. Int increments per namespace go to the stores as one JSON object."""
+    ints: Dict[str, Dict[str, int]] = {}
+    floats: List[Tuple[str, str, float]] = []
+    last_ns: Optional[str] = None
+    bucket: Dict[str, int] = {}
     for (ns, key), amount in writes.increments.items():
         if isinstance(amount, float):
-            append((app, ns, key, 0, amount))
-        elif INT64_MIN <= amount <= INT64_MAX:
-            append((app, ns, key, amount, None))
-        else:
+            floats.append((ns, key, amount))
+            continue
+        if not INT64_MIN <= amount <= INT64_MAX:
             raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
-    return rows
+        if ns != last_ns:
+            last_ns, bucket = ns, ints.setdefault(ns, {})
+        bucket[key] = amount
+    return ints, floats
+
+
+def counters_json(amounts: Mapping[str, int]) -> str:
+    """``{key: amount}`` as the JSON object the SQL stores expand with ``json_each``."""
+    return json.dumps(amounts, ensure_ascii=False, separators=(",", ":"))
 
 
 def decode_value(inum: Any, fnum: Any, doc: Optional[str]) -> Any:

@@ -393,24 +393,13 @@ class RedisStore(TransactionalStore):
         """Value writes grouped by ``(namespace, kind)`` (see ``_COMMIT``): ``(keys, values as Redis text)``."""
         groups: Dict[Tuple[str, str], Tuple[List[str], List[str]]] = {}
         if not writes.puts:  # counters: the common case, without building ValueOps
-            low, high = _plan.INT64_MIN, _plan.INT64_MAX
-            last_ns, last_kind = None, ""
-            keys: List[str] = []
-            texts: List[str] = []
-            for (ns, key), amount in writes.increments.items():
-                if amount.__class__ is int and low <= amount <= high:
-                    kind, text = "ai", repr(amount)
-                elif isinstance(amount, float):
-                    kind, text = "af", float.__repr__(amount)
-                elif isinstance(amount, int) and low <= amount <= high:
-                    kind, text = "ai", int.__repr__(amount)  # an int subclass may redefine repr()
-                else:
-                    raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
-                if ns is not last_ns or kind is not last_kind:
-                    last_ns, last_kind = ns, kind
-                    keys, texts = groups.setdefault((ns, kind), ([], []))
+            ints, floats = _plan.split_increments(writes)
+            for ns, amounts in ints.items():
+                groups[(ns, "ai")] = (list(amounts), list(map(int.__repr__, amounts.values())))
+            for ns, key, amount in floats:
+                keys, texts = groups.setdefault((ns, "af"), ([], []))
                 keys.append(key)
-                texts.append(text)
+                texts.append(float.__repr__(amount))
             return groups
         for op in _plan.value_ops(writes):
             keys, texts = groups.setdefault((op.namespace, ("a" if op.op == "add" else "s") + op.kind), ([], []))

@@ -59,12 +59,17 @@ class SQLiteStore(SQLStore):
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
+            try:
+                conn.execute("SELECT key FROM json_each('{}')")
+            except sqlite3.OperationalError:  # an SQLite built without JSON: counters are bound row by row
+                self.json_pairs = ""
         except BaseException:
             conn.close()
             raise
         return conn
 
     begin_sql = "BEGIN IMMEDIATE"
+    json_pairs = "json_each(?)"
 
     def _translate(self, exc: Exception) -> Optional[StoreError]:
         if isinstance(exc, sqlite3.OperationalError):

@@ -349,6 +349,34 @@ class StoreContract:
             store.commit(epoch, B1, w2.incr("counts", "doc"))
         assert snapshot(store) == before
 
+    def test_offsets_of_several_topics(self, store: TransactionalStore, epoch: int) -> None:
+        first = batch(0, OffsetRange("a", 0, 0, 4), OffsetRange("b", 0, 7, 7), OffsetRange("a", 1, 2, 2),
+                      OffsetRange("b", 3, 0, 1), OffsetRange("c.d_e-f", 12, 5, 9))
+        assert store.commit(epoch, first, Writes()) is APPLIED
+        tp, odd = TopicAndPartition, "c.d_e-f"
+        assert store.load_offsets() == {tp("a", 0): 4, tp("b", 0): 7, tp("a", 1): 2, tp("b", 3): 1, tp(odd, 12): 9}
+        second = batch(1, OffsetRange("a", 0, 4, 6), OffsetRange("a", 1, 2, 3), OffsetRange("b", 0, 7, 7))
+        assert store.commit(epoch, second, Writes()) is APPLIED
+        assert store.commit(epoch, second, Writes().incr("counts", "n")) is REPLAYED
+        assert store.load_offsets() == {tp("a", 0): 6, tp("b", 0): 7, tp("a", 1): 3, tp("b", 3): 1, tp(odd, 12): 9}
+
+    def test_counters_of_interleaved_namespaces(self, store: TransactionalStore, epoch: int) -> None:
+        w = Writes()
+        for i in range(30):
+            w.incr(f"ns{i % 3}", f"k{i % 7}", i).incr("floats", f"k{i % 4}", 0.5)
+        store.commit(epoch, B0, w)
+        store.commit(epoch, B1, Writes().incr("ns1", "k1", 100).incr("ns0", "new", -1))
+        for n in range(3):
+            expected: Dict[str, int] = {}
+            for i in range(n, 30, 3):
+                expected[f"k{i % 7}"] = expected.get(f"k{i % 7}", 0) + i
+            if n == 1:
+                expected["k1"] += 100
+            if n == 0:
+                expected["new"] = -1
+            assert store.get_values(f"ns{n}") == expected
+        assert store.get_values("floats") == {f"k{j}": 0.5 * len(range(j, 30, 4)) for j in range(4)}
+
     def test_put_then_increment(self, store: TransactionalStore, epoch: int) -> None:
         store.commit(epoch, B0, Writes().put("v", "a", 10).put("v", "b", 1.5).put("v", "c", [1, "x"])
                      .put("v", "d", 1).incr("v", "d", 2))
@@ -446,6 +474,19 @@ class SQLContract:
             store.commit(epoch, B0, full_writes().execute("INSERT INTO no_such_table VALUES (1)"))
         assert snapshot(store) == before
 
+    def test_counters_bound_row_by_row_give_the_same_results(self, store: TransactionalStore, epoch: int) -> None:
+        # The path taken where the JSON-object statement cannot be used (an SQLite without JSON).
+        store.json_pairs = ""  # type: ignore[attr-defined]
+        store.commit(epoch, B0, Writes().incr("counts", "a", 2).incr("counts", "b", 1).put("counts", "doc", [1]))
+        store.commit(epoch, B1, Writes().incr("counts", "a", 3).incr("other", "c", 4))
+        assert store.get_values("counts") == {"a": 5, "b": 1, "doc": [1]}
+        assert store.get_values("other") == {"c": 4}
+        before = snapshot(store)
+        with pytest.raises(StoreError, match="counts/doc"):
+            store.commit(epoch, batch(2, OffsetRange("t", 0, 15, 17)),
+                         Writes().incr("counts", "a").incr("counts", "doc"))
+        assert snapshot(store) == before
+
     def test_bad_statement_arguments(self) -> None:
         with pytest.raises(ConfigurationError, match="non-empty str"):
             Writes().execute("  ")
@@ -471,6 +512,11 @@ class TestSQLiteStore(SQLContract, StoreContract):
         assert (tmp_path / "rel" / "x.db").exists()
         assert pickle.loads(pickle.dumps(store)).url == store.url
 
+    def test_keys_with_nul_characters_are_counted(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "a\x00b", 2).incr("counts", "a", 1))
+        store.commit(epoch, B1, Writes().incr("counts", "a\x00b", 3))
+        assert store.get_values("counts") == {"a": 1, "a\x00b": 5}
+
     @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite:///x.db?bogus=1",
                                      "sqlite:///x.db?timeout=-1"])
     def test_bad_urls(self, url: str, app_id: str) -> None:
@@ -490,6 +536,16 @@ class TestPostgresStore(SQLContract, StoreContract):
 
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("UPDATE deo_meta SET schema_version = %s WHERE app = %s", (version, app_id))
+
+    def test_tables_rewritten_by_every_commit_leave_room_for_hot_updates(self, store: TransactionalStore,
+                                                                         epoch: int, store_url: str) -> None:
+        import psycopg
+
+        store.commit(epoch, B0, Writes().incr("counts", "n"))
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            options = dict(conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN "
+                                        "('deo_values', 'deo_offsets', 'deo_batches')").fetchall())
+        assert options == {"deo_values": ["fillfactor=50"], "deo_offsets": ["fillfactor=50"], "deo_batches": None}
 
     def test_repr_hides_password(self, store: TransactionalStore) -> None:
         assert "deo-test-pw" not in repr(store) and ":***@" in repr(store)
