@@ -289,11 +289,12 @@ def _chart_b2(plt: Any, res: Results) -> Any:
 
 
 def _chart_b3(plt: Any, res: Results) -> Any:
-    rows = res.of("B3")
+    rows = [m for m in res.of("B3") if not m.extra.get("baseline")]
+    plain = {(m.extra["store"], m.extra["keys"]): m.extra["p50"] for m in res.of("B3") if m.extra.get("baseline")}
     keys = sorted({m.extra["keys"] for m in rows})
     stores = list(dict.fromkeys(m.extra["store"] for m in rows))
     parts = sorted({m.extra["partitions"] for m in rows})
-    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 5), squeeze=False)
     colors = {"sqlite": "#4c72b0", "postgresql": "#dd8452", "redis": "#c44e52"}
     width = 0.8 / max(1, len(stores))
     for ax, k in zip(axes[0], keys, strict=True):
@@ -306,12 +307,16 @@ def _chart_b3(plt: Any, res: Results) -> Any:
             ax.bar(xs, p50, width, label=f"{s} p50", color=colors.get(s))
             ax.scatter(xs, p99, marker="_", s=200, color="black", zorder=3,
                        label="p99" if j == len(stores) - 1 else None)
+            if (s, k) in plain:
+                ax.axhline(plain[(s, k)], color=colors.get(s), linestyle="--", linewidth=1,
+                           label=f"{s} plain write p50")
         ax.set_yscale("log")
         ax.set_xticks(range(len(parts)))
         ax.set_xticklabels([f"{p} partitions" for p in parts])
         ax.set_ylabel("commit latency (ms)")
         ax.set_title(f"{k:,} result keys", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
+    fig.subplots_adjust(bottom=0.3)
     return fig
 
 
