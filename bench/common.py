@@ -152,6 +152,7 @@ class Settings:
     b2_records: int         # records read by the B2 pipeline (a prefix of the read topic)
     b2_batches: int
     b2_repeats: int
+    b5_repeats: int         # B5 pipeline repetitions per master (median reported)
     b3_partitions: Sequence[int]
     b3_keys: Sequence[int]
     b3_reps_small: int      # commits timed per case with 1k keys
@@ -164,10 +165,10 @@ class Settings:
     def make(cls, quick: bool, records: Optional[int], jvm: bool = True) -> Settings:
         if quick:  # a smoke run: every code path, tiny sizes (B3 uses 10k instead of 100k keys)
             n = records or 50_000
-            return cls(True, n, 1, max(4, min(n, 20_000)), 2, 1, (10, 100, 1000), (1_000, 10_000), 10, 1,
+            return cls(True, n, 1, max(4, min(n, 20_000)), 2, 1, 1, (10, 100, 1000), (1_000, 10_000), 10, 1,
                        (10, 100, 1000), 10, jvm)
         n = records or 2_000_000
-        return cls(False, n, 3, max(4, min(n, 200_000)), 10, 2, (10, 100, 1000), (1_000, 100_000), 100, 3,
+        return cls(False, n, 3, max(4, min(n, 200_000)), 10, 2, 3, (10, 100, 1000), (1_000, 100_000), 100, 3,
                    (10, 100, 1000), 100, jvm)
 
 

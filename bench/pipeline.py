@@ -278,7 +278,7 @@ def pipeline_rate(ctx: Context, master: str) -> float:
     batches = plan_batches(ctx, s.b2_records, s.b2_batches)
     warm_up(ctx, master, batches)
     url = ctx.store_url("sqlite")
-    runs = [run_exactly_once(ctx, master, "sqlite", url, batches) for _ in range(s.b2_repeats)]
+    runs = [run_exactly_once(ctx, master, "sqlite", url, batches) for _ in range(s.b5_repeats)]
     for r in runs:
         if not r.ok:
             ctx.results.note("B5", "RESULT MISMATCH: " + r.detail)

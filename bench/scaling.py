@@ -21,7 +21,7 @@ def run_b5(ctx: Context) -> None:
         rates[("read", master)] = read_rate(ctx, master)
         rates[("pipeline", master)] = pipeline_rate(ctx, master)
     res.note("B5", f"read: B1(a), {ctx.read_topic().total:,} records, median of {s.b1_repeats}; pipeline: B2's "
-                   f"exactly-once SQLite workload, median of {s.b2_repeats}")
+                   f"exactly-once SQLite workload, median of {s.b5_repeats}")
     for workload, label in (("read", "B1(a) KafkaRDD read"), ("pipeline", "B2 SQLite exactly-once pipeline")):
         for master in ("local[1]", "local[2]"):
             res.add("B5", f"{label}, {master}", rates[(workload, master)], "records/s", master=master,
