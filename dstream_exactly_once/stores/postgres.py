@@ -28,6 +28,11 @@ class PostgresStore(SQLStore):
 
     URL: ``postgresql://user:password@host:port/dbname`` (or ``postgres://``), with any libpq
     parameter in the query; ``connect_timeout`` defaults to 5 seconds.
+
+    Tables: ``deo_values`` and ``deo_offsets`` are created ``WITH (fillfactor = 50)``: every commit
+    rewrites its counters and offsets, and the free space keeps those updates HOT (no new index
+    entry per row version). Tables created by an earlier version keep their fill factor; apply it
+    with ``ALTER TABLE … SET (fillfactor = 50)`` followed by ``VACUUM FULL`` if wanted.
     """
 
     scheme = "postgresql"

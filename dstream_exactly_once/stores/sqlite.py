@@ -41,6 +41,9 @@ class SQLiteStore(SQLStore):
     URL: ``sqlite:///relative/path.db`` (resolved against the current directory when the store is
     created, so executors open the same file) or ``sqlite:////absolute/path.db``; option
     ``?timeout=SECONDS``. The parent directory is created when missing.
+
+    Counters and offsets are written with SQLite's ``json_each`` (built in since SQLite 3.38,
+    and in most earlier builds); without it they are bound row by row, with the same results.
     """
 
     scheme = "sqlite"
