@@ -152,7 +152,7 @@ class Settings:
     b2_records: int         # records read by the B2 pipeline (a prefix of the read topic)
     b2_batches: int
     b2_repeats: int
-    b5_repeats: int         # B5 pipeline repetitions per master (median reported)
+    b5_repeats: int         # B5 rounds, alternating local[2] and local[1] (medians reported)
     b3_partitions: Sequence[int]
     b3_keys: Sequence[int]
     b3_reps_small: int      # commits timed per case with 1k keys

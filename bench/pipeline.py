@@ -270,16 +270,3 @@ def _add(ctx: Context, bench: str, kind: str, variant: str, master: str, runs: L
                     store=kind, variant=variant, master=master, output_ms_per_batch=out_ms,
                     runs=[r.rate for r in runs], verified=all(r.ok for r in runs))
     return rate
-
-
-def pipeline_rate(ctx: Context, master: str) -> float:
-    """Exactly-once SQLite pipeline (B2's workload) records/s at ``master`` (median)."""
-    s = ctx.settings
-    batches = plan_batches(ctx, s.b2_records, s.b2_batches)
-    warm_up(ctx, master, batches)
-    url = ctx.store_url("sqlite")
-    runs = [run_exactly_once(ctx, master, "sqlite", url, batches) for _ in range(s.b5_repeats)]
-    for r in runs:
-        if not r.ok:
-            ctx.results.note("B5", "RESULT MISMATCH: " + r.detail)
-    return median([r.rate for r in runs])

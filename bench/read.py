@@ -164,8 +164,3 @@ def _add(ctx: Context, bench: str, case: str, n: int, runs: Sequence[float], **e
                     f"{n:,} records, median {dt:.2f}s of {len(runs)} run(s) "
                     f"[{', '.join(f'{x:.2f}' for x in runs)}]", runs=list(runs), records=n, **extra)
     return rate
-
-
-def read_rate(ctx: Context, master: str) -> float:
-    """records/s of B1(a) at ``master`` (median of ``b1_repeats`` runs)."""
-    return ctx.read_topic().total / median(kafkardd_runs(ctx, master, ctx.settings.b1_repeats))
