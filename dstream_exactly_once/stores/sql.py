@@ -109,10 +109,10 @@ _LABELS = _Bulk("deo_labels", (("app", "text"), ("label", "text")), "ON CONFLICT
 
 
 class _Counters(NamedTuple):
-    """The int increments of one namespace: how many keys, and ``{key: amount}`` as JSON text."""
+    """The int increments of one namespace, and the same ``{key: amount}`` as JSON text."""
 
     namespace: str
-    size: int
+    amounts: Dict[str, int]
     json: str
 
 
@@ -426,8 +426,7 @@ class SQLStore(TransactionalStore):
         app = self.app_id
         if not writes.puts:
             ints, floats = _plan.split_increments(writes)
-            return [], [(app, ns, key, 0, amount) for ns, key, amount in floats], [
-                _Counters(ns, len(amounts), _plan.counters_json(amounts)) for ns, amounts in ints.items()]
+            return [], [(app, ns, key, 0, amount) for ns, key, amount in floats], self._counters(ints)
         sets: List[Tuple[Any, ...]] = []
         adds: List[Tuple[Any, ...]] = []
         by_ns: Dict[str, Dict[str, int]] = {}
@@ -440,18 +439,22 @@ class SQLStore(TransactionalStore):
                 by_ns.setdefault(op.namespace, {})[op.key] = op.value
             else:
                 adds.append((app, op.namespace, op.key, 0, op.value))
-        return sets, adds, [_Counters(ns, len(amounts), _plan.counters_json(amounts)) for ns, amounts in by_ns.items()]
+        return sets, adds, self._counters(by_ns)
+
+    @staticmethod
+    def _counters(by_ns: Dict[str, Dict[str, int]]) -> List[_Counters]:
+        return [_Counters(ns, amounts, _plan.counters_json(amounts)) for ns, amounts in by_ns.items()]
 
     def _write_values(self, cur: _Cursor, sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]],
                       counters: List[_Counters]) -> None:
         self._bulk(cur, _SET_VALUE, sets)
         rows, written, expected = list(adds), 0, len(adds)
         for c in counters:
-            expected += c.size
+            expected += len(c.amounts)
             if self.json_pairs and "\\u0000" not in c.json:  # NUL in a key: bound row by row (SQLite)
                 written += cur.run(self._counters_sql, (self.app_id, c.namespace, c.json))
             else:
-                rows += [(self.app_id, c.namespace, key, amount, None) for key, amount in json.loads(c.json).items()]
+                rows += [(self.app_id, c.namespace, key, amount, None) for key, amount in c.amounts.items()]
         written += self._bulk(cur, _ADD_VALUE, rows)
         if written != expected:  # the upsert skips rows holding a JSON document
             bad = [f"{ns}/{k}" for ns, k in self._increment_keys(adds, counters) if cur.one(
@@ -464,7 +467,7 @@ class SQLStore(TransactionalStore):
         for _, ns, k, _, _ in adds:
             yield ns, k
         for c in counters:
-            for k in json.loads(c.json):
+            for k in c.amounts:
                 yield c.namespace, k
 
     def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
