@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
+from .core.ranges import SourceRange, register_range_kind
 from .errors import OffsetRangeError
 
 __all__ = [
@@ -63,13 +64,18 @@ class TopicAndPartition:
         return f"{self.topic}-{self.partition}"
 
 
+@register_range_kind
 @dataclass(frozen=True, order=True)
-class OffsetRange:
+class OffsetRange(SourceRange):
     """Offsets ``[fromOffset, untilOffset)`` of one topic partition: what one RDD partition reads.
 
     ``fromOffset`` is the first offset to read (inclusive); ``untilOffset`` is exclusive and is the
     next offset to read once this range has been consumed. Equal ranges are equal and hash alike.
+    As a :class:`~dstream_exactly_once.core.ranges.SourceRange` (kind ``"kafka"``) its position key
+    is ``"topic/partition"`` and ``start``/``end`` are ``fromOffset``/``untilOffset``.
     """
+
+    kind = "kafka"
 
     topic: str
     partition: int
@@ -105,6 +111,38 @@ class OffsetRange:
     def toTuple(self) -> Tuple[str, int, int, int]:  # noqa: N802 - Spark API name
         """``(topic, partition, fromOffset, untilOffset)``; stable, JSON-friendly."""
         return (self.topic, self.partition, self.fromOffset, self.untilOffset)
+
+    # ---------------------------------------------------------------- SourceRange
+    @property
+    def position_key(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+    @property
+    def start(self) -> int:
+        return self.fromOffset
+
+    @property
+    def end(self) -> int:
+        return self.untilOffset
+
+    def to_json_obj(self) -> Any:
+        return list(self.toTuple())
+
+    @classmethod
+    def from_json_obj(cls, obj: Any) -> OffsetRange:
+        topic, partition, from_offset, until_offset = obj
+        return cls(topic, int(partition), int(from_offset), int(until_offset))
+
+    def describe(self) -> str:
+        return f"{self.topic}-{self.partition} [{self.fromOffset} -> {self.untilOffset})"
+
+    @classmethod
+    def parse_position_key(cls, key: str) -> Optional[TopicAndPartition]:
+        """The :class:`TopicAndPartition` a ``"topic/partition"`` position key names (else ``None``)."""
+        topic, sep, partition = key.rpartition("/")
+        if not sep or not topic or ":" in topic or not partition.isdigit():
+            return None
+        return TopicAndPartition(topic, int(partition))
 
     def __str__(self) -> str:
         return (

@@ -32,6 +32,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..core.ranges import SourceRange, decode_range, encode_range
 from ..errors import ConfigurationError
 from ..offsets import OffsetRange, TopicAndPartition
 
@@ -48,22 +49,22 @@ class PlannedBatch:
     """One entry of the offset log: a batch's id, time and the exact ranges it reads.
 
     ``batch_id`` values are consecutive integers from 0, independent of wall-clock batch time;
-    a replayed batch keeps its id, time and ranges.
+    a replayed batch keeps its id, time and ranges. The ranges are of one source (Kafka
+    :class:`~dstream_exactly_once.OffsetRange`, file byte ranges, …), at most one per partition.
     """
 
     batch_id: int
     batch_time_ms: int
-    ranges: Tuple[OffsetRange, ...]
+    ranges: Tuple[SourceRange, ...]
 
     def to_json(self) -> str:
         return json.dumps({"batch_id": self.batch_id, "batch_time_ms": self.batch_time_ms,
-                           "ranges": [r.toTuple() for r in self.ranges]}, separators=(",", ":"))
+                           "ranges": [encode_range(r) for r in self.ranges]}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PlannedBatch:
         d = json.loads(text)
-        return cls(int(d["batch_id"]), int(d["batch_time_ms"]),
-                   tuple(OffsetRange(t, int(p), int(f), int(u)) for t, p, f, u in d["ranges"]))
+        return cls(int(d["batch_id"]), int(d["batch_time_ms"]), tuple(decode_range(r) for r in d["ranges"]))
 
 
 class CommitOutcome(enum.Enum):

@@ -1,0 +1,171 @@
+"""Source ranges: what one RDD partition reads, whatever the source.
+
+A batch is a list of ranges of one source. Every range names a *stream partition* by a string
+``position_key`` (Kafka: ``"topic/partition"``; files: ``"file:<id>"``) and covers the half-open
+interval ``[start, end)`` of that partition's positions (Kafka offsets, file bytes). A stored
+position is always *the next position to read*, so committing a range stores ``end``.
+
+The store's compare-and-set works on these three values only (``DESIGN.md`` §4): stored position
+absent or ``== start`` → apply; ``== end`` → already committed (idempotent replay); anything else →
+refuse. A source may attach a small JSON document to a position (:meth:`SourceRange.position_meta`,
+e.g. a file's fingerprint and path); it is written beside ``end`` in the same transaction.
+
+Range types are registered by *kind* (:func:`register_range_kind`) so the offset log can decode
+them without importing their source: each source module registers its type when imported, and the
+package root imports every built-in source's range module.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Type
+
+from ..errors import ConfigurationError
+
+__all__ = [
+    "LEGACY_RANGE_KIND",
+    "Position",
+    "SourceRange",
+    "check_ranges",
+    "decode_range",
+    "encode_range",
+    "positions_of",
+    "range_kind",
+    "register_range_kind",
+]
+
+#: Offset logs written before sources became plug-ins hold Kafka ranges as bare 4-element lists;
+#: a list is therefore decoded as this kind (and Kafka ranges keep that encoding).
+LEGACY_RANGE_KIND = "kafka"
+
+
+class Position(NamedTuple):
+    """A stored position: the next position to read, and the source's document kept beside it."""
+
+    offset: int
+    meta: Optional[Dict[str, Any]] = None
+
+
+class SourceRange(ABC):
+    """The part of a source one RDD partition reads: positions ``[start, end)`` of one stream partition.
+
+    Implementations are small frozen values (hashable, comparable for equality, picklable).
+    """
+
+    #: The registry name of this range type (``"kafka"``, ``"file"``).
+    kind: ClassVar[str] = ""
+
+    @property
+    @abstractmethod
+    def position_key(self) -> str:
+        """The stream partition this range belongs to, as the store names it."""
+
+    @property
+    @abstractmethod
+    def start(self) -> int:
+        """The first position of the range (inclusive)."""
+
+    @property
+    @abstractmethod
+    def end(self) -> int:
+        """The position after the range: what is stored once the range is committed."""
+
+    def count(self) -> int:
+        """``end - start``: an upper bound of what the range yields (records, bytes)."""
+        return self.end - self.start
+
+    def position_meta(self) -> Optional[Dict[str, Any]]:
+        """A JSON document stored beside ``end`` when the range commits (``None``: nothing)."""
+        return None
+
+    @abstractmethod
+    def to_json_obj(self) -> Any:
+        """This range as JSON-compatible data; :meth:`from_json_obj` reads it back."""
+
+    @classmethod
+    @abstractmethod
+    def from_json_obj(cls, obj: Any) -> SourceRange:
+        """The range encoded by :meth:`to_json_obj`."""
+
+    def describe(self) -> str:
+        """How messages name this range."""
+        return f"{self.position_key} [{self.start} -> {self.end})"
+
+    @classmethod
+    def parse_position_key(cls, key: str) -> Any:
+        """The source's own name of the partition a position key of this kind denotes (Kafka: a
+        ``TopicAndPartition``), or ``None`` if ``key`` is not one of this kind's keys."""
+        return None
+
+
+_KINDS: Dict[str, Type[SourceRange]] = {}
+
+
+def register_range_kind(cls: Type[SourceRange]) -> Type[SourceRange]:
+    """Register ``cls`` under ``cls.kind`` (usable as a class decorator); re-registering is a no-op."""
+    kind = cls.kind
+    if not isinstance(kind, str) or not kind:
+        raise ConfigurationError(f"range type {cls.__name__} needs a non-empty str kind, got {kind!r}")
+    known = _KINDS.get(kind)
+    if known is not None and known is not cls and known.__qualname__ != cls.__qualname__:
+        raise ConfigurationError(f"range kind {kind!r} is already registered by {known.__qualname__}")
+    _KINDS[kind] = cls
+    return cls
+
+
+def range_kind(kind: str) -> Type[SourceRange]:
+    """The range type registered as ``kind``."""
+    cls = _KINDS.get(kind)
+    if cls is None:
+        raise ConfigurationError(f"unknown range kind {kind!r} in the offset log; known kinds: {sorted(_KINDS)} "
+                                 f"(is the source's package installed and imported?)")
+    return cls
+
+
+def encode_range(r: SourceRange) -> Any:
+    """``r`` as stored in the offset log: a kind-tagged object, or a bare list for legacy Kafka ranges."""
+    obj = r.to_json_obj()
+    if isinstance(obj, dict):
+        return {"kind": r.kind, **obj}
+    if r.kind != LEGACY_RANGE_KIND:
+        raise ConfigurationError(f"range kind {r.kind!r} must encode as a JSON object, got {obj!r}")
+    return obj
+
+
+def decode_range(obj: Any) -> SourceRange:
+    """The range stored as ``obj`` by :func:`encode_range`."""
+    if isinstance(obj, list):
+        return range_kind(LEGACY_RANGE_KIND).from_json_obj(obj)
+    if isinstance(obj, dict) and isinstance(obj.get("kind"), str):
+        body = {k: v for k, v in obj.items() if k != "kind"}
+        return range_kind(obj["kind"]).from_json_obj(body)
+    raise ConfigurationError(f"cannot decode an offset-log range from {obj!r}")
+
+
+def check_ranges(ranges: Sequence[SourceRange], what: str) -> List[SourceRange]:
+    """``ranges`` as a list, refusing non-ranges, mixed kinds and two ranges of one stream partition.
+
+    Two ranges of one partition in one batch would read (and count) the overlap twice, so they are
+    refused with both named, whatever their offsets.
+    """
+    out = list(ranges)
+    seen: Dict[str, SourceRange] = {}
+    kinds = set()
+    for r in out:
+        if not isinstance(r, SourceRange):
+            raise ConfigurationError(f"{what} must contain source ranges (e.g. OffsetRange), got {r!r}")
+        kinds.add(r.kind)
+        other = seen.get(r.position_key)
+        if other is not None:
+            raise ConfigurationError(f"{what} hold two ranges of {r.position_key}: {other} and {r}; "
+                                     f"each partition may appear once (merge them into one range)")
+        seen[r.position_key] = r
+    if len(kinds) > 1:
+        raise ConfigurationError(f"{what} mix range kinds {sorted(kinds)}; a batch reads one source")
+    return out
+
+
+def positions_of(ranges: Sequence[SourceRange]) -> Mapping[str, int]:
+    """``{position_key: end}``: the positions stored once ``ranges`` commit."""
+    return {r.position_key: r.end for r in ranges}
+

@@ -1,0 +1,87 @@
+"""The source plug-in contract: what the exactly-once core needs from a source.
+
+A source is a replayable log cut into explicit ranges on the driver and read range by range on
+the executors (``STYLE.md`` 1 and 13, bytewax's ``list_parts``/``build_part``):
+
+- :class:`BatchSource` — the driver side: resume from stored positions (and validate everything
+  against the live source before anything is written), plan each batch's ranges, skip past replayed
+  ranges, hooks after a commit, and close.
+- :class:`RangeReader` — the executor side: a picklable callable that reads exactly one range.
+- Position encoding — the source's :class:`~dstream_exactly_once.core.ranges.SourceRange` type
+  (position key, ``[start, end)``, an optional document stored beside the position).
+
+Kafka (``kafka/`` + ``streaming/direct.py``) and append-only files (``files/``) implement it; the
+committer, batch log and stores only ever see these interfaces. Nothing here imports Spark.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+from typing import Any, Iterable, List, Mapping, Sequence
+
+from .ranges import Position, SourceRange
+
+__all__ = ["BatchSource", "RangeReader"]
+
+
+class RangeReader(ABC):
+    """Reads one range on an executor. Instances are pickled into Spark tasks, so they hold only
+    configuration (no open connections or files); per-process resources are opened lazily.
+
+    Reading is deterministic: the same range yields the same records every time it is read (task
+    retries and replayed batches rely on it), or raises.
+    """
+
+    @abstractmethod
+    def read(self, r: SourceRange) -> Iterable[Any]:
+        """The records of ``r``, in position order."""
+
+
+class BatchSource(ABC):
+    """The driver side of a source. Lifecycle::
+
+        start(positions) -> ( plan(time) | advance(replayed ranges) )* -> close()
+
+    ``start`` is called before the exactly-once committer takes its epoch: it must check
+    everything that can be wrong with the user's input against the live source and raise a
+    :class:`~dstream_exactly_once.errors.ConfigurationError` (or a more precise library error)
+    without writing anything anywhere. It may be called a second time, with fresher positions, if
+    the store changed between the check and the epoch.
+    """
+
+    #: Range kind this source plans (``SourceRange.kind``).
+    kind: str = ""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line naming what is read (topics, a path pattern), for messages and progress."""
+
+    @abstractmethod
+    def start(self, positions: Mapping[str, Position]) -> None:
+        """Resume after ``positions`` (``{position_key: Position}`` committed in the store; empty on a
+        first start, when the source's own starting policy applies) and validate the input."""
+
+    @abstractmethod
+    def advance(self, ranges: Sequence[SourceRange]) -> None:
+        """Later plans start where ``ranges`` end (the ranges of batches replayed from the offset log)."""
+
+    @abstractmethod
+    def plan(self, time: datetime) -> List[SourceRange]:
+        """The ranges of the batch at ``time`` (at most one per stream partition; may be empty or all
+        empty) and advance past them."""
+
+    @abstractmethod
+    def reader(self) -> RangeReader:
+        """The executor-side reader of this source's ranges."""
+
+    def after_commit(self, ranges: Sequence[SourceRange]) -> None:  # noqa: B027 - optional hook
+        """Called on the driver after a batch's ranges committed (e.g. mirror offsets for monitoring).
+        Must not raise for anything short of a bug: the commit has happened."""
+
+    def latest_positions(self) -> Mapping[str, int]:
+        """The newest position of each stream partition the source knows (for lag); empty if unknown."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release driver-side resources (clients, file handles); safe to call twice."""
