@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from ..core.ranges import SourceRange, decode_range, encode_range
+from ..core.ranges import Position, SourceRange, decode_range, encode_range
 from ..errors import ConfigurationError
 from ..offsets import OffsetRange, TopicAndPartition
 
@@ -216,6 +216,10 @@ class TransactionalStore(ABC):
     @abstractmethod
     def load_offsets(self) -> Dict[TopicAndPartition, int]:
         """Committed offsets: for each partition, the next offset to read."""
+
+    def load_positions(self) -> Dict[str, Position]:
+        """Committed positions of every stream partition: ``{position_key: Position}``."""
+        return {f"{tp.topic}/{tp.partition}": Position(off) for tp, off in self.load_offsets().items()}
 
     # ---------------------------------------------------------------- offset log / commit log
     @abstractmethod

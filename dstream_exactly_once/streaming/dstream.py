@@ -1,13 +1,14 @@
-"""The direct Kafka DStream: batches planned on the driver as offset ranges, no receivers, no WAL.
+"""Direct DStreams: batches planned on the driver as explicit ranges, no receivers, no WAL.
 
-How a Python DStream gets one KafkaRDD per batch: a tick stream (a queue stream whose default RDD
+:class:`RangeDStream` serves every source (Kafka offset ranges, file byte ranges). How a Python
+DStream gets one range RDD per batch: a tick stream (a queue stream whose default RDD
 is returned every interval) is transformed by a driver-side function called with each batch time;
 it plans the batch's ranges once (memoized per batch time, so several output operations share one
-plan) and returns the :class:`KafkaRDD`. ``transform``/``foreachRDD`` on this stream hand user
-functions that KafkaRDD, so ``rdd.offsetRanges()`` works as in Spark 2.4; narrow operations are
-folded into the same Python pass that reads Kafka.
+plan) and returns the RDD of those ranges. ``transform``/``foreachRDD`` on this stream hand user
+functions that RDD, so ``rdd.offsetRanges()`` works as in Spark 2.4; narrow operations are
+folded into the same Python pass that reads the source.
 
-Unit of parallelism: one Spark task per offset range per batch. Delivery: the ranges of each
+Unit of parallelism: one Spark task per range per batch. Delivery: the ranges of each
 batch are decided once on the driver; with plain Spark outputs this is at-least-once across
 driver restarts (like Spark's own direct stream without checkpoints); use
 ``createExactlyOnceStream`` (or a store with :func:`~dstream_exactly_once.exactly_once`) for
@@ -26,13 +27,12 @@ from typing import Any, Callable, Dict, List
 from pyspark.streaming import DStream, StreamingContext
 from pyspark.streaming.dstream import TransformedDStream
 
-from ..offsets import OffsetRange
-from ._driver_ref import DriverOnly
-from .rdd import KafkaRDD
+from ..core.driver_ref import DriverOnly
+from .range_rdd import RangeRDD
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaDStream", "batch_seconds"]
+__all__ = ["KafkaDStream", "RangeDStream", "batch_seconds"]
 
 _REMEMBERED_BATCHES = 256
 
@@ -51,25 +51,25 @@ def _two_args(func: Callable[..., Any]) -> Callable[[datetime, Any], Any]:
     raise TypeError(f"{func!r} should take one argument (rdd) or two (time, rdd), it takes {argc}")
 
 
-class KafkaDStream(DriverOnly, TransformedDStream):
-    """A DStream of decoded Kafka records whose batches know their offset ranges.
+class RangeDStream(DriverOnly, TransformedDStream):
+    """A DStream whose batches are RDDs of explicit source ranges (``rdd.offsetRanges()``).
 
-    ``compute(time) -> KafkaRDD`` is the driver-side batch builder (planner + RDD factory).
+    ``compute(time) -> RangeRDD`` is the driver-side batch builder (planner + RDD factory).
     """
 
-    def __init__(self, ssc: StreamingContext, compute: Callable[[datetime], KafkaRDD]) -> None:
+    def __init__(self, ssc: StreamingContext, compute: Callable[[datetime], RangeRDD]) -> None:
         self._register()
         self._tick_dir = tempfile.mkdtemp(prefix="deo-tick-")
         # An empty monitored directory yields one empty RDD per batch and, unlike a queue stream,
         # supports ssc.checkpoint(): the tick that drives compute(time).
         tick: DStream[Any] = ssc.textFileStream(self._tick_dir)
         self._build = compute
-        self._batches: OrderedDict[datetime, KafkaRDD] = OrderedDict()
+        self._batches: OrderedDict[datetime, RangeRDD] = OrderedDict()
         self._lock = threading.RLock()
         super().__init__(tick, self._rdd_for)
 
     # ---------------------------------------------------------------- batch memo
-    def _rdd_for(self, time: datetime, _tick: Any = None) -> KafkaRDD:
+    def _rdd_for(self, time: datetime, _tick: Any = None) -> RangeRDD:
         with self._lock:
             rdd = self._batches.get(time)
             if rdd is None:
@@ -79,7 +79,7 @@ class KafkaDStream(DriverOnly, TransformedDStream):
                     self._batches.popitem(last=False)
             return rdd
 
-    def offsetRangesAt(self, time: datetime) -> List[OffsetRange]:  # noqa: N802 - Spark-style name
+    def offsetRangesAt(self, time: datetime) -> List[Any]:  # noqa: N802 - Spark-style name
         """The ranges of the batch at ``time`` (driver side)."""
         with self._lock:
             rdd = self._batches.get(time)
@@ -87,19 +87,28 @@ class KafkaDStream(DriverOnly, TransformedDStream):
             raise KeyError(f"no batch at {time} (only the last {_REMEMBERED_BATCHES} are remembered)")
         return rdd.offsetRanges()
 
-    def batches(self) -> Dict[datetime, List[OffsetRange]]:
+    def batches(self) -> Dict[datetime, List[Any]]:
         with self._lock:
             return {t: r.offsetRanges() for t, r in self._batches.items()}
 
     # ---------------------------------------------------------------- DStream API
     def transform(self, func: Callable[..., Any]) -> TransformedDStream:  # type: ignore[override]
-        """Like ``DStream.transform``; ``func`` receives this batch's :class:`KafkaRDD`."""
+        """Like ``DStream.transform``; ``func`` receives this batch's range RDD."""
         f = _two_args(func)
         rdd_for = self._rdd_for
         return TransformedDStream(self.prev, lambda t, tick: f(t, rdd_for(t, tick)))
 
     def foreachRDD(self, func: Callable[..., Any]) -> None:  # noqa: N802 - Spark API name
-        """Like ``DStream.foreachRDD``; ``func`` receives this batch's :class:`KafkaRDD`."""
+        """Like ``DStream.foreachRDD``; ``func`` receives this batch's range RDD."""
         f = _two_args(func)
         rdd_for = self._rdd_for
         DStream.foreachRDD(self.prev, lambda t, tick: f(t, rdd_for(t, tick)))
+
+
+class KafkaDStream(RangeDStream):
+    """A DStream of decoded Kafka records; each batch is a ``KafkaRDD`` whose ``offsetRanges()``
+    lists the batch's :class:`~dstream_exactly_once.OffsetRange` values.
+
+    Unit of parallelism: one Spark task per topic partition per batch. Delivery: at-least-once for
+    outputs across driver restarts; see ``KafkaUtils.createExactlyOnceStream``.
+    """

@@ -1,15 +1,13 @@
-"""Exactly-once output: each batch's results and offsets committed together, in one store.
+"""Exactly-once output patterns on a direct stream, for any source.
 
-Driver lifecycle (``DESIGN.md`` §2, §4):
-
-1. open the store, take a new **epoch** (fencing token); older drivers can no longer commit;
-2. starting offsets = the store's committed offsets (explicit ``fromOffsets`` or
-   ``auto.offset.reset`` only when the store has none), checked against the broker's log;
-3. batches in the **offset log** without a **commit log** entry are replayed first, in order,
-   with their original ids and ranges; only then are new batches planned;
-4. every new batch is written to the offset log *before* it runs;
-5. the output commits results + new offsets (+ commit-log entry) in one transaction with an
-   offset compare-and-set; a replayed, already-committed batch is skipped.
+The driver-side machinery (epoch, offset log, replays, commits) is the core's
+:class:`~dstream_exactly_once.core.committer.BatchCommitter`; this module attaches it to Spark: a
+:class:`ExactlyOnceDStream` plans each batch through the committer and offers the output patterns —
+:meth:`~ExactlyOnceDStream.commit_each_batch` (driver), :meth:`~ExactlyOnceDStream.commit_each_partition`
+(executors), :meth:`~ExactlyOnceDStream.foreach_batch` (Structured Streaming's ``batchId`` contract)
+and :meth:`~ExactlyOnceDStream.write_each_partition` (label-idempotent sinks). User code runs inside
+the one error boundary (:func:`~dstream_exactly_once.core.boundary.user_code`); nothing is committed
+for a batch whose output raised, and no later batch commits either.
 
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of
 truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators (``updateStateByKey``,
@@ -20,25 +18,26 @@ recovered with ``StreamingContext.getOrCreate``: create a new context, it resume
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict, deque
 from datetime import datetime
-from typing import Any, Callable, Deque, Iterable, List, Optional, Protocol, Set, Union
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, Union
 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OutputError, StoreError
-from ..offsets import OffsetRange
+from ..core.boundary import as_writes, output_error, user_code
+from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.ranges import SourceRange
+from ..errors import ConfigurationError, DStreamExactlyOnceError
+from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from ._driver_ref import DriverOnly
-from .dstream import KafkaDStream
-from .kafka_utils import DirectBatches
-from .rdd import KafkaRDD
+from .direct import DirectBatches
+from .dstream import KafkaDStream, RangeDStream
+from .range_rdd import RangeRDD
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BatchCommitter", "ExactlyOnceDStream"]
+__all__ = ["BatchIdSink", "ExactlyOnceDStream", "PartitionSink", "exactly_once"]
+
 
 class PartitionSink(Protocol):
     """A label-idempotent sink written per partition (e.g. :class:`~dstream_exactly_once.sinks.DorisSink`).
@@ -55,131 +54,8 @@ class PartitionSink(Protocol):
 
 
 BatchFunc = Callable[[PlannedBatch, RDD], Optional[Writes]]
-PartitionFunc = Callable[[Iterable[Any], OffsetRange, PlannedBatch], Optional[Writes]]
-
-
-def _as_writes(value: Any, what: str) -> Writes:
-    if value is None:
-        return Writes()
-    if not isinstance(value, Writes):
-        raise OutputError(f"{what} must return a Writes (or None), got {type(value).__name__}")
-    return value
-
-
-class BatchCommitter(DriverOnly):
-    """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters."""
-
-    #: Old offset-log / commit-log entries are dropped every this many batch ids.
-    PURGE_EVERY = 10
-
-    def __init__(self, store: TransactionalStore, batches: DirectBatches, *,
-                 monitor_group: Optional[str] = None, retain_batches: int = 100) -> None:
-        if isinstance(retain_batches, bool) or not isinstance(retain_batches, int) or retain_batches < 1:
-            raise ConfigurationError(f"retain_batches must be an int >= 1, got {retain_batches!r}")
-        self._register()
-        self.store = store
-        self.monitor_group = monitor_group
-        self.retain_batches = retain_batches
-        self.purged = 0
-        self.mirror_failures = 0
-        self.batches = batches
-        self.epoch = store.start_epoch()
-        self._pending: Deque[PlannedBatch] = deque(store.pending_batches())
-        self.replay_ids: Set[int] = {b.batch_id for b in self._pending}
-        last = store.last_logged_batch_id()
-        self.next_batch_id = 0 if last is None else last + 1
-        stored = store.load_offsets()
-        batches.planner.start(stored)
-        for b in self._pending:  # new batches start where the replayed ones end
-            batches.planner.advance(list(b.ranges))
-        self._by_time: OrderedDict[datetime, Optional[PlannedBatch]] = OrderedDict()
-        self._lock = threading.RLock()
-        self.failed: Optional[BaseException] = None
-        self.committed = 0
-        self.replayed = 0
-        self.skipped_empty = 0
-        if self._pending:
-            log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(self._pending),
-                        [b.batch_id for b in self._pending])
-
-    def __repr__(self) -> str:
-        return f"BatchCommitter(store={self.store!r}, epoch={self.epoch}, next_batch_id={self.next_batch_id})"
-
-    # ------------------------------------------------------------ planning (JobGenerator thread)
-    def compute(self, time: datetime) -> KafkaRDD:
-        with self._lock:
-            if self.failed is not None:
-                batch = None
-            elif self._pending:
-                batch = self._pending.popleft()
-                log.info("replaying batch %d with its logged ranges", batch.batch_id)
-            else:
-                ranges = self.batches.plan(time)
-                if not any(r.count() for r in ranges):
-                    batch = None
-                    self.skipped_empty += 1
-                else:
-                    batch = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
-                    self.store.log_batch(self.epoch, batch)
-                    self.next_batch_id += 1
-            self._by_time[time] = batch
-            while len(self._by_time) > 1024:
-                self._by_time.popitem(last=False)
-            return self.batches.rdd(list(batch.ranges) if batch else [])
-
-    def batch_at(self, time: datetime) -> Optional[PlannedBatch]:
-        with self._lock:
-            if self.failed is not None:
-                raise DStreamExactlyOnceError(
-                    f"the stream stopped committing after an earlier failure: {self.failed}") from self.failed
-            return self._by_time.get(time)
-
-    def fail(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.failed is None:
-                self.failed = exc
-
-    def is_replay(self, batch: PlannedBatch) -> bool:
-        """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
-        return batch.batch_id in self.replay_ids
-
-    def count(self, outcome: CommitOutcome, batch: Optional[PlannedBatch] = None) -> None:
-        if outcome is CommitOutcome.APPLIED:
-            self.committed += 1
-        else:
-            self.replayed += 1
-        if batch is not None and self.monitor_group:
-            self._mirror(batch)
-        if (batch is not None and outcome is CommitOutcome.APPLIED and batch.batch_id % self.PURGE_EVERY == 0
-                and batch.batch_id >= self.retain_batches):
-            self._purge()
-
-    def _purge(self) -> None:
-        """Drop offset-log and commit-log entries older than the newest ``retain_batches`` commits."""
-        try:
-            self.purged += self.store.purge_logs(self.epoch, self.retain_batches)
-        except FencedError:
-            raise
-        except StoreError as exc:  # the logs only grow a little longer; the next purge catches up
-            log.warning("could not drop old offset-log entries: %s", exc)
-
-    def _mirror(self, batch: PlannedBatch) -> None:
-        """After a successful store commit: the same offsets to a Kafka group, for lag tools only."""
-        import time as _time
-
-        offsets = {r.topicPartition(): r.untilOffset for r in batch.ranges}
-        for attempt in range(3):  # a new group's coordinator may not be ready at the first try
-            try:
-                self.batches.planner.metadata.mirror_group_offsets(  # type: ignore[attr-defined]
-                    self.monitor_group, offsets)
-                return
-            except Exception as exc:  # noqa: BLE001 - monitoring must never fail the stream
-                if attempt == 2:
-                    self.mirror_failures += 1
-                    log.warning("could not mirror offsets of batch %d to group %r: %s", batch.batch_id,
-                                self.monitor_group, exc)
-                else:
-                    _time.sleep(0.5)
+PartitionFunc = Callable[[Iterable[Any], Any, PlannedBatch], Optional[Writes]]
+RddFactory = Callable[[Sequence[SourceRange]], RangeRDD]
 
 
 class BatchIdSink:
@@ -196,22 +72,29 @@ class BatchIdSink:
         raise NotImplementedError
 
 
-class ExactlyOnceDStream(KafkaDStream):
-    """A direct Kafka stream whose output operations commit results and offsets atomically.
+class ExactlyOnceDStream(RangeDStream):
+    """A direct stream whose output operations commit results and source positions atomically.
 
-    Unit of parallelism: one Spark task per topic partition per batch.
-    Delivery guarantee: exactly-once for results written through :meth:`commit_each_batch` or
-    :meth:`commit_each_partition` (each record's effect is in the store once, whatever crashes,
-    task retries, replays or zombie drivers happen). Anything else the user's function does on
-    the side (printing, calling services) is at-least-once.
+    Unit of parallelism: one Spark task per range per batch (a Kafka topic partition, a file).
+    Delivery guarantee: exactly-once for results written through :meth:`commit_each_batch`,
+    :meth:`commit_each_partition`, :meth:`foreach_batch` or :meth:`write_each_partition` (each
+    record's effect is in the store once, whatever crashes, task retries, replays or zombie drivers
+    happen). Anything else the user's function does on the side (printing, calling services) is
+    at-least-once.
 
     Batches with no new records are not logged, not committed and do not call the output
-    function. Use exactly one of the two commit methods per stream.
+    function. Use exactly one output pattern per stream.
     """
 
-    def __init__(self, ssc: StreamingContext, committer: BatchCommitter) -> None:
+    def __init__(self, ssc: StreamingContext, committer: BatchCommitter, make_rdd: RddFactory) -> None:
         self.committer = committer
-        super().__init__(ssc, committer.compute)
+        self._make_rdd = make_rdd
+
+        def compute(time: datetime) -> RangeRDD:
+            batch = committer.next_batch(time)
+            return make_rdd(list(batch.ranges) if batch is not None else [])
+
+        super().__init__(ssc, compute)
 
     @property
     def store(self) -> TransactionalStore:
@@ -224,26 +107,24 @@ class ExactlyOnceDStream(KafkaDStream):
     # ------------------------------------------------------------------ pattern (a)
     def commit_each_batch(self, func: BatchFunc) -> None:
         """Run ``func(batch, rdd) -> Writes`` on the driver each batch and commit its writes with
-        the batch's offsets and commit-log entry in ONE transaction.
+        the batch's positions and commit-log entry in ONE transaction.
 
         For results small enough for the driver (aggregates): compute them with Spark inside
         ``func`` (``rdd.reduceByKey(...).collect()``) and return :class:`Writes`. ``func``'s
         exception fails the batch; nothing is committed and the error names the batch and ranges.
         """
+        if not callable(func):
+            raise ConfigurationError(f"commit_each_batch needs a function (batch, rdd) -> Writes, got {func!r}")
         committer = self.committer
 
-        def output(time: datetime, rdd: KafkaRDD) -> None:
+        def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
             if batch is None:
                 return
             try:
-                writes = _as_writes(func(batch, rdd), "the commit_each_batch function")
-            except BaseException as exc:
-                err = _output_error(batch, exc)
-                committer.fail(err)
-                raise err from exc
-            try:
-                committer.count(committer.store.commit(committer.epoch, batch, writes), batch)
+                with user_code(batch):
+                    writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                committer.committed_batch(committer.store.commit(committer.epoch, batch, writes), batch)
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -255,7 +136,7 @@ class ExactlyOnceDStream(KafkaDStream):
 
         ``sink.add_batch(batch_id, rdd)`` (or a plain ``f(batch_id, rdd)``) is called once per batch
         id: a batch id already in the commit log is skipped without calling it, and the returned
-        :class:`Writes` commit with the batch's offsets, so batch ids are applied exactly once.
+        :class:`Writes` commit with the batch's positions, so batch ids are applied exactly once.
         Batch ids are consecutive integers and a replayed batch keeps its id and ranges.
         """
         add_batch = sink.add_batch if isinstance(sink, BatchIdSink) else sink
@@ -273,16 +154,19 @@ class ExactlyOnceDStream(KafkaDStream):
     # ------------------------------------------------------------------ pattern (b)
     def commit_each_partition(self, func: PartitionFunc) -> None:
         """Run ``func(records, offset_range, batch) -> Writes`` in each executor task and commit that
-        partition's writes with its range's offsets in ONE transaction on the executor; the driver
+        partition's writes with its range's position in ONE transaction on the executor; the driver
         then writes the batch's commit-log entry.
 
         For results too large for the driver. A task retry or a replayed batch finds its range
         already committed and writes nothing.
         """
+        if not callable(func):
+            raise ConfigurationError(f"commit_each_partition needs a function (records, offset_range, batch) -> "
+                                     f"Writes, got {func!r}")
         committer = self.committer
         store = committer.store
 
-        def output(time: datetime, rdd: KafkaRDD) -> None:
+        def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
             if batch is None:
                 return
@@ -292,10 +176,8 @@ class ExactlyOnceDStream(KafkaDStream):
                 r = batch.ranges[index]
                 if r.count() == 0:
                     return [CommitOutcome.REPLAYED.value]
-                try:
-                    writes = _as_writes(func(records, r, batch), "the commit_each_partition function")
-                except BaseException as exc:
-                    raise _output_error(batch, exc, [r]) from exc
+                with user_code(batch, [r]):
+                    writes = as_writes(func(records, r, batch), "the commit_each_partition function")
                 return [store.commit(epoch, batch, writes, ranges=[r], complete_batch=False).value]
 
             _run_partition_job(committer, batch, rdd, per_partition)
@@ -308,27 +190,28 @@ class ExactlyOnceDStream(KafkaDStream):
         """Write each partition's records (mapped by ``rows``) to ``sink`` exactly once.
 
         The sink's label for (application, batch id, partition id) is recorded in the same store
-        transaction as the partition's offsets; a batch found uncommitted at start is first
+        transaction as the partition's positions; a batch found uncommitted at start is first
         ``recover``-ed (in-doubt two-phase transactions committed or aborted), then replayed with
         the same id, ranges and therefore the same labels.
         """
+        if not callable(getattr(sink, "write_partition", None)) or not callable(getattr(sink, "recover", None)):
+            raise ConfigurationError(f"write_each_partition needs a sink with write_partition() and recover() "
+                                     f"(e.g. DorisSink, KafkaTransactionalSink), got {sink!r}")
+        if rows is not None and not callable(rows):
+            raise ConfigurationError(f"rows must be a function (records) -> rows, or None, got {rows!r}")
         committer = self.committer
         store = committer.store
         to_rows = rows if rows is not None else (lambda records: records)
 
-        def output(time: datetime, rdd: KafkaRDD) -> None:
+        def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
             if batch is None:
                 return
             epoch = committer.epoch
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
-                try:
+                with user_code(batch, [batch.ranges[index]]):
                     result = sink.write_partition(store, epoch, batch, index, to_rows(records))
-                except DStreamExactlyOnceError:
-                    raise
-                except BaseException as exc:
-                    raise _output_error(batch, exc, [batch.ranges[index]]) from exc
                 return [getattr(result, "outcome", result)]
 
             _run_partition_job(committer, batch, rdd, per_partition,
@@ -337,31 +220,29 @@ class ExactlyOnceDStream(KafkaDStream):
         self.foreachRDD(output)
 
 
-def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: KafkaRDD,
+def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: RangeRDD,
                        per_partition: Callable[[int, Iterable[Any]], Iterable[Any]],
                        before: Optional[Callable[[], Any]] = None) -> None:
     """Run the per-partition commits as one Spark job, then write the batch's commit-log entry.
 
-    Any failure marks the stream failed (no later batch commits) and is re-raised naming the batch.
+    Any failure marks the stream failed (no later batch commits) and is re-raised naming the batch;
+    an executor's error reaches the driver as Spark's job failure and is wrapped here once.
     """
     try:
         if before is not None:
             before()
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
-        committer.count(committer.store.mark_committed(committer.epoch, batch), batch)
-    except BaseException as exc:
-        err = exc if isinstance(exc, DStreamExactlyOnceError) else _output_error(batch, exc)
+        committer.committed_batch(committer.store.mark_committed(committer.epoch, batch), batch)
+    except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
+        err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
         committer.fail(err)
+        if err is exc:
+            raise
         raise err from exc
+    except BaseException as exc:
+        committer.fail(exc)
+        raise
     log.debug("batch %d partition outcomes %s", batch.batch_id, outcomes)
-
-
-def _output_error(batch: PlannedBatch, exc: BaseException,
-                  ranges: Optional[List[OffsetRange]] = None) -> OutputError:
-    rs = list(ranges if ranges is not None else batch.ranges)
-    shown = ", ".join(str(r) for r in rs[:8]) + (f" and {len(rs) - 8} more" if len(rs) > 8 else "")
-    return OutputError(f"output of batch {batch.batch_id} failed, nothing was committed "
-                       f"(ranges: {shown}): {type(exc).__name__}: {exc}", batch=batch.batch_id, offset_ranges=rs)
 
 
 StoreLike = Union[str, TransactionalStore]
@@ -375,28 +256,41 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     ``monitor_group`` and ``retain_batches`` are as in ``KafkaUtils.createExactlyOnceStream``.
 
     Returns the new stream; the original one must not be used any more (it raises if it is).
+    Everything is validated before the store is written: a call that fails leaves it unchanged.
     """
-    from ..stores import open_store
-
     if isinstance(stream, ExactlyOnceDStream) or not isinstance(stream, KafkaDStream):
         raise ConfigurationError(f"exactly_once() needs a stream from KafkaUtils.createDirectStream, got {stream!r}")
-    from .kafka_utils import DirectBatches
-
     batches = stream._build
     if not isinstance(batches, DirectBatches) or stream._batches:
         raise ConfigurationError("exactly_once() must be called before the stream has produced a batch")
+    check_monitor_group(monitor_group)
+    check_retain_batches(retain_batches)
+    opened = open_store_arg(store, app_id)
+    batches.monitor_group = monitor_group
+    committer = BatchCommitter(opened, batches, retain_batches=retain_batches)
+
+    def detached(_time: datetime) -> RangeRDD:
+        raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
+
+    stream._build = detached
+    return ExactlyOnceDStream(stream._ssc, committer, batches.rdd)
+
+
+def check_monitor_group(monitor_group: object) -> None:
+    if monitor_group is not None and (not isinstance(monitor_group, str) or not monitor_group.strip()):
+        raise ConfigurationError(f"monitor_group must be a non-empty Kafka group id (str) or None, "
+                                 f"got {monitor_group!r}")
+
+
+def open_store_arg(store: object, app_id: object) -> TransactionalStore:
+    """The store a stream factory was given: a URL (with ``app_id``) opened now, or an opened store."""
     if isinstance(store, str):
         if not isinstance(app_id, str) or not app_id:
             raise ConfigurationError(f"app_id must name the application in the store, got {app_id!r}")
-        opened = open_store(store, app_id)
-    elif isinstance(store, TransactionalStore):
-        opened = store
-    else:
-        raise ConfigurationError(f"store must be a store URL or a TransactionalStore, got {store!r}")
-
-    def detached(_time: datetime) -> KafkaRDD:
-        raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
-
-    committer = BatchCommitter(opened, batches, monitor_group=monitor_group, retain_batches=retain_batches)
-    stream._build = detached
-    return ExactlyOnceDStream(stream._ssc, committer)
+        return open_store(store, app_id)  # read-only until the committer takes its epoch
+    if isinstance(store, TransactionalStore):
+        if app_id is not None and app_id != store.app_id:
+            raise ConfigurationError(f"app_id {app_id!r} differs from the opened store's app_id {store.app_id!r}")
+        return store
+    raise ConfigurationError(f"store must be a store URL (sqlite:///…, postgresql://…, redis://…) or a "
+                             f"TransactionalStore, got {store!r}")

@@ -1,0 +1,192 @@
+"""The driver side of exactly-once output, for any source: epoch, offset log, replays, commits.
+
+Driver lifecycle (``DESIGN.md`` §2, §4):
+
+1. read the store (read-only): committed positions and the offset log's uncommitted batches;
+2. the source resumes after those positions and validates everything against the live source
+   (topics, offsets inside the log, paths) — a launch that fails here has written nothing and
+   fenced nobody;
+3. only then a new **epoch** (fencing token) is taken; older drivers can no longer commit. If the
+   store moved meanwhile (an old driver's last commit), the source resumes again from the fresh state;
+4. batches in the **offset log** without a **commit log** entry are replayed first, in order,
+   with their original ids and ranges; only then are new batches planned;
+5. every new batch is written to the offset log *before* it runs;
+6. the output commits results + new positions (+ commit-log entry) in one transaction with a
+   compare-and-set on the positions; a replayed, already-committed batch is skipped.
+
+No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of truth.
+This module knows sources only through :class:`~dstream_exactly_once.core.source.BatchSource`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict, deque
+from datetime import datetime
+from typing import Deque, Dict, List, Optional, Set, Tuple
+
+from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, StoreError
+from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
+from .driver_ref import DriverOnly
+from .ranges import Position
+from .source import BatchSource
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BatchCommitter", "check_retain_batches"]
+
+_REMEMBERED_TIMES = 1024
+
+
+def check_retain_batches(retain_batches: object) -> int:
+    if isinstance(retain_batches, bool) or not isinstance(retain_batches, int) or retain_batches < 1:
+        raise ConfigurationError(f"retain_batches must be an int >= 1, got {retain_batches!r} (how many committed "
+                                 f"batches the offset and commit logs keep)")
+    return retain_batches
+
+
+class BatchCommitter(DriverOnly):
+    """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters.
+
+    Construction performs steps 1–4 of the module docstring: it validates the source against
+    the store's state before taking the epoch, so a failed construction writes nothing.
+    """
+
+    #: Old offset-log / commit-log entries are dropped every this many batch ids.
+    PURGE_EVERY = 10
+
+    def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100) -> None:
+        if not isinstance(store, TransactionalStore):
+            raise ConfigurationError(f"store must be a TransactionalStore, got {store!r}")
+        if not isinstance(source, BatchSource):
+            raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
+        self.retain_batches = check_retain_batches(retain_batches)
+        self.store = store
+        self.source = source
+        state = self._resume()  # read-only; raises before anything is written
+        self.epoch = store.start_epoch()
+        fresh = self._read_state()
+        if fresh != state:  # another driver committed between the read and the epoch
+            log.info("the store moved while this driver started; resuming from its newer state")
+            state = self._resume(fresh)
+        positions, pending, last = state
+        self._register()
+        self._pending: Deque[PlannedBatch] = deque(pending)
+        self.replay_ids: Set[int] = {b.batch_id for b in pending}
+        self.next_batch_id = 0 if last is None else last + 1
+        self._by_time: OrderedDict[datetime, Optional[PlannedBatch]] = OrderedDict()
+        self._lock = threading.RLock()
+        self.failed: Optional[BaseException] = None
+        self.purged = 0
+        self.committed = 0
+        self.replayed = 0
+        self.skipped_empty = 0
+        if pending:
+            log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(pending),
+                        [b.batch_id for b in pending])
+
+    # ------------------------------------------------------------ start-up
+    def _read_state(self) -> Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]:
+        store = self.store
+        return store.load_positions(), store.pending_batches(), store.last_logged_batch_id()
+
+    def _resume(self, state: Optional[Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]] = None
+                ) -> Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]:
+        if state is None:
+            state = self._read_state()
+        positions, pending, _ = state
+        kind = self.source.kind
+        for b in pending:
+            other = sorted({r.kind for r in b.ranges} - {kind})
+            if other:
+                raise ConfigurationError(
+                    f"app {self.store.app_id!r} in {self.store!r} has uncommitted batch {b.batch_id} of another "
+                    f"source ({', '.join(other)}); this stream reads {kind} ({self.source.describe()}): use "
+                    f"another app_id")
+        self.source.start(positions)
+        for b in pending:  # new batches start where the replayed ones end
+            self.source.advance(list(b.ranges))
+        return state
+
+    def __repr__(self) -> str:
+        return f"BatchCommitter(store={self.store!r}, epoch={self.epoch}, next_batch_id={self.next_batch_id})"
+
+    # ------------------------------------------------------------ planning (JobGenerator thread)
+    def next_batch(self, time: datetime) -> Optional[PlannedBatch]:
+        """The batch at ``time``: a replayed one, a newly planned and logged one, or ``None`` when
+        there is nothing to read (or the stream already failed)."""
+        with self._lock:
+            batch: Optional[PlannedBatch]
+            if self.failed is not None:
+                batch = None
+            elif self._pending:
+                batch = self._pending.popleft()
+                log.info("replaying batch %d with its logged ranges", batch.batch_id)
+            else:
+                ranges = self.source.plan(time)
+                if not any(r.count() for r in ranges):
+                    batch = None
+                    self.skipped_empty += 1
+                    self._check_epoch()
+                else:
+                    batch = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
+                    self.store.log_batch(self.epoch, batch)
+                    self.next_batch_id += 1
+            self._by_time[time] = batch
+            while len(self._by_time) > _REMEMBERED_TIMES:
+                self._by_time.popitem(last=False)
+            return batch
+
+    def _check_epoch(self) -> None:
+        """An idle driver still learns within one batch that a newer driver fenced it."""
+        current = self.store.current_epoch()
+        if current != self.epoch:
+            err = FencedError(f"app {self.store.app_id!r}: epoch {self.epoch} is fenced, a newer driver took "
+                              f"epoch {current}; this driver must stop")
+            self.fail(err)
+            raise err
+
+    def batch_at(self, time: datetime) -> Optional[PlannedBatch]:
+        with self._lock:
+            if self.failed is not None:
+                raise DStreamExactlyOnceError(
+                    f"the stream stopped committing after an earlier failure: {self.failed}") from self.failed
+            return self._by_time.get(time)
+
+    def fail(self, exc: BaseException) -> None:
+        """Stop committing: every later batch is skipped and reports ``exc``."""
+        with self._lock:
+            if self.failed is None:
+                self.failed = exc
+
+    def is_replay(self, batch: PlannedBatch) -> bool:
+        """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
+        return batch.batch_id in self.replay_ids
+
+    # ------------------------------------------------------------ after a commit
+    def committed_batch(self, outcome: CommitOutcome, batch: PlannedBatch) -> None:
+        """Count ``batch``'s outcome, run the source's post-commit hook and purge old log entries."""
+        if outcome is CommitOutcome.APPLIED:
+            self.committed += 1
+        else:
+            self.replayed += 1
+        try:
+            self.source.after_commit(list(batch.ranges))
+        except Exception as exc:  # noqa: BLE001 - the commit happened; a hook must not fail the stream
+            log.warning("post-commit hook of %s failed for batch %d: %s", self.source.describe(), batch.batch_id, exc)
+        if (outcome is CommitOutcome.APPLIED and batch.batch_id % self.PURGE_EVERY == 0
+                and batch.batch_id >= self.retain_batches):
+            self._purge()
+
+    def _purge(self) -> None:
+        """Drop offset-log and commit-log entries older than the newest ``retain_batches`` commits."""
+        try:
+            self.purged += self.store.purge_logs(self.epoch, self.retain_batches)
+        except FencedError:
+            raise
+        except StoreError as exc:  # the logs only grow a little longer; the next purge catches up
+            log.warning("could not drop old offset-log entries: %s", exc)
+
+    def close(self) -> None:
+        self.source.close()

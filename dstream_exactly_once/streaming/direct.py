@@ -1,0 +1,242 @@
+"""The Kafka source on the driver: validated settings, the planner, and the batch builder.
+
+:class:`DirectBatches` is the Kafka implementation of the core's
+:class:`~dstream_exactly_once.core.source.BatchSource`: it resumes from stored positions (checked
+against the broker's log before anything is written), plans each batch's offset ranges (rate
+limits, backpressure, data-loss policy, partition discovery) and builds the batch's
+:class:`~dstream_exactly_once.streaming.rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
+"""
+
+from __future__ import annotations
+
+import logging
+import time as _time
+from datetime import datetime
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+
+from pyspark.streaming import StreamingContext
+
+from ..core.driver_ref import DriverOnly
+from ..core.ranges import Position, SourceRange
+from ..core.source import BatchSource, RangeReader
+from ..errors import ConfigurationError, OffsetRangeError
+from ..kafka.metadata import KafkaMetadata
+from ..kafka.params import KafkaConfig, parse_kafka_params
+from ..kafka.planner import DirectPlanner, RateLimit
+from ..kafka.reader import read_range
+from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
+from ..offsets import KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
+from .backpressure import rate_controller_from_conf
+from .dstream import batch_seconds
+from .rdd import KafkaRDD, _Decoding, make_kafka_rdd
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DirectBatches", "ReadOptions", "build_direct_batches", "check_decoders", "check_ranges_in_log"]
+
+Decoder = Callable[[Optional[bytes]], Any]
+Handler = Optional[Callable[[KafkaMessageAndMetadata], Any]]
+
+
+class ReadOptions:
+    """Executor read settings resolved from SparkConf and keyword arguments."""
+
+    def __init__(self, conf: Any, *, poll_timeout_ms: Optional[int] = None,
+                 fail_on_data_loss: Optional[bool] = None) -> None:
+        def conf_get(key: str, default: str) -> str:
+            return str(conf.get(key, default)) if conf is not None else default
+
+        if poll_timeout_ms is None:
+            raw = conf_get("spark.streaming.kafka.consumer.poll.ms", "")
+            if raw:
+                poll_timeout_ms = _int_conf("spark.streaming.kafka.consumer.poll.ms", raw)
+            else:
+                poll_timeout_ms = 1000 * _seconds(conf_get("spark.network.timeout", "120s"))
+        if isinstance(poll_timeout_ms, bool) or not isinstance(poll_timeout_ms, int) or poll_timeout_ms <= 0:
+            raise ConfigurationError(f"poll timeout must be a positive int of ms, got {poll_timeout_ms!r}")
+        if fail_on_data_loss is None:
+            raw = conf_get("spark.streaming.kafka.failOnDataLoss", "true").lower()
+            if raw not in ("true", "false"):
+                raise ConfigurationError(f"spark.streaming.kafka.failOnDataLoss must be true/false, got {raw!r}")
+            fail_on_data_loss = raw == "true"
+        if not isinstance(fail_on_data_loss, bool):
+            raise ConfigurationError(f"failOnDataLoss must be a bool, got {fail_on_data_loss!r}")
+        self.poll_timeout_ms = poll_timeout_ms
+        self.fail_on_data_loss = fail_on_data_loss
+        self.rate = RateLimit.from_spark_conf(conf)
+
+
+def _int_conf(key: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"SparkConf {key} must be an integer, got {raw!r}") from None
+
+
+def _seconds(raw: str) -> int:
+    raw = raw.strip().lower()
+    for suffix, mult in (("ms", 0.001), ("s", 1), ("min", 60), ("m", 60), ("h", 3600)):
+        if raw.endswith(suffix):
+            return max(1, int(float(raw[: -len(suffix)]) * mult))
+    return int(raw)
+
+
+def check_decoders(key_decoder: Any, value_decoder: Any, handler: Any) -> None:
+    for name, f in (("keyDecoder", key_decoder), ("valueDecoder", value_decoder)):
+        if not callable(f):
+            raise ConfigurationError(f"{name} must be callable, got {f!r}")
+    if handler is not None and not callable(handler):
+        raise ConfigurationError(f"messageHandler must be callable or None, got {handler!r}")
+
+
+def build_direct_batches(ssc: StreamingContext, topics: Any, kafkaParams: Mapping[str, Any],  # noqa: N803
+                    fromOffsets: Optional[Mapping[TopicAndPartition, int]], keyDecoder: Decoder,  # noqa: N803
+                    valueDecoder: Decoder, messageHandler: Handler,  # noqa: N803
+                    strategy: Optional[ConsumerStrategy], failOnDataLoss: Optional[bool],  # noqa: N803
+                    poll_timeout_ms: Optional[int], discovery_interval_s: float) -> DirectBatches:
+    """Validate everything a direct stream needs and build its (not yet started) batch builder."""
+    if not isinstance(ssc, StreamingContext):
+        raise ConfigurationError(f"ssc must be a StreamingContext, got {type(ssc).__name__}")
+    config = parse_kafka_params(kafkaParams)
+    check_decoders(keyDecoder, valueDecoder, messageHandler)
+    if strategy is None:
+        names = check_topics(topics)
+        if fromOffsets:
+            strategy = Assign(fromOffsets)
+            from_topics = sorted({tp.topic for tp in strategy.offsets})
+            if from_topics != names:
+                raise ConfigurationError(f"the topics {names} do not equal the topics of fromOffsets {from_topics}")
+        else:
+            strategy = Subscribe(names)
+    elif not isinstance(strategy, ConsumerStrategy):
+        raise ConfigurationError(f"strategy must be Subscribe, SubscribePattern or Assign, got {strategy!r}")
+    opts = ReadOptions(ssc.sparkContext.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss)
+    planner = DirectPlanner(KafkaMetadata(config), strategy, auto_offset_reset=config.auto_offset_reset,
+                            fail_on_data_loss=opts.fail_on_data_loss, rate=opts.rate,
+                            discovery_interval_s=discovery_interval_s)
+    return DirectBatches(ssc, config, planner, opts, keyDecoder, valueDecoder, messageHandler)
+
+
+def check_ranges_in_log(config: KafkaConfig, ranges: Sequence[OffsetRange]) -> None:
+    """Every range must lie within its partition's ``[earliest, latest]`` (one metadata round trip)."""
+    if not ranges:
+        return
+    md = KafkaMetadata(config)
+    try:
+        tps = {r.topicPartition() for r in ranges}
+        existing = md.partitions({tp.topic for tp in tps})
+        missing = sorted(tp for tp in tps if tp.partition not in existing.get(tp.topic, []))
+        if missing:
+            raise OffsetRangeError("partitions do not exist: " + ", ".join(str(tp) for tp in missing))
+        earliest, latest = md.earliest(tps), md.latest(tps)
+    finally:
+        md.close()
+    bad = [f"{r} is outside the log [{earliest[r.topicPartition()]}, {latest[r.topicPartition()]}]"
+           for r in ranges
+           if r.fromOffset < earliest[r.topicPartition()] or r.untilOffset > latest[r.topicPartition()]]
+    if bad:
+        raise OffsetRangeError("; ".join(bad))
+
+
+class _KafkaRangeReader(RangeReader):
+    """Reads one :class:`OffsetRange` on an executor and decodes its records (``(key, value)`` or the
+    message handler's result). Pickled into each task: configuration only."""
+
+    def __init__(self, config: KafkaConfig, opts: ReadOptions, decoders: Dict[str, Any]) -> None:
+        self.config = config
+        self.poll_timeout_ms = opts.poll_timeout_ms
+        self.fail_on_data_loss = opts.fail_on_data_loss
+        self.decode = _Decoding(decoders["key_decoder"], decoders["value_decoder"], decoders["message_handler"])
+
+    def read(self, r: SourceRange) -> Iterable[Any]:
+        assert isinstance(r, OffsetRange), r
+        return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
+                                      fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata))
+
+
+class DirectBatches(DriverOnly, BatchSource):
+    """The driver side of a direct Kafka stream: plan, advance, build the KafkaRDD (the Kafka source).
+
+    ``monitor_group``: after each store commit of an exactly-once stream, the committed offsets are
+    also committed (best effort) to this Kafka consumer group so standard lag tools show progress.
+    """
+
+    kind = OffsetRange.kind
+
+    def __init__(self, ssc: StreamingContext, config: KafkaConfig, planner: DirectPlanner, opts: ReadOptions,
+                 key_decoder: Decoder, value_decoder: Decoder, handler: Handler) -> None:
+        self._register()
+        self.sc = ssc.sparkContext
+        self.seconds = batch_seconds(ssc)
+        self.config = config
+        self.planner = planner
+        self.opts = opts
+        self.decoders: Dict[str, Any] = {"key_decoder": key_decoder, "value_decoder": value_decoder,
+                                         "message_handler": handler}
+        self.monitor_group: Optional[str] = None
+        self.mirror_failures = 0
+        #: ``spark.streaming.backpressure.enabled``: the rate estimator fed by completed batches
+        self.backpressure = rate_controller_from_conf(self.sc.getConf(), int(round(self.seconds * 1000)))
+        if self.backpressure is not None:
+            ssc.addStreamingListener(self.backpressure.listener())
+
+    # ---------------------------------------------------------------- BatchSource
+    def describe(self) -> str:
+        return f"Kafka {self.planner.strategy!r} at {self.config.bootstrap}"
+
+    def start(self, positions: Optional[Mapping[str, Position]] = None) -> None:
+        stored: Dict[TopicAndPartition, int] = {}
+        for key, pos in (positions or {}).items():
+            tp = OffsetRange.parse_position_key(key)
+            if tp is None:
+                raise ConfigurationError(f"the store holds position {key!r}, which is not a Kafka topic partition: "
+                                         f"its app_id belongs to another source; use another app_id")
+            stored[tp] = pos.offset
+        self.planner.start(stored)
+
+    def advance(self, ranges: Sequence[SourceRange]) -> None:
+        self.planner.advance([r for r in ranges if isinstance(r, OffsetRange)])
+
+    def plan(self, time: datetime) -> List[SourceRange]:
+        bp = self.backpressure
+        ranges = self.planner.plan(self.seconds, None if bp is None else bp.rate())
+        self.planner.advance(ranges)
+        if bp is not None:
+            bp.planned(int(round(time.timestamp() * 1000)), sum(r.count() for r in ranges))
+        return list(ranges)
+
+    def reader(self) -> RangeReader:
+        return _KafkaRangeReader(self.config, self.opts, self.decoders)
+
+    def after_commit(self, ranges: Sequence[SourceRange]) -> None:
+        if self.monitor_group:
+            self._mirror([r for r in ranges if isinstance(r, OffsetRange)])
+
+    def _mirror(self, ranges: List[OffsetRange]) -> None:
+        """After a successful store commit: the same offsets to a Kafka group, for lag tools only."""
+        offsets = {r.topicPartition(): r.untilOffset for r in ranges}
+        for attempt in range(3):  # a new group's coordinator may not be ready at the first try
+            try:
+                self.planner.metadata.mirror_group_offsets(  # type: ignore[attr-defined]
+                    self.monitor_group, offsets)
+                return
+            except Exception as exc:  # noqa: BLE001 - monitoring must never fail the stream
+                if attempt == 2:
+                    self.mirror_failures += 1
+                    log.warning("could not mirror offsets to group %r: %s", self.monitor_group, exc)
+                else:
+                    _time.sleep(0.5)
+
+    def close(self) -> None:
+        close = getattr(self.planner.metadata, "close", None)
+        if close is not None:
+            close()
+
+    # ---------------------------------------------------------------- Spark side
+    def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:
+        return make_kafka_rdd(self.sc, self.config, [r for r in ranges if isinstance(r, OffsetRange)],
+                              poll_timeout_ms=self.opts.poll_timeout_ms,
+                              fail_on_data_loss=self.opts.fail_on_data_loss, **self.decoders)
+
+    def __call__(self, time: datetime) -> KafkaRDD:
+        return self.rdd(self.plan(time))
