@@ -18,6 +18,7 @@
     │   └── FencedError                      an older driver epoch tried to commit
     ├── OutputError                          the user's output function raised (names batch/range)
     ├── SinkError                            an external sink (Doris, Kafka) rejected a write
+    │   └── LoadRejectedError                Doris refused a load or 2PC call for good (not retriable)
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
 
 Backend exceptions are translated at one boundary per backend with ``raise ... from exc``:
@@ -35,6 +36,7 @@ __all__ = [
     "FencedError",
     "KafkaAuthError",
     "KafkaUnavailableError",
+    "LoadRejectedError",
     "OffsetConflictError",
     "OffsetRangeError",
     "OutputError",
@@ -132,6 +134,17 @@ class SinkError(DStreamExactlyOnceError):
     """An external sink rejected or failed a write."""
 
     retriable = True
+
+
+class LoadRejectedError(SinkError):
+    """Doris refused a Stream Load, a two-phase commit call or a state query for good.
+
+    Refused credentials, a non-JSON HTTP 4xx answer, a label held by another attempt's
+    pre-committed transaction, a commit of a transaction Doris aborted, an abort of one it
+    committed: sending the same request again cannot succeed, so it is not retried.
+    """
+
+    retriable = False
 
 
 class ServiceError(DStreamExactlyOnceError):

@@ -3,6 +3,7 @@
 Every sink states its unit of parallelism and its delivery guarantee in its docstring.
 """
 
+from ..errors import LoadRejectedError
 from .doris import DorisSink, DorisStreamLoadClient, LoadResult, LoadState, PartitionWrite, TxnOutcome
 from .kafka_tx import KafkaTransactionalSink, KafkaWrite
 from .labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
@@ -14,6 +15,7 @@ __all__ = [
     "KafkaTransactionalSink",
     "KafkaWrite",
     "LabelGenerator",
+    "LoadRejectedError",
     "LoadResult",
     "LoadState",
     "PartitionWrite",

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import pytest
 
-from dstream_exactly_once.errors import ConfigurationError, SinkError
+from dstream_exactly_once.errors import ConfigurationError, LoadRejectedError, SinkError
 from dstream_exactly_once.sinks.doris import DorisStreamLoadClient, LoadState, TxnOutcome
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
@@ -100,6 +100,7 @@ def test_gives_up_after_max_retries(doris: DorisProtocolDouble, caplog: pytest.L
     message = str(info.value)
     assert f"{DB}.{TABLE}" in message and lbl in message and "3 attempts" in message and "503" in message
     assert info.value.retriable
+    assert not isinstance(info.value, LoadRejectedError)
     assert doris.rows(DB, TABLE) == []
     assert PASSWORD not in caplog.text and PASSWORD not in message
 
@@ -163,6 +164,7 @@ def test_wrong_password_is_a_clear_error_without_the_password(doris: DorisProtoc
     assert "credentials" in message and "'loader'" in message and "401" in message
     assert wrong not in message and PASSWORD not in message
     assert not info.value.retriable
+    assert isinstance(info.value, LoadRejectedError)
     assert len(doris.requests_to("fe")) == 1  # not retried
     assert doris.rows(DB, TABLE) == []
     with pytest.raises(SinkError, match="credentials"):
@@ -181,6 +183,39 @@ def test_empty_load_succeeds(doris: DorisProtocolDouble, client: DorisStreamLoad
     assert client.load(label(), []).loaded_rows == 0
 
 
+# ---------------------------------------------------------------- the public client API the sink uses
+def test_stream_load_of_an_encoded_body(doris: DorisProtocolDouble, client: DorisStreamLoadClient) -> None:
+    lbl = label()
+    body = client.encode_rows([(1, "a"), (2, "b")])
+    result = client.stream_load(lbl, body, two_phase_commit=True)
+    assert result.two_phase_commit and result.txn_id is not None and result.loaded_rows == 2
+    assert client.get_load_state(lbl) is LoadState.PRECOMMITTED and doris.rows(DB, TABLE) == []
+    assert client.stream_load(lbl + "_v", body).status == "Success"
+    assert client.commit_txn(result.txn_id) is TxnOutcome.COMMITTED
+    assert sorted(doris.rows(DB, TABLE)) == [("1", "a"), ("1", "a"), ("2", "b"), ("2", "b")]
+    assert client.describe(lbl) == f"Doris Stream Load into {DB}.{TABLE} (label {lbl!r})"
+
+
+def test_public_client_api_never_shows_the_password(doris: DorisProtocolDouble,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    wrong = "wr0ng-" + PASSWORD
+    c = make_client(doris, password=wrong)
+    calls = [lambda: c.stream_load(label(), c.encode_rows([(1, "a")]), two_phase_commit=True),
+             lambda: c.commit_txn(1), lambda: c.abort_txn("some_label"),
+             lambda: c.resolve_in_doubt("some_label", 1, "commit")]
+    with caplog.at_level(logging.DEBUG):
+        for call in calls:
+            with pytest.raises(LoadRejectedError) as info:
+                call()
+            assert "credentials" in str(info.value) and not info.value.retriable
+            assert wrong not in str(info.value) and PASSWORD not in str(info.value)
+        make_client(doris).stream_load(label(), b"1,a\n")  # a redirect, logged at DEBUG
+    assert "redirected" in caplog.text
+    assert wrong not in caplog.text and PASSWORD not in caplog.text
+    for text in (repr(c), repr(c.transport), repr(vars(c.transport))):
+        assert wrong not in text
+
+
 # ---------------------------------------------------------------- two-phase commit
 def test_precommit_then_commit(doris: DorisProtocolDouble, client: DorisStreamLoadClient) -> None:
     lbl = label()
@@ -197,6 +232,7 @@ def test_precommit_then_commit(doris: DorisProtocolDouble, client: DorisStreamLo
     with pytest.raises(SinkError, match="already committed") as info:
         client.abort_txn(txn)
     assert not info.value.retriable
+    assert isinstance(info.value, LoadRejectedError)
 
 
 def test_precommit_of_a_finished_label_returns_its_txn(client: DorisStreamLoadClient) -> None:
@@ -218,6 +254,7 @@ def test_abort_by_txn_id_and_by_label(doris: DorisProtocolDouble, client: DorisS
     with pytest.raises(SinkError, match="rows are lost") as info:
         client.commit_txn(txn1)
     assert not info.value.retriable
+    assert isinstance(info.value, LoadRejectedError)
     assert doris.rows(DB, TABLE) == []
     # an aborted label may be used again
     txn3 = client.precommit(lbl1, [(3, "c")])
@@ -239,6 +276,7 @@ def test_precommitted_label_blocks_other_attempts(doris: DorisProtocolDouble, cl
         with pytest.raises(SinkError, match=f"pre-committed transaction {txn}") as info:
             call(lbl, [(1, "a")])
         assert not info.value.retriable
+        assert isinstance(info.value, LoadRejectedError)
 
 
 def test_2pc_commit_retries_after_500(doris: DorisProtocolDouble, client: DorisStreamLoadClient) -> None:
@@ -298,6 +336,7 @@ def test_resolve_commit_after_precommit_timeout_is_data_loss(doris: DorisProtoco
     with pytest.raises(SinkError, match="ABORTED.*rows lost") as info:
         client.resolve_in_doubt(lbl, txn, "commit")
     assert lbl in str(info.value) and not info.value.retriable
+    assert isinstance(info.value, LoadRejectedError)
 
 
 def test_resolve_commit_of_forgotten_label_warns(doris: DorisProtocolDouble, client: DorisStreamLoadClient,

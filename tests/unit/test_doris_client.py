@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import ast
+import pathlib
 import pickle
 
 import pytest
 
-from dstream_exactly_once.errors import ConfigurationError, SinkError
+import dstream_exactly_once
+import dstream_exactly_once.sinks.doris as doris_package
+from dstream_exactly_once import errors
+from dstream_exactly_once.errors import ConfigurationError, LoadRejectedError, SinkError
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient, LoadState, TxnOutcome
 
 SECRET = "s3cr3t-Pa55"
@@ -208,3 +213,41 @@ def test_unreachable_server_raises_sink_error_after_retries() -> None:
 def test_enums_are_strings() -> None:
     assert LoadState("VISIBLE") is LoadState.VISIBLE
     assert TxnOutcome.ALREADY_COMMITTED == "already_committed"
+
+
+# ---------------------------------------------------------------- package layout and public client API
+def test_import_paths_and_the_rejected_load_error() -> None:
+    from dstream_exactly_once import sinks
+    from dstream_exactly_once.sinks.doris.client import DorisStreamLoadClient as Client
+
+    assert sinks.DorisSink is DorisSink and sinks.DorisStreamLoadClient is DorisStreamLoadClient is Client
+    assert sinks.LoadRejectedError is LoadRejectedError is errors.LoadRejectedError
+    assert issubclass(LoadRejectedError, SinkError) and not LoadRejectedError.retriable
+    assert "LoadRejectedError" in errors.__all__ and "LoadRejectedError" in (errors.__doc__ or "")
+    assert "LoadRejectedError" not in dstream_exactly_once.__all__
+
+
+def test_sink_uses_only_public_client_methods() -> None:
+    source = pathlib.Path(doris_package.__file__).with_name("sink.py").read_text()
+    private = [node.attr for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+               and isinstance(node.value, ast.Attribute) and node.value.attr == "client"]
+    assert private == []
+
+
+def test_stream_load_refuses_a_body_that_is_not_bytes() -> None:
+    with pytest.raises(ConfigurationError, match="bytes"):
+        client().stream_load("l", [(1,)])  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="label"):
+        client().stream_load("a\nb", b"1\n")
+
+
+def test_new_client_api_keeps_the_password_out_of_errors_and_reprs() -> None:
+    c = DorisStreamLoadClient("http://127.0.0.1:9", "db", "t", password=SECRET, max_retries=0,
+                              request_timeout_s=2)
+    with pytest.raises(SinkError) as info:
+        c.stream_load("lbl", c.encode_rows([(1,)]), two_phase_commit=True)
+    assert "db.t" in str(info.value) and SECRET not in str(info.value)
+    assert not isinstance(info.value, LoadRejectedError)  # a connection error may pass: retriable
+    assert SECRET not in repr(c.transport) and SECRET not in c.describe("lbl")
+    assert SECRET not in repr(pickle.loads(pickle.dumps(c)).transport)

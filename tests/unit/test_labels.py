@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pickle
@@ -54,22 +55,24 @@ def test_exactly_128_characters_is_kept_without_warning() -> None:
     assert len(label) == MAX_LABEL_LENGTH
 
 
-def test_long_label_keeps_last_128_characters_and_warns(caplog: pytest.LogCaptureFixture) -> None:
+def test_long_label_keeps_a_readable_tail_and_a_digest_of_the_app_id(caplog: pytest.LogCaptureFixture) -> None:
+    # Was: the last 128 characters, with a warning (issue #12 defect 11: long ids collided).
     app = "head" + "x" * 200 + "tail"
-    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.sinks.labels"):
-        with pytest.warns(UserWarning, match="keeping its last 128"):
-            label = make_label(app, 31, 7)
-    assert len(label) == MAX_LABEL_LENGTH
-    assert label == (app + "_31_7")[-MAX_LABEL_LENGTH:]
-    assert label.endswith("tail_31_7")
-    assert any("keeping its last 128" in r.getMessage() for r in caplog.records)
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.sinks.labels"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        label = make_label(app, 31, 7)
+    assert len(label) == MAX_LABEL_LENGTH and DORIS_LABEL.match(label)
+    digest = hashlib.sha256(app.encode()).hexdigest()[:32]
+    assert label == ("x" * 200 + "tail")[-(MAX_LABEL_LENGTH - 38):] + f"_{digest}_31_7"
+    assert caplog.records == []
 
 
-def test_truncation_happens_after_collapsing() -> None:
-    app = "a//" * 100  # collapses to "a_" * 100 before the length check
-    with pytest.warns(UserWarning):
-        label = make_label(app, 0, 0)
-    assert label == ("a_" * 100 + "0_0")[-MAX_LABEL_LENGTH:]
+def test_length_is_checked_after_collapsing() -> None:
+    app = "a//" * 60  # 180 characters, but collapses to "a_" * 60: the label fits and is kept
+    assert make_label(app, 0, 0) == "a_" * 60 + "0_0"
+    longer = "a//" * 100  # collapses to "a_" * 100: too long, shortened with a digest
+    assert make_label(longer, 0, 0) == make_label(longer, 0, 0, strict=True)
+    assert len(make_label(longer, 0, 0)) <= MAX_LABEL_LENGTH
 
 
 def test_default_mode_refuses_characters_doris_refuses() -> None:
@@ -121,11 +124,10 @@ def test_strict_hash_is_stable_across_processes_and_hash_seeds() -> None:
     assert outputs == {make_label(app, 5, 6, strict=True)}
 
 
-def test_strict_keeps_distinct_long_app_ids_apart() -> None:
-    # Default mode would give both the same label (same last 128 characters).
+def test_both_modes_keep_distinct_long_app_ids_apart() -> None:
+    # Default mode used to give both the same label (same last 128 characters): defect 11.
     a, b = "A" + "x" * 300, "B" + "x" * 300
-    with pytest.warns(UserWarning):
-        assert make_label(a, 0, 0) == make_label(b, 0, 0)
+    assert make_label(a, 0, 0) != make_label(b, 0, 0)
     assert make_label(a, 0, 0, strict=True) != make_label(b, 0, 0, strict=True)
 
 
@@ -187,16 +189,87 @@ def test_generator_validates_app_id_up_front() -> None:
     assert DORIS_LABEL.match(LabelGenerator("has space", strict=True)(0, 0))
 
 
-def test_generator_warns_once_about_truncation() -> None:
+def test_generator_shortens_long_labels_without_warning() -> None:
+    # Was: a truncation warning once per generator; shortened labels no longer collide.
     gen = LabelGenerator("p" * 200)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        gen(0, 0)
-        gen(1, 1)
-        gen(2, 2)
-    assert len([w for w in caught if "keeping its last 128" in str(w.message)]) == 1
+        labels = [gen(0, 0), gen(1, 1), gen(2, 2)]
+    assert caught == []
+    assert labels == [make_label("p" * 200, i, i) for i in range(3)] and len(set(labels)) == 3
 
 
 def test_generator_validates_ids() -> None:
     with pytest.raises(ConfigurationError, match="partition id"):
         LabelGenerator("app")(0, -1)
+
+
+# ---------------------------------------------------------------- issue #12 defect 11: long app ids must not collide
+LONG_A = "hdfs://nn/checkpoints/team-a/" + "orders.v2/" * 20
+LONG_B = "hdfs://nn/checkpoints/team-b/" + "orders.v2/" * 20  # same last 128 characters as LONG_A
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_long_app_ids_sharing_their_tail_get_distinct_labels(strict: bool) -> None:
+    assert LONG_A != LONG_B and LONG_A[-MAX_LABEL_LENGTH:] == LONG_B[-MAX_LABEL_LENGTH:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is cut without a digest, so nothing to warn about
+        label_a, label_b = make_label(LONG_A, 3, 1, strict=strict), make_label(LONG_B, 3, 1, strict=strict)
+    assert label_a != label_b
+    assert LabelGenerator(LONG_A, strict=strict)(3, 1) != LabelGenerator(LONG_B, strict=strict)(3, 1)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_long_app_ids_differing_only_at_the_start_get_distinct_labels(strict: bool) -> None:
+    apps = [f"{prefix}-" + "z" * 300 for prefix in ("a", "b", "c", "aa", "A")]
+    labels = {make_label(app, b, p, strict=strict) for app in apps for b in (0, 7, 10**12) for p in (0, 1, 63)}
+    assert len(labels) == len(apps) * 9
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("app", [LONG_A, "q" * 124, "q" * 125, "a//" * 100, "x" * 5000, "z" * 10**5])
+def test_long_labels_are_valid_deterministic_and_within_the_cap(strict: bool, app: str) -> None:
+    label = make_label(app, 123456, 17, strict=strict)
+    assert DORIS_LABEL.match(label), label
+    assert len(label) <= MAX_LABEL_LENGTH
+    assert label == make_label(app, 123456, 17, strict=strict) == LabelGenerator(app, strict=strict)(123456, 17)
+    assert label.endswith("_123456_17")
+
+
+def test_long_app_id_with_refused_characters() -> None:
+    app = "head-" + "é" * 200  # refused characters, whatever the length: strict=True replaces them
+    with pytest.raises(ConfigurationError, match="strict=True"):
+        make_label(app, 0, 0)
+    with pytest.raises(ConfigurationError, match="strict=True"):
+        LabelGenerator("my app " + "x" * 200)  # also when they would have been cut off
+    label = make_label(app, 0, 0, strict=True)
+    assert DORIS_LABEL.match(label) and label != make_label("head-" + "è" * 200, 0, 0, strict=True)
+
+
+def test_long_default_labels_equal_strict_ones() -> None:
+    for app in (LONG_A, "p" * 200, "a//" * 100):
+        assert make_label(app, 31, 7) == make_label(app, 31, 7, strict=True)
+
+
+def test_labels_that_fit_are_unchanged() -> None:
+    """Labels already in users' Doris tables keep their exact value (pinned literals)."""
+    assert make_label("app-1.orders", 5, 0) == "app_1_orders_5_0"
+    app = "a" * (MAX_LABEL_LENGTH - len("_1_2"))
+    assert make_label(app, 1, 2) == app + "_1_2" == make_label(app, 1, 2, strict=True)
+
+
+def test_long_labels_are_pinned_across_versions() -> None:
+    """A label is a stored identifier: this exact value must never change (sha256, not hash())."""
+    assert make_label("p" * 200, 31, 7) == (
+        "p" * 90 + "_cfe25c9c31133c49e5775ae5b19155a1_31_7")
+
+
+def test_long_labels_are_the_same_in_other_processes_and_hash_seeds() -> None:
+    code = ("import sys; from dstream_exactly_once.sinks.labels import make_label; "
+            f"sys.stdout.write(make_label({LONG_A!r}, 5, 6))")
+    outputs = set()
+    for seed in ("0", "1", "4242"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=ROOT)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        outputs.add(out.stdout)
+    assert outputs == {make_label(LONG_A, 5, 6)}
