@@ -21,9 +21,23 @@ from ..errors import (
 from ..offsets import TopicAndPartition
 from .params import KafkaConfig
 
-__all__ = ["KafkaMetadata", "MetadataSource", "translate_kafka_error"]
+__all__ = ["KafkaMetadata", "MetadataSource", "close_metadata", "translate_kafka_error"]
 
 log = logging.getLogger(__name__)
+
+
+_DEFAULT_TIMEOUT_MS = 10000
+
+
+def close_metadata(source: object) -> None:
+    """Close a planner's metadata source if it can be closed (:meth:`KafkaMetadata.close`);
+    for the streaming layer's stop hook. Idempotent, never raises."""
+    close = getattr(source, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:  # noqa: BLE001 - stopping must go on
+            log.warning("closing %r failed: %r", source, exc)
 
 
 class MetadataSource(Protocol):
@@ -60,7 +74,7 @@ def translate_kafka_error(exc: BaseException, bootstrap: str, what: str,
     return KafkaUnavailableError(f"Kafka at {bootstrap}: unexpected {name} while {what}: {exc}")
 
 
-def _sasl_plain_refused(config: KafkaConfig, timeout_s: float = 5.0) -> Optional[str]:
+def _sasl_plain_refused(config: KafkaConfig, timeout_s: Optional[float] = None) -> Optional[str]:
     """Ask the bootstrap brokers whether they refuse ``config``'s SASL PLAIN credentials.
 
     One SaslHandshake + SaslAuthenticate exchange per broker on a plain socket (SASL_PLAINTEXT
@@ -70,6 +84,9 @@ def _sasl_plain_refused(config: KafkaConfig, timeout_s: float = 5.0) -> Optional
     client = config.client
     if client.get("security_protocol") != "SASL_PLAINTEXT" or client.get("sasl_mechanism") != "PLAIN":
         return None
+    config.register_secrets()  # kafka-python logs the token it sends at DEBUG
+    if timeout_s is None:  # request.timeout.ms bounds the probe too, at most 5 s
+        timeout_s = min(5.0, int(client.get("request_timeout_ms", 5000)) / 1000)
     user = str(client.get("sasl_plain_username") or "")
     token = "\0".join([user, user, str(client.get("sasl_plain_password") or "")]).encode("utf-8")
     for server in client.get("bootstrap_servers", ()):
@@ -126,9 +143,16 @@ class KafkaMetadata:
     ``list_partition_offsets`` answers instead, with its own metadata look-up and its errors.
     """
 
-    def __init__(self, config: KafkaConfig, *, timeout_ms: int = 10000) -> None:
+    def __init__(self, config: KafkaConfig, *, timeout_ms: Optional[int] = None) -> None:
+        """``timeout_ms`` bounds connecting (bootstrap) and each request; by default it is
+        kafkaParams' ``request.timeout.ms``, else 10 s."""
+        if timeout_ms is None:
+            timeout_ms = int(config.client.get("request_timeout_ms", _DEFAULT_TIMEOUT_MS))
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms <= 0:
+            raise ConfigurationError(f"timeout_ms must be a positive int of milliseconds, got {timeout_ms!r}")
         self.config = config
         self.timeout_ms = timeout_ms
+        self._closed = False
         self._client: Any = None
         self._leaders: Dict[str, Dict[int, int]] = {}  # topic -> partition -> leader node id
         self._requests: Optional[_OffsetRequests] = None  # for the partitions last looked up
@@ -137,11 +161,16 @@ class KafkaMetadata:
         return f"KafkaMetadata(bootstrap={self.config.bootstrap!r})"
 
     def _admin(self) -> Any:
+        if self._closed:
+            err = KafkaUnavailableError(
+                f"{self!r} is closed (its streaming context was stopped); it does not connect again")
+            err.retriable = False  # retrying cannot help: a closed client stays closed
+            raise err
         if self._client is None:
             from kafka.admin import KafkaAdminClient
 
             kw = self.config.admin_kwargs()
-            kw.setdefault("request_timeout_ms", self.timeout_ms)
+            kw["request_timeout_ms"] = self.timeout_ms
             kw.setdefault("client_id", "dstream-exactly-once-driver")
             kw["bootstrap_timeout_ms"] = self.timeout_ms
             try:
@@ -159,13 +188,24 @@ class KafkaMetadata:
         except Exception as exc:  # noqa: BLE001 - translated at this boundary
             raise translate_kafka_error(exc, self.config.bootstrap, what, self.config) from exc
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        """Close the admin client and its connections for good; later calls do nothing.
+
+        Never raises (a failure to close is logged). After it, every look-up raises
+        :class:`KafkaUnavailableError` instead of connecting again.
+        """
+        self._closed = True
         self._forget_leaders()
-        if self._client is not None:
+        client, self._client = self._client, None
+        if client is not None:
             try:
-                self._client.close()
-            finally:
-                self._client = None
+                client.close()
+            except Exception as exc:  # noqa: BLE001 - closing is best effort; nothing depends on it
+                log.warning("closing the Kafka admin client of %r failed: %r", self, exc)
 
     def _metadata(self, what: str, topics: Optional[List[str]]) -> Any:
         """One Metadata request (``None``: every topic), read without kafka-python's ``to_dict``."""

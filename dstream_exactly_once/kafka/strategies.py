@@ -17,17 +17,20 @@ from .metadata import KafkaMetadata
 __all__ = ["Assign", "ConsumerStrategy", "Subscribe", "SubscribePattern"]
 
 
-def _check_offsets(offsets: Optional[Mapping[Any, Any]]) -> Dict[TopicAndPartition, int]:
+def _check_offsets(offsets: Optional[Mapping[Any, Any]],
+                   what: str = "fromOffsets keys") -> Dict[TopicAndPartition, int]:
     if offsets is None:
         return {}
     if not isinstance(offsets, Mapping):
         raise ConfigurationError(f"fromOffsets must be a dict {{TopicAndPartition: int}}, got {type(offsets).__name__}")
     out = {}
     for tp, off in offsets.items():
-        if isinstance(tp, tuple) and not isinstance(tp, TopicAndPartition) and len(tp) == 2:
-            tp = TopicAndPartition(*tp)
         if not isinstance(tp, TopicAndPartition):
-            raise ConfigurationError(f"fromOffsets keys must be TopicAndPartition, got {tp!r}")
+            hint = f"; write TopicAndPartition{tp!r}" if isinstance(tp, tuple) and len(tp) == 2 else ""
+            raise ConfigurationError(
+                f"{what} must be TopicAndPartition (as in Spark 2.4), got {tp!r} "
+                f"({type(tp).__name__}){hint}")
+        check_topic_name(tp.topic, f"{what}: {tp!r}")
         if isinstance(off, bool) or not isinstance(off, int) or off < 0:
             raise ConfigurationError(f"fromOffsets[{tp}] must be an int >= 0, got {off!r}")
         out[tp] = off
@@ -41,9 +44,22 @@ def check_topics(topics: Any) -> list[str]:
     if not topics:
         raise ConfigurationError("topics must not be empty")
     for t in topics:
-        if not isinstance(t, str) or not t:
-            raise ConfigurationError(f"topic names must be non-empty str, got {t!r}")
+        check_topic_name(t, "topics")
     return sorted(set(topics))
+
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def check_topic_name(name: Any, where: str) -> str:
+    """Kafka's rule: 1 to 249 characters of ASCII letters, digits, '.', '_' and '-', not '.' or '..'."""
+    if not isinstance(name, str):
+        raise ConfigurationError(f"{where}: a topic name must be a str, got {name!r} ({type(name).__name__})")
+    if not _LEGAL_TOPIC.fullmatch(name) or name in (".", ".."):
+        raise ConfigurationError(
+            f"{where}: {name!r} is not a legal Kafka topic name ({len(name)} characters); allowed: 1 to 249 "
+            "characters of ASCII letters, digits, '.', '_' and '-', other than '.' and '..'")
+    return name
 
 
 class ConsumerStrategy(ABC):
@@ -126,7 +142,7 @@ class Assign(ConsumerStrategy):
             super().__init__(None)
             if isinstance(partitions, (str, bytes)):
                 raise ConfigurationError(f"Assign needs TopicAndPartition values, got {partitions!r}")
-            self.assigned = set(_check_offsets({tp: 0 for tp in partitions}))
+            self.assigned = set(_check_offsets({tp: 0 for tp in partitions}, "Assign's partitions"))
         if not self.assigned:
             raise ConfigurationError("Assign needs at least one partition")
 

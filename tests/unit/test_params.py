@@ -69,7 +69,10 @@ MAPPED = [
 @pytest.mark.parametrize(("key", "value", "client_key", "expected"), MAPPED,
                          ids=[f"{m[0]}={m[1]!r}" for m in MAPPED])
 def test_every_mapped_key_is_translated(key, value, client_key, expected):
-    config = parse(**{key: value})
+    # SASL and SSL settings are refused under a protocol that would ignore them
+    context = {"security.protocol": "SASL_SSL", "sasl.username": "alice", "sasl.password": SECRET} \
+        if key.startswith(("sasl.", "ssl.")) else {}
+    config = parse(**{**context, key: value})
     assert config.client[client_key] == expected
     assert key in config.original_keys
 
@@ -201,7 +204,8 @@ def test_sasl_jaas_config_is_parsed():
     config = parse(**{"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": JAAS})
     assert config.client["sasl_plain_username"] == "alice"
     assert config.client["sasl_plain_password"] == SECRET
-    spaced = parse(**{"sasl.jaas.config": 'PlainLoginModule required username = "bob"  password= "pw";'})
+    spaced = parse(**{"security.protocol": "SASL_PLAINTEXT",
+                      "sasl.jaas.config": 'PlainLoginModule required username = "bob"  password= "pw";'})
     assert (spaced.client["sasl_plain_username"], spaced.client["sasl_plain_password"]) == ("bob", "pw")
 
 
@@ -217,7 +221,7 @@ def test_bad_sasl_jaas_config_hides_the_value(jaas):
 
 
 def secret_params():
-    return {"bootstrap.servers": BROKERS, "security.protocol": "SASL_PLAINTEXT", "sasl.username": "alice",
+    return {"bootstrap.servers": BROKERS, "security.protocol": "SASL_SSL", "sasl.username": "alice",
             "sasl.password": SECRET, "ssl.key.password": SECRET + "-ssl"}
 
 
@@ -226,7 +230,8 @@ def test_secrets_are_not_in_the_repr():
     for text in (repr(config), str(config), str(config.redacted())):
         assert SECRET not in text
         assert "***" in text
-    jaas = parse_kafka_params({"bootstrap.servers": BROKERS, "sasl.jaas.config": JAAS})
+    jaas = parse_kafka_params({"bootstrap.servers": BROKERS, "security.protocol": "SASL_PLAINTEXT",
+                               "sasl.jaas.config": JAAS})
     assert SECRET not in repr(jaas)
     assert "alice" in repr(jaas)  # user names are not secret; they help diagnose auth failures
     # the real values still reach kafka-python
@@ -276,7 +281,8 @@ def test_unreachable_sasl_broker_is_unavailable_not_an_auth_error():
 
     from dstream_exactly_once.testing._process import free_port
 
-    params = {**secret_params(), "bootstrap.servers": f"127.0.0.1:{free_port()}"}
+    params = {**secret_params(), "bootstrap.servers": f"127.0.0.1:{free_port()}", "security.protocol": "SASL_PLAINTEXT"}
+    del params["ssl.key.password"]
     err = translate_kafka_error(ke.KafkaTimeoutError("Unable to bootstrap"), params["bootstrap.servers"],
                                 "connecting", parse_kafka_params(params))
     assert type(err) is KafkaUnavailableError
