@@ -189,4 +189,8 @@ class BatchCommitter(DriverOnly):
             log.warning("could not drop old offset-log entries: %s", exc)
 
     def close(self) -> None:
-        self.source.close()
+        """Release the source's and the store's driver-side resources (idempotent)."""
+        try:
+            self.source.close()
+        finally:
+            self.store.close()

@@ -20,7 +20,7 @@ from ..core.driver_ref import DriverOnly
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, OffsetRangeError
-from ..kafka.metadata import KafkaMetadata
+from ..kafka.metadata import KafkaMetadata, close_metadata
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.planner import DirectPlanner, RateLimit
 from ..kafka.reader import read_range
@@ -228,9 +228,7 @@ class DirectBatches(DriverOnly, BatchSource):
                     _time.sleep(0.5)
 
     def close(self) -> None:
-        close = getattr(self.planner.metadata, "close", None)
-        if close is not None:
-            close()
+        close_metadata(self.planner.metadata)
 
     # ---------------------------------------------------------------- Spark side
     def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:

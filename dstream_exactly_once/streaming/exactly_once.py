@@ -32,6 +32,7 @@ from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
+from .lifecycle import close_on_stop
 from .range_rdd import RangeRDD
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ class ExactlyOnceDStream(RangeDStream):
             return make_rdd(list(batch.ranges) if batch is not None else [])
 
         super().__init__(ssc, compute)
+        close_on_stop(ssc, committer.close)
 
     @property
     def store(self) -> TransactionalStore:

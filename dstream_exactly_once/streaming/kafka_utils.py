@@ -14,6 +14,7 @@ from pyspark import SparkContext
 from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.ranges import check_ranges
 from ..errors import ConfigurationError
 from ..kafka.params import parse_kafka_params
 from ..kafka.strategies import ConsumerStrategy
@@ -22,6 +23,7 @@ from ..stores.base import TransactionalStore
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders, check_ranges_in_log
 from .dstream import KafkaDStream
 from .exactly_once import ExactlyOnceDStream, check_monitor_group, open_store_arg
+from .lifecycle import close_on_stop
 from .rdd import KafkaRDD, make_kafka_rdd
 
 __all__ = ["KafkaUtils"]
@@ -61,6 +63,7 @@ class KafkaUtils:
         batches = build_direct_batches(ssc, topics, kafkaParams, fromOffsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.start()
+        close_on_stop(ssc, batches.close)
         return KafkaDStream(ssc, batches)
 
     @staticmethod
@@ -148,6 +151,7 @@ class KafkaUtils:
         for r in offsetRanges:
             if not isinstance(r, OffsetRange):
                 raise ConfigurationError(f"offsetRanges must contain OffsetRange values, got {r!r}")
+        check_ranges(offsetRanges, "offsetRanges")  # two ranges of one partition would read records twice
         if leaders is not None:
             if not isinstance(leaders, Mapping) or not all(
                     isinstance(k, TopicAndPartition) and isinstance(v, Broker) for k, v in leaders.items()):

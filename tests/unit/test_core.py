@@ -1,0 +1,166 @@
+"""The source-agnostic core without Spark: the error boundary, range kinds, and the committer's
+launch order (validate the source against the store's state before taking an epoch)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, List, Mapping, Optional, Sequence
+
+import pytest
+
+from dstream_exactly_once import ConfigurationError, FencedError, OffsetRange, OutputError, Writes, open_store
+from dstream_exactly_once.core.boundary import user_code
+from dstream_exactly_once.core.committer import BatchCommitter
+from dstream_exactly_once.core.ranges import Position, SourceRange, check_ranges, decode_range, encode_range
+from dstream_exactly_once.core.source import BatchSource, RangeReader
+from dstream_exactly_once.stores.base import CommitOutcome, PlannedBatch
+
+
+class _Reader(RangeReader):
+    def read(self, r: SourceRange) -> Iterable[Any]:
+        return range(r.start, r.end)
+
+
+class CountingSource(BatchSource):
+    """A source over one partition "numbers/0" whose log end moves when the test says so."""
+
+    kind = OffsetRange.kind
+
+    def __init__(self, *, valid: bool = True) -> None:
+        self.valid = valid
+        self.log_end = 0
+        self.next = 0
+        self.started: List[Mapping[str, Position]] = []
+
+    def describe(self) -> str:
+        return "numbers"
+
+    def start(self, positions: Mapping[str, Position]) -> None:
+        if not self.valid:
+            raise ConfigurationError("topic 'numbrs' does not exist")
+        self.started.append(dict(positions))
+        self.next = positions["numbers/0"].offset if "numbers/0" in positions else 0
+
+    def advance(self, ranges: Sequence[SourceRange]) -> None:
+        for r in ranges:
+            self.next = r.end
+
+    def plan(self, time: datetime) -> List[SourceRange]:
+        r = OffsetRange("numbers", 0, self.next, self.log_end)
+        self.next = self.log_end
+        return [r]
+
+    def reader(self) -> RangeReader:
+        return _Reader()
+
+
+def _digest(path: Path) -> Optional[str]:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def test_user_code_boundary_wraps_user_exceptions_once_and_names_the_batch():
+    batch = PlannedBatch(7, 0, (OffsetRange("t", 0, 0, 5),))
+    named = r"batch 7 .*topic: 't', partition: 0, range: \[0 -> 5\].*ValueError: boom"
+    with pytest.raises(OutputError, match=named) as info:
+        with user_code(batch):
+            raise ValueError("boom")
+    assert isinstance(info.value.__cause__, ValueError)
+    assert info.value.batch == 7
+
+
+def test_user_code_boundary_lets_library_errors_and_system_exit_pass_unchanged():
+    batch = PlannedBatch(1, 0, (OffsetRange("t", 0, 0, 5),))
+    fenced = FencedError("newer driver")
+    with pytest.raises(FencedError) as info:
+        with user_code(batch):
+            raise fenced
+    assert info.value is fenced
+    with pytest.raises(SystemExit):
+        with user_code(batch):
+            raise SystemExit(3)
+    with pytest.raises(KeyboardInterrupt):
+        with user_code(batch):
+            raise KeyboardInterrupt
+
+
+def test_range_kinds_round_trip_and_kafka_keeps_the_version_1_encoding():
+    r = OffsetRange("events", 3, 10, 20)
+    assert encode_range(r) == ["events", 3, 10, 20]  # offset logs of the previous release decode unchanged
+    assert decode_range(["events", 3, 10, 20]) == r
+    assert (r.position_key, r.start, r.end) == ("events/3", 10, 20)
+    assert OffsetRange.parse_position_key("events/3").partition == 3
+    assert OffsetRange.parse_position_key("file:abc") is None
+    with pytest.raises(ConfigurationError, match="unknown range kind 'nope'"):
+        decode_range({"kind": "nope"})
+
+
+def test_two_ranges_of_one_partition_are_refused_naming_both():
+    a, b = OffsetRange("t", 0, 0, 10), OffsetRange("t", 0, 5, 15)
+    with pytest.raises(ConfigurationError, match=r"two ranges of t/0: .*\[0 -> 10\].*\[5 -> 15\]"):
+        check_ranges([a, b], "offsetRanges")
+
+
+def test_a_launch_whose_source_is_invalid_writes_nothing_and_fences_nobody(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    live = BatchCommitter(open_store(url, "app"), CountingSource())
+    assert live.epoch == 1
+    before = _digest(tmp_path / "state.db")
+    with pytest.raises(ConfigurationError, match="numbrs"):
+        BatchCommitter(open_store(url, "app"), CountingSource(valid=False))
+    with pytest.raises(ConfigurationError, match="retain_batches must be an int >= 1, got 0"):
+        BatchCommitter(open_store(url, "app"), CountingSource(), retain_batches=0)
+    assert _digest(tmp_path / "state.db") == before
+    assert open_store(url, "app").current_epoch() == 1
+    # the live driver still commits
+    live.source.log_end = 5  # type: ignore[attr-defined]
+    batch = live.next_batch(T0)
+    assert batch is not None
+    assert live.store.commit(live.epoch, batch, Writes().incr("n", "sum", 10)) is CommitOutcome.APPLIED
+
+
+def test_a_new_driver_replays_the_uncommitted_batch_and_plans_after_it(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    first = BatchCommitter(open_store(url, "app"), CountingSource())
+    first.source.log_end = 4  # type: ignore[attr-defined]
+    b0 = first.next_batch(T0)
+    assert b0 is not None
+    first.store.commit(first.epoch, b0, Writes().incr("n", "sum", 6))
+    first.source.log_end = 9  # type: ignore[attr-defined]
+    b1 = first.next_batch(T0)  # logged, never committed: the driver dies here
+    assert b1 is not None and b1.ranges == (OffsetRange("numbers", 0, 4, 9),)
+
+    source = CountingSource()
+    source.log_end = 12
+    second = BatchCommitter(open_store(url, "app"), source)
+    assert second.epoch == 2 and source.started[-1] == {"numbers/0": Position(4)}
+    assert second.next_batch(T0) == b1  # replayed with its id and ranges
+    nxt = second.next_batch(T0)
+    assert nxt is not None and nxt.batch_id == 2 and nxt.ranges == (OffsetRange("numbers", 0, 9, 12),)
+    with pytest.raises(FencedError):
+        first.store.commit(first.epoch, b1, Writes().incr("n", "sum", 1))
+
+
+def test_an_idle_fenced_driver_learns_it_at_its_next_batch(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    zombie = BatchCommitter(open_store(url, "app"), CountingSource())
+    BatchCommitter(open_store(url, "app"), CountingSource())
+    with pytest.raises(FencedError, match="epoch 1 is fenced"):
+        zombie.next_batch(T0)  # nothing new to read, but the epoch is checked
+    assert zombie.failed is not None
+
+
+def test_a_store_of_another_source_is_refused_before_the_epoch(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    store = open_store(url, "app")
+    store.commit(store.start_epoch(), PlannedBatch(0, 0, (OffsetRange("numbers", 0, 0, 3),)), Writes())
+    store.log_batch(1, PlannedBatch(1, 0, (OffsetRange("numbers", 0, 3, 5),)))
+    other = CountingSource()
+    other.kind = "file"
+    with pytest.raises(ConfigurationError, match="uncommitted batch 1 of another source"):
+        BatchCommitter(open_store(url, "app"), other)
+    assert open_store(url, "app").current_epoch() == 1
