@@ -5,6 +5,9 @@ Port a Spark 2.4 app by changing one import::
     from dstream_exactly_once import KafkaUtils, OffsetRange, TopicAndPartition
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from ._version import __version__
 from .errors import (
     ConfigurationError,
@@ -20,7 +23,6 @@ from .errors import (
     SinkError,
     StoreError,
 )
-from .kafka.reader import current_offset_range
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
 from .offsets import (
     Broker,
@@ -31,8 +33,37 @@ from .offsets import (
     utf8_decoder,
 )
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
-from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
-from .streaming.kafka_utils import KafkaUtils
+
+# The Spark-facing names import pyspark, which is optional for the stores, the value types and the
+# CLI: they load on first use (``from dstream_exactly_once import KafkaUtils`` works as before).
+_SPARK_NAMES = {
+    "BatchIdSink": "streaming.exactly_once",
+    "ExactlyOnceDStream": "streaming.exactly_once",
+    "exactly_once": "streaming.exactly_once",
+    "KafkaUtils": "streaming.kafka_utils",
+    "current_offset_range": "kafka.reader",
+}
+
+if _TYPE_CHECKING:
+    from .kafka.reader import current_offset_range
+    from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
+    from .streaming.kafka_utils import KafkaUtils
+
+
+def __getattr__(name: str) -> _Any:
+    module = _SPARK_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SPARK_NAMES))
+
 
 __all__ = [
     "Assign",
