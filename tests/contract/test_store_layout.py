@@ -102,6 +102,9 @@ def v1_sql_rows(a: str, b: str) -> List[Tuple[str, Tuple[Any, ...]]]:
     ]
 
 
+POSITIONS_SQL = "SELECT app, pkey, next_pos, meta FROM deo_positions ORDER BY app, pkey"
+
+
 def read_everything(store: TransactionalStore) -> Tuple[Any, ...]:
     """Every read method of the contract, once."""
     return (store.current_epoch(), store.load_positions(), store.load_offsets(), store.pending_batches(),
@@ -258,7 +261,7 @@ class TestSQLiteLayout(LayoutContract):
         with sqlite3.connect(self._path(url)) as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             versions = dict(conn.execute("SELECT app, schema_version FROM deo_meta").fetchall())
-            positions = conn.execute("SELECT app, pkey, next_pos, meta FROM deo_positions ORDER BY app, pkey").fetchall()
+            positions = conn.execute(POSITIONS_SQL).fetchall()
         assert "deo_offsets" not in tables and "deo_positions" in tables
         assert versions == {a: 2, b: 2}
         assert positions == [(a, "t/0", 10, None), (a, "t/1", 5, None), (b, "x/0", 7, None)]
@@ -301,7 +304,7 @@ class TestPostgresLayout(LayoutContract):
         with psycopg.connect(url, autocommit=True) as conn:
             tables = self._tables(conn)
             versions = dict(conn.execute("SELECT app, schema_version FROM deo_meta").fetchall())
-            positions = conn.execute("SELECT app, pkey, next_pos, meta FROM deo_positions ORDER BY app, pkey").fetchall()
+            positions = conn.execute(POSITIONS_SQL).fetchall()
             options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'deo_positions'").fetchone()
         assert "deo_offsets" not in tables and "deo_positions" in tables
         assert versions == {a: 2, b: 2} and options == (["fillfactor=50"],)
