@@ -18,7 +18,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from dstream_exactly_once.core.ranges import Position, SourceRange, register_range_kind
-from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
+from dstream_exactly_once.errors import (
+    ConfigurationError,
+    FencedError,
+    OffsetConflictError,
+    StoreUnavailableError,
+)
 from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
@@ -256,6 +261,12 @@ class TestSQLiteLayout(LayoutContract):
 
     def assert_nothing_created(self, url: str, app_id: str) -> None:
         assert not os.path.exists(os.path.dirname(os.path.dirname(self._path(url))))  # not even sub/
+
+    def test_a_path_no_write_could_create_is_refused_on_open(self, tmp_path: Any, app_id: str) -> None:
+        (tmp_path / "plain-file").write_text("x")
+        with pytest.raises(StoreUnavailableError, match="plain-file.*not a writable directory"):
+            open_store(f"sqlite:///{tmp_path}/plain-file/sub/store.db", app_id)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["plain-file"]
 
     def assert_upgraded(self, url: str, a: str, b: str) -> None:
         with sqlite3.connect(self._path(url)) as conn:
