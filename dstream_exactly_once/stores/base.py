@@ -1,8 +1,11 @@
-"""The transactional store contract: offsets, results, batch log and labels in one place.
+"""The transactional store contract: positions, results, batch log and labels in one place.
 
 Every backend (SQLite, PostgreSQL, Redis) implements :class:`TransactionalStore`; the shared
 contract suite in ``tests/contract/`` runs against each. One store instance belongs to one
-*application* (``app_id``): all of its keys/rows are scoped by it.
+*application* (``app_id``): all of its keys/rows are scoped by it. Stores know *positions*, not
+sources: a position is the next position to read of one stream partition, named by the range's
+``position_key`` (Kafka ``"topic/partition"``, files ``"file:<id>"``), with an optional JSON
+document beside it (:meth:`SourceRange.position_meta`, e.g. a file's fingerprint).
 
 Commit protocol (``DESIGN.md`` §4), all inside ONE backend transaction:
 
@@ -11,148 +14,47 @@ Commit protocol (``DESIGN.md`` §4), all inside ONE backend transaction:
 2. **Commit log** — a batch id already in the commit log is an idempotent replay → nothing
    written, :attr:`CommitOutcome.REPLAYED` (for per-partition commits too: once the batch is
    committed whole, a late replay of one of its partitions must not conflict with later offsets).
-3. **Offset compare-and-set**, per non-empty range: stored offset absent or ``== fromOffset`` →
-   apply; ``== untilOffset`` → already committed; anything else →
+3. **Position compare-and-set**, per non-empty range: stored position absent or ``== start`` →
+   apply; ``== end`` → already committed; anything else →
    :class:`~dstream_exactly_once.errors.OffsetConflictError` naming the partition and both offsets.
-   All non-empty ranges already at ``untilOffset`` → REPLAYED; a mix of applied and committed
-   ranges → conflict (nothing written).
+   All non-empty ranges already at ``end`` → REPLAYED; a mix of applied and committed ranges →
+   conflict (nothing written).
 4. **Writes** — increments, upserts, time-keyed batch rows (replaced, never appended), labels.
-5. New offsets (``untilOffset`` of each range; an empty range only records its offset for a
-   partition that has none) and, with ``complete_batch``, the commit-log entry.
+5. New positions (``end`` of each range, with its ``position_meta()``; an empty range only records
+   its position for a partition that has none) and, with ``complete_batch``, the commit-log entry.
 
 Any error → the whole transaction is rolled back: nothing of it is visible.
+
+Reading never writes (``DESIGN.md`` §4: a launch that fails writes nothing): :meth:`connect` and
+every read method only check reachability, credentials and the layout version, and read. The
+layout is created — or upgraded from an older version — by the first *write* (``start_epoch``,
+``log_batch``, ``commit``, ``mark_committed``, ``purge_logs``, ``reset_positions``), inside that
+write's transaction. Reads of a store with no layout yet return empty results (no positions, no
+batches, epoch 0); reads of a store in an older layout read it as it is.
+
+Layout versions (:data:`SCHEMA_VERSION`): **1** — Kafka offsets only (SQL ``deo_offsets(app,
+topic, partition_id, next_offset)``; Redis hash ``offsets``). **2** — positions by key with an
+optional document (SQL ``deo_positions(app, pkey, next_pos, meta)``; Redis ``offsets`` plus the
+``pmeta`` hash). Offset-log entries of version 1 decode unchanged. A store written by a *newer*
+version is refused with :class:`~dstream_exactly_once.errors.StoreVersionError`. The one-time
+upgrade from version 1 runs in one transaction; stop every process of the older version first.
 """
 
 from __future__ import annotations
 
-import enum
-import json
-import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..core.ranges import Position, SourceRange, decode_range, encode_range
+from ..core.ranges import LEGACY_RANGE_KIND, Position, SourceRange, range_kind
 from ..errors import ConfigurationError
-from ..offsets import OffsetRange, TopicAndPartition
+from . import _commit_rules as rules
+from .batch import CommitOutcome, PlannedBatch, Writes
 
 __all__ = ["SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
 
-#: Version of the on-store layout this library writes; a store with a higher one is refused.
-SCHEMA_VERSION = 1
-
-Number = float | int
-
-
-@dataclass(frozen=True)
-class PlannedBatch:
-    """One entry of the offset log: a batch's id, time and the exact ranges it reads.
-
-    ``batch_id`` values are consecutive integers from 0, independent of wall-clock batch time;
-    a replayed batch keeps its id, time and ranges. The ranges are of one source (Kafka
-    :class:`~dstream_exactly_once.OffsetRange`, file byte ranges, …), at most one per partition.
-    """
-
-    batch_id: int
-    batch_time_ms: int
-    ranges: Tuple[SourceRange, ...]
-
-    def to_json(self) -> str:
-        return json.dumps({"batch_id": self.batch_id, "batch_time_ms": self.batch_time_ms,
-                           "ranges": [encode_range(r) for r in self.ranges]}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> PlannedBatch:
-        d = json.loads(text)
-        return cls(int(d["batch_id"]), int(d["batch_time_ms"]), tuple(decode_range(r) for r in d["ranges"]))
-
-
-class CommitOutcome(enum.Enum):
-    """What :meth:`TransactionalStore.commit` did."""
-
-    APPLIED = "applied"
-    REPLAYED = "replayed"  # already committed before: nothing written (idempotent replay)
-
-
-def _check_json(what: str, value: Any) -> str:
-    try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"{what} cannot be stored as JSON: {value!r} ({exc})") from exc
-
-
-def _check_key(what: str, key: Any) -> str:
-    if not isinstance(key, str):
-        raise ConfigurationError(f"{what} must be a str, got {key!r}")
-    return key
-
-
-@dataclass
-class Writes:
-    """The results of one batch (or one partition of it), applied in the commit transaction.
-
-    - :meth:`incr` adds a number to a keyed value (merge by addition) — replays never re-add.
-    - :meth:`put` upserts a keyed JSON value (last write wins).
-    - :meth:`put_batch_rows` stores rows *under the batch id* (time-keyed writes): a replay
-      replaces them, so each batch's rows are present exactly once.
-    - :meth:`add_label` records a label as applied (label-idempotent sinks).
-
-    Values are validated eagerly: anything JSON cannot hold raises before anything is written.
-    """
-
-    increments: Dict[Tuple[str, str], Number] = field(default_factory=dict)
-    puts: Dict[Tuple[str, str], str] = field(default_factory=dict)
-    batch_rows: Dict[str, List[str]] = field(default_factory=dict)
-    labels: List[str] = field(default_factory=list)
-    statements: List[Tuple[str, Tuple[Any, ...]]] = field(default_factory=list)
-
-    def incr(self, namespace: str, key: str, amount: Number = 1) -> Writes:
-        _check_key("namespace", namespace)
-        _check_key("key", key)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or (
-            isinstance(amount, float) and not math.isfinite(amount)
-        ):
-            raise ConfigurationError(f"increment for {namespace}/{key} must be a finite number, got {amount!r}")
-        k = (namespace, key)
-        self.increments[k] = self.increments.get(k, 0) + amount
-        return self
-
-    def put(self, namespace: str, key: str, value: Any) -> Writes:
-        _check_key("namespace", namespace)
-        _check_key("key", key)
-        self.puts[(namespace, key)] = _check_json(f"value for {namespace}/{key}", value)
-        return self
-
-    def put_batch_rows(self, namespace: str, rows: Iterable[Any]) -> Writes:
-        _check_key("namespace", namespace)
-        encoded = [_check_json(f"row of {namespace}", r) for r in rows]
-        self.batch_rows.setdefault(namespace, []).extend(encoded)
-        return self
-
-    def add_label(self, label: str) -> Writes:
-        self.labels.append(_check_key("label", label))
-        return self
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> Writes:
-        """Run your own SQL (``?`` placeholders) inside the commit transaction — SQL stores only.
-
-        The statement sees and changes your own tables atomically with the offsets; a failing
-        statement rolls the whole commit back. Redis stores refuse writes that carry SQL.
-        """
-        if not isinstance(sql, str) or not sql.strip():
-            raise ConfigurationError(f"sql must be a non-empty str, got {sql!r}")
-        if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
-            raise ConfigurationError(f"params must be a sequence, got {params!r}")
-        self.statements.append((sql, tuple(params)))
-        return self
-
-    def copy(self) -> Writes:
-        """An independent copy (sinks add their labels to a copy of the user's writes)."""
-        return Writes(dict(self.increments), dict(self.puts), {k: list(v) for k, v in self.batch_rows.items()},
-                      list(self.labels), list(self.statements))
-
-    def __bool__(self) -> bool:
-        return bool(self.increments or self.puts or self.batch_rows or self.labels or self.statements)
+#: Version of the on-store layout this library writes; a store with a higher one is refused, one
+#: with a lower one is upgraded on its first write (see the module docstring).
+SCHEMA_VERSION = 2
 
 
 class TransactionalStore(ABC):
@@ -185,10 +87,11 @@ class TransactionalStore(ABC):
 
     # ---------------------------------------------------------------- lifecycle
     def connect(self) -> TransactionalStore:
-        """Connect now and create or check the layout, instead of at first use; returns ``self``.
+        """Connect now and check the store, instead of at first use; returns ``self``. Writes nothing.
 
         Raises :class:`StoreUnavailableError`, :class:`StoreAuthError` or
-        :class:`StoreVersionError` so a bad store is reported before a stream starts.
+        :class:`StoreVersionError` so a bad store is reported before a stream starts. The layout is
+        created (or upgraded) later, by the first write.
         """
         self.current_epoch()
         return self
@@ -212,23 +115,51 @@ class TransactionalStore(ABC):
     def current_epoch(self) -> int:
         """The newest epoch taken (0 when none was)."""
 
-    # ---------------------------------------------------------------- offsets
+    # ---------------------------------------------------------------- positions
     @abstractmethod
-    def load_offsets(self) -> Dict[TopicAndPartition, int]:
-        """Committed offsets: for each partition, the next offset to read."""
-
     def load_positions(self) -> Dict[str, Position]:
-        """Committed positions of every stream partition: ``{position_key: Position}``."""
-        return {f"{tp.topic}/{tp.partition}": Position(off) for tp, off in self.load_offsets().items()}
+        """Committed positions: ``{position_key: Position(next position to read, document or None)}``."""
+
+    def load_offsets(self) -> Dict[Any, int]:
+        """Committed Kafka offsets: ``{TopicAndPartition: next offset to read}`` (Spark 2.4 style).
+
+        The positions whose key is a Kafka ``"topic/partition"`` key; positions of other sources are
+        left out. The store itself never imports Kafka: the range kind registry parses the keys.
+        """
+        kafka = range_kind(LEGACY_RANGE_KIND)
+        out: Dict[Any, int] = {}
+        for key, pos in self.load_positions().items():
+            tp = kafka.parse_position_key(key)
+            if tp is not None:
+                out[tp] = pos.offset
+        return out
+
+    def reset_positions(self, epoch: int, positions: Mapping[str, int]) -> None:
+        """Set the next position of each key in ``positions`` (their documents are cleared), in one
+        epoch-checked transaction; other positions, results and the logs stay. For operators (the
+        CLI): the next batch planned after a restart starts at these positions.
+        """
+        epoch = rules.check_epoch_arg(epoch)
+        self._reset_positions(epoch, rules.check_positions_arg(positions))
+
+    @abstractmethod
+    def _reset_positions(self, epoch: int, positions: Dict[str, int]) -> None:
+        """The transaction of :meth:`reset_positions` (arguments checked)."""
 
     # ---------------------------------------------------------------- offset log / commit log
-    @abstractmethod
     def log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         """Write ``batch`` to the offset log before it runs (epoch-checked).
 
         Idempotent for an identical entry; an entry with the same id and other ranges/time →
         :class:`OffsetConflictError`.
         """
+        epoch, batch = rules.check_epoch_arg(epoch), rules.check_batch_arg(batch)
+        rules.batch_ranges(batch)
+        self._log_batch(epoch, batch)
+
+    @abstractmethod
+    def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
+        """The transaction of :meth:`log_batch` (arguments checked)."""
 
     @abstractmethod
     def get_batch(self, batch_id: int) -> Optional[PlannedBatch]:
@@ -246,7 +177,6 @@ class TransactionalStore(ABC):
     def is_committed(self, batch_id: int) -> bool:
         """Whether ``batch_id`` is in the commit log."""
 
-    @abstractmethod
     def purge_logs(self, epoch: int, keep: int) -> int:
         """Drop old offset-log and commit-log entries; returns how many batches were dropped.
 
@@ -255,6 +185,11 @@ class TransactionalStore(ABC):
         replays) and all results (values, batch rows, labels) stay. Epoch-checked like a commit.
         Structured Streaming's equivalent is ``spark.sql.streaming.minBatchesToRetain``.
         """
+        return self._purge_logs(rules.check_epoch_arg(epoch), rules.check_keep_arg(keep))
+
+    @abstractmethod
+    def _purge_logs(self, epoch: int, keep: int) -> int:
+        """The transaction of :meth:`purge_logs` (arguments checked)."""
 
     def pending_batches(self) -> List[PlannedBatch]:
         """Logged but uncommitted batches, in id order: these must be replayed first."""
@@ -271,30 +206,47 @@ class TransactionalStore(ABC):
         return out
 
     # ---------------------------------------------------------------- the transaction
-    @abstractmethod
     def commit(
         self,
         epoch: int,
         batch: PlannedBatch,
         writes: Writes,
         *,
-        ranges: Optional[Sequence[OffsetRange]] = None,
+        ranges: Optional[Sequence[SourceRange]] = None,
         complete_batch: bool = True,
     ) -> CommitOutcome:
-        """Apply ``writes`` and advance offsets of ``ranges`` (default: all of ``batch``) atomically.
+        """Apply ``writes`` and advance the positions of ``ranges`` (default: all of ``batch``) atomically.
 
         ``complete_batch=True`` also writes the commit-log entry of ``batch``. Per-partition
         output passes one range and ``complete_batch=False``; the driver then calls
-        :meth:`mark_committed` once every partition committed.
+        :meth:`mark_committed` once every partition committed. Every argument is checked here,
+        before the backend's transaction (:meth:`_commit`) starts.
         """
+        plan = rules.plan_commit(epoch, batch, writes, ranges, complete_batch)
+        self._check_writes(plan.writes)
+        return self._commit(plan)
+
+    def _check_writes(self, writes: Writes) -> None:  # noqa: B027 - optional hook
+        """Refuse writes this backend cannot apply (before anything is written)."""
 
     @abstractmethod
+    def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
+        """The commit transaction: the protocol of the module docstring, for a checked ``plan``."""
+
     def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
         """Write the commit-log entry of ``batch`` after all its ranges were committed.
 
-        Raises :class:`OffsetConflictError` if some range's stored offset is not its
-        ``untilOffset``; REPLAYED when the entry already exists.
+        Raises :class:`OffsetConflictError` if some range's stored position is not its ``end``;
+        REPLAYED when the entry already exists.
         """
+        epoch, batch = rules.check_epoch_arg(epoch), rules.check_batch_arg(batch)
+        todo, _ = rules.commit_ranges(batch, None)
+        return self._mark_committed(epoch, batch, todo)
+
+    @abstractmethod
+    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
+        """The transaction of :meth:`mark_committed`: every range of ``todo`` (the batch's non-empty
+        ranges) must be at its ``end``."""
 
     # ---------------------------------------------------------------- reading results
     @abstractmethod

@@ -29,10 +29,15 @@ class PostgresStore(SQLStore):
     URL: ``postgresql://user:password@host:port/dbname`` (or ``postgres://``), with any libpq
     parameter in the query; ``connect_timeout`` defaults to 5 seconds.
 
-    Tables: ``deo_values`` and ``deo_offsets`` are created ``WITH (fillfactor = 50)``: every commit
-    rewrites its counters and offsets, and the free space keeps those updates HOT (no new index
-    entry per row version). Tables created by an earlier version keep their fill factor; apply it
-    with ``ALTER TABLE … SET (fillfactor = 50)`` followed by ``VACUUM FULL`` if wanted.
+    Tables: ``deo_values`` and ``deo_positions`` are created ``WITH (fillfactor = 50)``: every
+    commit rewrites its counters and positions, and the free space keeps those updates HOT (no new
+    index entry per row version). Tables created by an earlier version keep their fill factor; apply
+    it with ``ALTER TABLE … SET (fillfactor = 50)`` followed by ``VACUUM FULL`` if wanted.
+
+    Opening and reading never write (no table is created by ``open_store``); the first write
+    creates the tables, or upgrades a version-1 layout, in its own transaction under a
+    transaction-scoped advisory lock, so concurrent first writers of any application serialize.
+    Tables are found through the connection's ``search_path``.
     """
 
     scheme = "postgresql"
@@ -68,7 +73,11 @@ class PostgresStore(SQLStore):
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
 
-    def _open_connection(self) -> Any:
+    tables_sql = ("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname IN "
+                  "('deo_meta', 'deo_offsets', 'deo_positions') AND c.relkind IN ('r', 'p') "
+                  "AND pg_catalog.pg_table_is_visible(c.oid)")
+
+    def _open_connection(self, write: bool) -> Any:
         try:
             import psycopg
         except ImportError as exc:

@@ -1,23 +1,17 @@
 """The SQL implementation shared by :class:`SQLiteStore` and :class:`PostgresStore`.
 
-Tables, every row scoped by ``app`` (the application id)::
-
-    deo_meta       (app PK, schema_version, epoch)                  one row per app; commits lock it
-    deo_offsets    (app, topic, partition_id, next_offset)          next offset to read
-    deo_batches    (app, batch_id, batch_time_ms, ranges)           offset log (ranges as JSON)
-    deo_commits    (app, batch_id, epoch)                           commit log
-    deo_values     (app, ns, k, inum, fnum, doc)                    incr/put values (int part, float
-                                                                    part, or a JSON document)
-    deo_batch_rows (app, ns, batch_id, part, seq, doc)              time-keyed rows, replaced per
-                                                                    (batch, part); part "" = whole batch
-    deo_labels     (app, label)                                     labels applied
+The tables, their layout versions and the upgrade from version 1 are in ``_sql_schema``. Reads
+never write: they find the layout first (a database without it reads as empty, one of version 1
+is read as it is) and the first write transaction creates or upgrades it.
 
 Dialects differ only in column types, placeholders, the row lock taken first in every write
 transaction (PostgreSQL ``SELECT … FOR UPDATE`` on the app's meta row; SQLite ``BEGIN IMMEDIATE``
-locks the whole file) and their error translation. Increments are native upserts
+locks the whole file), how they open a connection (SQLite reads through a read-only one, or none
+while the file does not exist) and their error translation. Increments are native upserts
 (``ON CONFLICT … DO UPDATE SET inum = inum + excluded.inum``). The rows every commit rewrites —
-int increments of one namespace, offsets of one topic — go as one JSON object parameter expanded
-by ``json_each`` in a single statement: a 1,000-key commit is one upsert, not 1,000 executions.
+int increments of one namespace, the positions — go as one JSON parameter expanded by
+``json_each``/``json_to_recordset`` in a single statement: a 1,000-key commit is one upsert, not
+1,000 executions.
 """
 
 from __future__ import annotations
@@ -31,29 +25,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, StoreError, StoreVersionError
-from ..offsets import OffsetRange, TopicAndPartition
-from . import _plan
+from ..core.ranges import Position, SourceRange
+from ..errors import DStreamExactlyOnceError, OffsetConflictError, StoreError
+from . import _commit_rules as rules
+from ._sql_schema import ABSENT, ensure_layout, read_layout
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import redact_url
 
 __all__ = ["SQLStore"]
 
-_DDL = (
-    "CREATE TABLE IF NOT EXISTS deo_meta (app TEXT PRIMARY KEY, schema_version INTEGER NOT NULL, "
-    "epoch BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS deo_offsets (app TEXT NOT NULL, topic TEXT NOT NULL, partition_id INTEGER NOT NULL, "
-    "next_offset BIGINT NOT NULL, PRIMARY KEY (app, topic, partition_id)){options}",
-    "CREATE TABLE IF NOT EXISTS deo_batches (app TEXT NOT NULL, batch_id BIGINT NOT NULL, "
-    "batch_time_ms BIGINT NOT NULL, ranges TEXT NOT NULL, PRIMARY KEY (app, batch_id))",
-    "CREATE TABLE IF NOT EXISTS deo_commits (app TEXT NOT NULL, batch_id BIGINT NOT NULL, epoch BIGINT NOT NULL, "
-    "PRIMARY KEY (app, batch_id))",
-    "CREATE TABLE IF NOT EXISTS deo_values (app TEXT NOT NULL, ns TEXT NOT NULL, k TEXT NOT NULL, inum {int}, "
-    "fnum {float}, doc TEXT, PRIMARY KEY (app, ns, k)){options}",
-    "CREATE TABLE IF NOT EXISTS deo_batch_rows (app TEXT NOT NULL, ns TEXT NOT NULL, batch_id BIGINT NOT NULL, "
-    "part TEXT NOT NULL, seq INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (app, ns, batch_id, part, seq))",
-    "CREATE TABLE IF NOT EXISTS deo_labels (app TEXT NOT NULL, label TEXT NOT NULL, PRIMARY KEY (app, label))",
-)
 
 @dataclass(frozen=True)
 class _Bulk:
@@ -99,10 +78,10 @@ _ADD_VALUE = _Bulk("deo_values", _VALUE_COLUMNS,  # doc stays NULL
                    "fnum = CASE WHEN deo_values.fnum IS NULL AND excluded.fnum IS NULL THEN NULL "
                    "ELSE COALESCE(deo_values.fnum, 0) + COALESCE(excluded.fnum, 0) END "
                    "WHERE deo_values.doc IS NULL")
-_OFFSET_COLUMNS = (("app", "text"), ("topic", "text"), ("partition_id", "integer"), ("next_offset", "bigint"))
-_SET_OFFSET = _Bulk("deo_offsets", _OFFSET_COLUMNS,
-                    "ON CONFLICT (app, topic, partition_id) DO UPDATE SET next_offset = excluded.next_offset")
-_INIT_OFFSET = _Bulk("deo_offsets", _OFFSET_COLUMNS, "ON CONFLICT (app, topic, partition_id) DO NOTHING")
+_POSITION_COLUMNS = (("app", "text"), ("pkey", "text"), ("next_pos", "bigint"), ("meta", "text"))
+_SET_POSITION = _Bulk("deo_positions", _POSITION_COLUMNS,
+                      "ON CONFLICT (app, pkey) DO UPDATE SET next_pos = excluded.next_pos, meta = excluded.meta")
+_INIT_POSITION = _Bulk("deo_positions", _POSITION_COLUMNS, "ON CONFLICT (app, pkey) DO NOTHING")
 _BATCH_ROWS = _Bulk("deo_batch_rows", (("app", "text"), ("ns", "text"), ("batch_id", "bigint"), ("part", "text"),
                                        ("seq", "integer"), ("doc", "text")), "")
 _LABELS = _Bulk("deo_labels", (("app", "text"), ("label", "text")), "ON CONFLICT (app, label) DO NOTHING")
@@ -157,27 +136,33 @@ class SQLStore(TransactionalStore):
     lock_meta_sql = ""  # appended to the meta-row SELECT that opens every write transaction
     json_bulk = False  # multi-row inserts as one statement over a JSON array of rows (PostgreSQL)
     # FROM clause of the (key, value) pairs of a JSON object parameter: counters ({key: int} per
-    # namespace) and offsets ({partition: offset} per topic) are then one statement each instead of
-    # one per row; "" binds them row by row
+    # namespace) are then one statement each instead of one per row, and the positions one
+    # statement over a JSON array of rows; "" binds them row by row
     json_pairs = ""
-    table_options = ""  # WITH (...) of the tables updated by every commit (deo_values, deo_offsets)
+    table_options = ""  # WITH (...) of the tables updated by every commit (deo_values, deo_positions)
+    tables_sql = ""  # which of _sql_schema.MARKERS exist (no parameters)
+    read_only_reads = False  # reads open a read-only connection, replaced by a read-write one to write
 
     def __init__(self, url: str, app_id: str) -> None:
         super().__init__(url, app_id)
         pairs = f"FROM {self.json_pairs} WHERE true"  # WHERE: SQLite would read ON CONFLICT as a join clause
         self._counters_sql = (f"INSERT INTO deo_values (app, ns, k, inum, fnum) SELECT ?, ?, key, "
                               f"CAST(value AS {self.int_type}), NULL {pairs} {_ADD_VALUE.tail}")
-        offsets = ("INSERT INTO deo_offsets (app, topic, partition_id, next_offset) SELECT ?, ?, "
-                   f"CAST(key AS INTEGER), CAST(value AS BIGINT) {pairs} ")
-        self._offsets_sql = {_SET_OFFSET: offsets + _SET_OFFSET.tail, _INIT_OFFSET: offsets + _INIT_OFFSET.tail}
+        positions = ("INSERT INTO deo_positions (app, pkey, next_pos, meta) SELECT ?, json_extract(value, '$[0]'), "
+                     f"json_extract(value, '$[1]'), json_extract(value, '$[2]') {pairs} ")
+        self._positions_sql = {spec: positions + spec.tail for spec in (_SET_POSITION, _INIT_POSITION)}
         self._lock = threading.RLock()
         self._conn: Any = None
         self._pid = 0
+        self._writable = False
+        self._layout: Optional[int] = None  # SCHEMA_VERSION once seen or made on this connection
+        self._ready = False  # this connection created/checked the layout and this app's meta row
 
     # ---------------------------------------------------------------- dialect hooks
     @abstractmethod
-    def _open_connection(self) -> Any:
-        """A new DB-API connection in autocommit mode (transactions are explicit)."""
+    def _open_connection(self, write: bool) -> Any:
+        """A new DB-API connection in autocommit mode (transactions are explicit), or ``None`` when
+        ``write`` is false and there is nothing to read (an SQLite file that does not exist)."""
 
     @abstractmethod
     def _translate(self, exc: Exception) -> Optional[StoreError]:
@@ -191,34 +176,23 @@ class SQLStore(TransactionalStore):
         """Serialize concurrent schema creation (PostgreSQL); SQLite's BEGIN IMMEDIATE suffices."""
 
     # ---------------------------------------------------------------- connection + error boundary
-    def _cursor(self) -> _Cursor:
-        if self._conn is None or self._pid != os.getpid():
-            self._conn = None  # a connection inherited through fork() is never reused
-            conn = self._open_connection()
-            try:
-                self._setup(_Cursor(conn.cursor(), self.placeholder))
-            except BaseException:
-                conn.close()
-                raise
-            self._conn, self._pid = conn, os.getpid()
-        return _Cursor(self._conn.cursor(), self.placeholder)
+    def _connection(self, write: bool) -> Any:
+        if self._pid != os.getpid():
+            self._conn, self._layout, self._ready = None, None, False  # inherited through fork(): never reused
+        if self._conn is not None and (self._writable or not write):
+            return self._conn
+        self._discard()
+        conn = self._open_connection(write)
+        if conn is not None:
+            self._conn, self._pid, self._writable = conn, os.getpid(), write or not self.read_only_reads
+        return conn
 
     @contextmanager
-    def _transaction(self, write: bool = True) -> Iterator[_Cursor]:
-        """One backend transaction (or one autocommit read); the only place driver errors are translated."""
+    def _boundary(self) -> Iterator[None]:
+        """The only place driver errors are translated (under the store's lock)."""
         with self._lock:
             try:
-                cur = self._cursor()
-                if write:
-                    cur.run(self.begin_sql)
-                try:
-                    yield cur
-                    if write:
-                        cur.run("COMMIT")
-                except BaseException:
-                    if write:
-                        self._rollback(cur)
-                    raise
+                yield
             except DStreamExactlyOnceError:
                 raise
             except Exception as exc:
@@ -229,6 +203,39 @@ class SQLStore(TransactionalStore):
                     self._discard()
                 raise err from exc
 
+    @contextmanager
+    def _transaction(self) -> Iterator[_Cursor]:
+        """One write transaction. The first one of a connection creates or upgrades the layout in it
+        (a write that fails leaves no layout behind either)."""
+        with self._boundary():
+            cur = _Cursor(self._connection(True).cursor(), self.placeholder)
+            cur.run(self.begin_sql)
+            try:
+                if not self._ready:
+                    self._setup(cur)
+                yield cur
+                cur.run("COMMIT")
+            except BaseException:
+                self._rollback(cur)
+                raise
+            self._layout, self._ready = SCHEMA_VERSION, True
+
+    @contextmanager
+    def _read(self) -> Iterator[Tuple[Optional[_Cursor], int]]:
+        """``(cursor, layout version)`` for autocommit reads; ``(None, ABSENT)`` while the store has no
+        layout (read as empty). Never writes."""
+        with self._boundary():
+            conn = self._connection(False)
+            if conn is None:
+                yield None, ABSENT
+                return
+            cur = _Cursor(conn.cursor(), self.placeholder)
+            layout = self._layout
+            if layout != SCHEMA_VERSION:
+                layout = read_layout(cur, self.tables_sql, self.url)
+                self._layout = SCHEMA_VERSION if layout == SCHEMA_VERSION else None
+            yield (None if layout == ABSENT else cur), layout
+
     def _rollback(self, cur: _Cursor) -> None:
         try:
             cur.run("ROLLBACK")
@@ -236,7 +243,7 @@ class SQLStore(TransactionalStore):
             self._discard()
 
     def _discard(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._layout, self._ready = self._conn, None, None, False
         if conn is not None:
             try:
                 conn.close()
@@ -247,34 +254,15 @@ class SQLStore(TransactionalStore):
         with self._lock:
             if self._pid == os.getpid():
                 self._discard()
-            self._conn = None
+            self._conn, self._layout, self._ready = None, None, False
 
     def _setup(self, cur: _Cursor) -> None:
-        """Create the tables and this app's meta row; refuse a layout from a newer version."""
-        cur.run(self.begin_sql)
-        try:
-            self._lock_schema(cur)
-            for ddl in _DDL:
-                cur.run(ddl.format(int=self.int_type, float=self.float_type, options=self.table_options))
-            row = cur.one("SELECT MAX(schema_version) FROM deo_meta")
-            found = int(row[0]) if row and row[0] is not None else SCHEMA_VERSION
-            if found > SCHEMA_VERSION:
-                raise StoreVersionError(
-                    f"store {redact_url(self.url)} has layout version {found}, newer than version "
-                    f"{SCHEMA_VERSION} written by this dstream-exactly-once; upgrade the library")
-            cur.run("INSERT INTO deo_meta (app, schema_version, epoch) VALUES (?, ?, 0) ON CONFLICT (app) DO NOTHING",
-                    (self.app_id, SCHEMA_VERSION))
-            cur.run("COMMIT")
-        except BaseException:
-            self._rollback_quietly(cur)
-            raise
-
-    @staticmethod
-    def _rollback_quietly(cur: _Cursor) -> None:
-        try:
-            cur.run("ROLLBACK")
-        except Exception:  # noqa: BLE001 - best effort; the connection is closed by the caller
-            pass
+        """In a write transaction: create or upgrade the layout, and this app's meta row."""
+        self._lock_schema(cur)
+        ensure_layout(cur, read_layout(cur, self.tables_sql, self.url), int_type=self.int_type,
+                      float_type=self.float_type, table_options=self.table_options)
+        cur.run("INSERT INTO deo_meta (app, schema_version, epoch) VALUES (?, ?, 0) ON CONFLICT (app) DO NOTHING",
+                (self.app_id, SCHEMA_VERSION))
 
     def _bulk(self, cur: _Cursor, spec: _Bulk, rows: Sequence[Sequence[Any]]) -> int:
         """Insert ``rows`` (tuples in ``spec.columns`` order); returns the rows inserted or updated."""
@@ -287,7 +275,7 @@ class SQLStore(TransactionalStore):
     # ---------------------------------------------------------------- epochs
     def _check_epoch(self, cur: _Cursor, epoch: int) -> None:
         row = cur.one("SELECT epoch FROM deo_meta WHERE app = ?" + self.lock_meta_sql, (self.app_id,))
-        _plan.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
+        rules.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
 
     def start_epoch(self) -> int:
         with self._transaction() as cur:
@@ -297,32 +285,38 @@ class SQLStore(TransactionalStore):
         return int(row[0])
 
     def current_epoch(self) -> int:
-        with self._transaction(write=False) as cur:
-            row = cur.one("SELECT epoch FROM deo_meta WHERE app = ?", (self.app_id,))
+        with self._read() as (cur, _):
+            row = None if cur is None else cur.one("SELECT epoch FROM deo_meta WHERE app = ?", (self.app_id,))
         return int(row[0]) if row else 0
 
-    # ---------------------------------------------------------------- offsets and logs
-    def _raw_offsets(self, cur: _Cursor) -> Dict[Tuple[str, int], int]:
-        rows = cur.all("SELECT topic, partition_id, next_offset FROM deo_offsets WHERE app = ?", (self.app_id,))
-        return {(t, int(p)): int(o) for t, p, o in rows}
+    # ---------------------------------------------------------------- positions and logs
+    def _stored_positions(self, cur: _Cursor) -> Dict[str, int]:
+        rows = cur.all("SELECT pkey, next_pos FROM deo_positions WHERE app = ?", (self.app_id,))
+        return {str(k): int(o) for k, o in rows}
 
-    def _offsets(self, cur: _Cursor) -> Dict[TopicAndPartition, int]:
-        return {TopicAndPartition(t, p): o for (t, p), o in self._raw_offsets(cur).items()}
+    def load_positions(self) -> Dict[str, Position]:
+        with self._read() as (cur, layout):
+            if cur is None:
+                return {}
+            if layout == 1:  # not upgraded yet: Kafka offsets, no documents
+                rows = cur.all("SELECT topic, partition_id, next_offset FROM deo_offsets WHERE app = ?",
+                               (self.app_id,))
+                return {f"{t}/{p}": Position(int(o)) for t, p, o in rows}
+            rows = cur.all("SELECT pkey, next_pos, meta FROM deo_positions WHERE app = ?", (self.app_id,))
+        return {str(k): Position(int(o), None if m is None else json.loads(m)) for k, o, m in rows}
 
-    def load_offsets(self) -> Dict[TopicAndPartition, int]:
-        with self._transaction(write=False) as cur:
-            return self._offsets(cur)
+    def _reset_positions(self, epoch: int, positions: Dict[str, int]) -> None:
+        with self._transaction() as cur:
+            self._check_epoch(cur, epoch)
+            self._write_positions(cur, _SET_POSITION, [(key, pos, None) for key, pos in positions.items()])
 
-    def log_batch(self, epoch: int, batch: PlannedBatch) -> None:
-        epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
-        _plan.commit_ranges(batch, None)
-        ranges = json.dumps([r.toTuple() for r in batch.ranges], separators=(",", ":"))
+    def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
             existing = self._get_batch(cur, batch.batch_id)
             if existing is None:
                 cur.run("INSERT INTO deo_batches (app, batch_id, batch_time_ms, ranges) VALUES (?, ?, ?, ?)",
-                        (self.app_id, batch.batch_id, batch.batch_time_ms, ranges))
+                        (self.app_id, batch.batch_id, batch.batch_time_ms, batch.ranges_json()))
             elif existing != batch:
                 raise OffsetConflictError(f"batch {batch.batch_id} is already in the offset log as {existing}; "
                                           f"refusing to log it again as {batch}")
@@ -330,18 +324,15 @@ class SQLStore(TransactionalStore):
     def _get_batch(self, cur: _Cursor, batch_id: int) -> Optional[PlannedBatch]:
         row = cur.one("SELECT batch_time_ms, ranges FROM deo_batches WHERE app = ? AND batch_id = ?",
                       (self.app_id, batch_id))
-        if row is None:
-            return None
-        ranges = tuple(OffsetRange(t, int(p), int(f), int(u)) for t, p, f, u in json.loads(row[1]))
-        return PlannedBatch(batch_id, int(row[0]), ranges)
+        return None if row is None else PlannedBatch(batch_id, int(row[0]), PlannedBatch.ranges_from_json(row[1]))
 
     def get_batch(self, batch_id: int) -> Optional[PlannedBatch]:
-        with self._transaction(write=False) as cur:
-            return self._get_batch(cur, batch_id)
+        with self._read() as (cur, _):
+            return None if cur is None else self._get_batch(cur, batch_id)
 
     def _max(self, table: str) -> Optional[int]:
-        with self._transaction(write=False) as cur:
-            row = cur.one(f"SELECT MAX(batch_id) FROM {table} WHERE app = ?", (self.app_id,))
+        with self._read() as (cur, _):
+            row = None if cur is None else cur.one(f"SELECT MAX(batch_id) FROM {table} WHERE app = ?", (self.app_id,))
         return None if row is None or row[0] is None else int(row[0])
 
     def last_logged_batch_id(self) -> Optional[int]:
@@ -354,11 +345,10 @@ class SQLStore(TransactionalStore):
         return cur.one("SELECT 1 FROM deo_commits WHERE app = ? AND batch_id = ?", (self.app_id, batch_id)) is not None
 
     def is_committed(self, batch_id: int) -> bool:
-        with self._transaction(write=False) as cur:
-            return self._is_committed(cur, batch_id)
+        with self._read() as (cur, _):
+            return cur is not None and self._is_committed(cur, batch_id)
 
-    def purge_logs(self, epoch: int, keep: int) -> int:
-        epoch, keep = _plan.check_epoch_arg(epoch), _plan.check_keep_arg(keep)
+    def _purge_logs(self, epoch: int, keep: int) -> int:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
             row = cur.one("SELECT MAX(batch_id) FROM deo_commits WHERE app = ?", (self.app_id,))
@@ -372,65 +362,60 @@ class SQLStore(TransactionalStore):
         return max(dropped, 0)
 
     # ---------------------------------------------------------------- the transaction
-    def commit(
-        self,
-        epoch: int,
-        batch: PlannedBatch,
-        writes: Writes,
-        *,
-        ranges: Optional[Sequence[OffsetRange]] = None,
-        complete_batch: bool = True,
-    ) -> CommitOutcome:
-        epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
-        if not isinstance(writes, Writes):
-            raise ConfigurationError(f"writes must be a Writes, got {writes!r}")
-        todo, empty = _plan.commit_ranges(batch, ranges)
+    def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
+        batch, writes = plan.batch, plan.writes
         sets, adds, counters = self._value_rows(writes)  # raises on bad values before the transaction
-        part = _plan.part_name(todo + empty, complete_batch)
         with self._transaction() as cur:
-            self._check_epoch(cur, epoch)
+            self._check_epoch(cur, plan.epoch)
             if self._is_committed(cur, batch.batch_id):
                 return CommitOutcome.REPLAYED
-            if not _plan.decide(batch.batch_id, todo, self._raw_offsets(cur)):
+            if not rules.decide(batch.batch_id, plan.todo, self._stored_positions(cur)):
                 return CommitOutcome.REPLAYED
             self._write_values(cur, sets, adds, counters)
             for statement, params in writes.statements:
                 cur.run(statement, params)
             for ns, rows in writes.batch_rows.items():
                 cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
-                        (self.app_id, ns, batch.batch_id, part))
-                self._bulk(cur, _BATCH_ROWS, [(self.app_id, ns, batch.batch_id, part, i, row)
+                        (self.app_id, ns, batch.batch_id, plan.part))
+                self._bulk(cur, _BATCH_ROWS, [(self.app_id, ns, batch.batch_id, plan.part, i, row)
                                               for i, row in enumerate(rows)])
             self._bulk(cur, _LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
-            self._write_offsets(cur, _SET_OFFSET, todo)
-            self._write_offsets(cur, _INIT_OFFSET, empty)
-            if complete_batch:
+            self._write_positions(cur, _SET_POSITION, self._position_rows(plan, plan.todo))
+            self._write_positions(cur, _INIT_POSITION, self._position_rows(plan, plan.empty))
+            if plan.complete_batch:
                 cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
-                        (self.app_id, batch.batch_id, epoch))
+                        (self.app_id, batch.batch_id, plan.epoch))
         return CommitOutcome.APPLIED
 
-    def _write_offsets(self, cur: _Cursor, spec: _Bulk, ranges: Sequence[OffsetRange]) -> None:
-        """Store each range's untilOffset with ``spec``'s conflict rule: one statement per topic."""
-        if not self.json_pairs:
-            self._bulk(cur, spec, [(self.app_id, r.topic, r.partition, r.untilOffset) for r in ranges])
+    @staticmethod
+    def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
+        return [(r.position_key, r.end, plan.metas[r.position_key]) for r in ranges]
+
+    def _write_positions(self, cur: _Cursor, spec: _Bulk, rows: Sequence[Tuple[str, int, Optional[str]]]) -> None:
+        """Store ``(key, next position, document JSON)`` rows with ``spec``'s conflict rule, in one
+        statement where the dialect can (PostgreSQL ``json_to_recordset``, SQLite ``json_each``)."""
+        if not rows:
             return
-        by_topic: Dict[str, Dict[int, int]] = {}
-        for r in ranges:
-            by_topic.setdefault(r.topic, {})[r.partition] = r.untilOffset
-        for topic, offsets in by_topic.items():
-            cur.run(self._offsets_sql[spec], (self.app_id, topic, json.dumps(offsets, separators=(",", ":"))))
+        if self.json_bulk or not self.json_pairs:
+            self._bulk(cur, spec, [(self.app_id, *row) for row in rows])
+            return
+        param = json.dumps(rows, separators=(",", ":"))
+        if "\\u0000" in param:  # NUL in a key or document: bound row by row (SQLite's JSON stops at it)
+            cur.many(spec.row_sql, [(self.app_id, *row) for row in rows])
+        else:
+            cur.run(self._positions_sql[spec], (self.app_id, param))
 
     def _value_rows(self, writes: Writes) -> Tuple[List[Tuple[Any, ...]], List[Tuple[Any, ...]], List[_Counters]]:
         """``(sets, adds, counters)``: rows for the ``_SET_VALUE`` and ``_ADD_VALUE`` upserts, and the
         int increments of each namespace as one JSON object (see :attr:`json_pairs`)."""
         app = self.app_id
         if not writes.puts:
-            ints, floats = _plan.split_increments(writes)
+            ints, floats = rules.split_increments(writes)
             return [], [(app, ns, key, 0, amount) for ns, key, amount in floats], self._counters(ints)
         sets: List[Tuple[Any, ...]] = []
         adds: List[Tuple[Any, ...]] = []
         by_ns: Dict[str, Dict[str, int]] = {}
-        for op in _plan.value_ops(writes):
+        for op in rules.value_ops(writes):
             if op.op == "set":
                 inum, fnum, doc = ((op.value, None, None) if op.kind == "i" else
                                    (0, op.value, None) if op.kind == "f" else (None, None, op.value))
@@ -443,7 +428,7 @@ class SQLStore(TransactionalStore):
 
     @staticmethod
     def _counters(by_ns: Dict[str, Dict[str, int]]) -> List[_Counters]:
-        return [_Counters(ns, amounts, _plan.counters_json(amounts)) for ns, amounts in by_ns.items()]
+        return [_Counters(ns, amounts, rules.counters_json(amounts)) for ns, amounts in by_ns.items()]
 
     def _write_values(self, cur: _Cursor, sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]],
                       counters: List[_Counters]) -> None:
@@ -470,43 +455,43 @@ class SQLStore(TransactionalStore):
             for k in c.amounts:
                 yield c.namespace, k
 
-    def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
-        epoch, batch = _plan.check_epoch_arg(epoch), _plan.check_batch_arg(batch)
-        todo, _ = _plan.commit_ranges(batch, None)
+    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
             if self._is_committed(cur, batch.batch_id):
                 return CommitOutcome.REPLAYED
-            stored = self._raw_offsets(cur)
+            stored = self._stored_positions(cur)
             for r in todo:
-                if stored.get((r.topic, r.partition)) != r.untilOffset:
-                    raise _plan.uncommitted_error(batch.batch_id, r, stored.get((r.topic, r.partition)))
+                if stored.get(r.position_key) != r.end:
+                    raise rules.uncommitted_error(batch.batch_id, r, stored.get(r.position_key))
             cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
                     (self.app_id, batch.batch_id, epoch))
         return CommitOutcome.APPLIED
 
     # ---------------------------------------------------------------- reading results
     def get_value(self, namespace: str, key: str) -> Any:
-        with self._transaction(write=False) as cur:
-            row = cur.one("SELECT inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
-                          (self.app_id, namespace, key))
-        return None if row is None else _plan.decode_value(*row)
+        with self._read() as (cur, _):
+            row = None if cur is None else cur.one(
+                "SELECT inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
+                (self.app_id, namespace, key))
+        return None if row is None else rules.decode_value(*row)
 
     def get_values(self, namespace: str) -> Dict[str, Any]:
-        with self._transaction(write=False) as cur:
+        with self._read() as (cur, _):
             rows = cur.all("SELECT k, inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? ORDER BY k",
-                           (self.app_id, namespace))
-        return {k: _plan.decode_value(i, f, d) for k, i, f, d in rows}
+                           (self.app_id, namespace)) if cur else []
+        return {k: rules.decode_value(i, f, d) for k, i, f, d in rows}
 
     def get_batch_rows(self, namespace: str) -> Dict[int, List[Any]]:
-        with self._transaction(write=False) as cur:
+        with self._read() as (cur, _):
             rows = cur.all("SELECT batch_id, doc FROM deo_batch_rows WHERE app = ? AND ns = ? "
-                           "ORDER BY batch_id, part, seq", (self.app_id, namespace))
+                           "ORDER BY batch_id, part, seq", (self.app_id, namespace)) if cur else []
         out: Dict[int, List[Any]] = {}
         for batch_id, doc in rows:
             out.setdefault(int(batch_id), []).append(json.loads(doc))
         return out
 
     def has_label(self, label: str) -> bool:
-        with self._transaction(write=False) as cur:
-            return cur.one("SELECT 1 FROM deo_labels WHERE app = ? AND label = ?", (self.app_id, label)) is not None
+        with self._read() as (cur, _):
+            return cur is not None and cur.one("SELECT 1 FROM deo_labels WHERE app = ? AND label = ?",
+                                               (self.app_id, label)) is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from typing import Any, Optional
+from urllib.parse import quote
 
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from .sql import SQLStore
@@ -40,7 +41,10 @@ class SQLiteStore(SQLStore):
 
     URL: ``sqlite:///relative/path.db`` (resolved against the current directory when the store is
     created, so executors open the same file) or ``sqlite:////absolute/path.db``; option
-    ``?timeout=SECONDS``. The parent directory is created when missing.
+    ``?timeout=SECONDS``. The file and its parent directories are created by the first write
+    (``start_epoch``, ``commit``, …), never by opening or reading: until then reads return empty
+    results, and an existing file is read through a read-only connection (which may add SQLite's
+    own ``-wal``/``-shm`` files beside a WAL database, never change the database file).
 
     Counters and offsets are written with SQLite's ``json_each`` (built in since SQLite 3.38,
     and in most earlier builds); without it they are bound row by row, with the same results.
@@ -56,12 +60,21 @@ class SQLiteStore(SQLStore):
         self.path = os.path.abspath(path)
         super().__init__("sqlite:///" + self.path + (f"?{query}" if query else ""), app_id)
 
-    def _open_connection(self) -> Any:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+    def _open_connection(self, write: bool) -> Any:
+        if not write:
+            if not os.path.exists(self.path):
+                self._check_creatable()
+                return None
+            target, uri = "file:" + quote(self.path, safe="/") + "?mode=ro", True
+        else:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            target, uri = self.path, False
+        conn = sqlite3.connect(target, timeout=self.timeout, isolation_level=None, check_same_thread=False,
+                               uri=uri)
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            if write:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
             try:
                 conn.execute("SELECT key FROM json_each('{}')")
             except sqlite3.OperationalError:  # an SQLite built without JSON: counters are bound row by row
@@ -71,8 +84,20 @@ class SQLiteStore(SQLStore):
             raise
         return conn
 
+    def _check_creatable(self) -> None:
+        """Refuse a path whose file the first write could not create, without creating anything."""
+        parent = os.path.dirname(self.path)
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreUnavailableError(f"cannot create SQLite database {self.path}: {parent} is not a "
+                                        f"writable directory")
+
     begin_sql = "BEGIN IMMEDIATE"
     json_pairs = "json_each(?)"
+    tables_sql = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
+                  "('deo_meta', 'deo_offsets', 'deo_positions')")
+    read_only_reads = True
 
     def _translate(self, exc: Exception) -> Optional[StoreError]:
         if isinstance(exc, sqlite3.OperationalError):

@@ -92,6 +92,7 @@ class StoreContract:
 
     def test_schema_version_too_new_is_refused(self, store: TransactionalStore, store_url: str,
                                                app_id: str) -> None:
+        store.start_epoch()  # the layout exists from the first write on
         store.close()
         self.write_schema_version(store_url, app_id, SCHEMA_VERSION + 98)
         with pytest.raises(StoreVersionError) as info:
@@ -464,8 +465,8 @@ class SQLContract:
         assert store.commit(epoch, B0, w) is APPLIED
         assert store.commit(epoch, B0, w) is REPLAYED  # a replay does not run the statement again
         assert store.load_offsets()[P0] == 10
-        rows = store._transaction(write=False).__enter__().all(f"SELECT k, n FROM {table}")  # type: ignore[attr-defined]
-        assert rows == [("a", 7)]
+        with store._read() as (cur, _):  # type: ignore[attr-defined]
+            assert cur.all(f"SELECT k, n FROM {table}") == [("a", 7)]
 
     def test_failing_user_sql_rolls_everything_back(self, store: TransactionalStore, epoch: int) -> None:
         store.log_batch(epoch, B0)
@@ -509,6 +510,8 @@ class TestSQLiteStore(SQLContract, StoreContract):
         monkeypatch.chdir(tmp_path)
         store = open_store("sqlite:///rel/x.db?timeout=2", app_id)
         assert store.url == f"sqlite:///{tmp_path}/rel/x.db?timeout=2"
+        assert not (tmp_path / "rel").exists()  # opening writes nothing; the first write creates the file
+        store.start_epoch()
         assert (tmp_path / "rel" / "x.db").exists()
         assert pickle.loads(pickle.dumps(store)).url == store.url
 
@@ -544,8 +547,8 @@ class TestPostgresStore(SQLContract, StoreContract):
         store.commit(epoch, B0, Writes().incr("counts", "n"))
         with psycopg.connect(store_url, autocommit=True) as conn:
             options = dict(conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN "
-                                        "('deo_values', 'deo_offsets', 'deo_batches')").fetchall())
-        assert options == {"deo_values": ["fillfactor=50"], "deo_offsets": ["fillfactor=50"], "deo_batches": None}
+                                        "('deo_values', 'deo_positions', 'deo_batches')").fetchall())
+        assert options == {"deo_values": ["fillfactor=50"], "deo_positions": ["fillfactor=50"], "deo_batches": None}
 
     def test_repr_hides_password(self, store: TransactionalStore) -> None:
         assert "deo-test-pw" not in repr(store) and ":***@" in repr(store)

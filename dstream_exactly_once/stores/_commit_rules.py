@@ -1,7 +1,10 @@
-"""Backend-independent pieces of a commit: argument checks, the offset decision, value encoding.
+"""The rules every store applies to a commit, whatever the backend: argument checks, which ranges a
+commit covers, the position compare-and-set, the messages, and value encoding.
 
 Every backend runs the same decisions (``check_epoch``, ``decide``) inside its own transaction;
-Redis mirrors them in Lua, so the messages built here are shared by all three.
+Redis mirrors them in Lua, so the messages built here are shared by all three. Nothing here knows a
+source: ranges are :class:`~dstream_exactly_once.core.ranges.SourceRange` values, named by their
+``position_key`` and compared by ``start``/``end``.
 """
 
 from __future__ import annotations
@@ -9,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ..core.ranges import SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
-from ..offsets import OffsetRange, TopicAndPartition
-from .base import PlannedBatch, Writes
+from .batch import PlannedBatch, Writes
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -35,6 +38,26 @@ def check_batch_arg(batch: object) -> PlannedBatch:
     return batch
 
 
+def check_writes_arg(writes: object) -> Writes:
+    if not isinstance(writes, Writes):
+        raise ConfigurationError(f"writes must be a Writes, got {writes!r}")
+    return writes
+
+
+def check_positions_arg(positions: object) -> Dict[str, int]:
+    """``positions`` of :meth:`TransactionalStore.reset_positions` as a dict, checked entry by entry."""
+    if not isinstance(positions, Mapping):
+        raise ConfigurationError(f"positions must be a mapping {{position_key: next position}}, got {positions!r}")
+    out: Dict[str, int] = {}
+    for key, pos in positions.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigurationError(f"position key must be a non-empty str (e.g. 'topic/0'), got {key!r}")
+        if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos <= INT64_MAX:
+            raise ConfigurationError(f"position of {key!r} must be an int in 0..2**63-1, got {pos!r}")
+        out[key] = pos
+    return out
+
+
 def check_epoch(app_id: str, stored: int, epoch: int) -> None:
     """Raise :class:`FencedError` unless ``epoch`` is the application's current epoch."""
     if stored > epoch:
@@ -45,53 +68,92 @@ def check_epoch(app_id: str, stored: int, epoch: int) -> None:
                           f"take one with start_epoch()")
 
 
+class CommitPlan(NamedTuple):
+    """A checked :meth:`~TransactionalStore.commit` call, handed to the backend's transaction body.
+
+    ``todo`` are the non-empty ranges (compare-and-set, then store ``end``), ``empty`` the empty ones
+    (store ``end`` only for a partition without a position); ``metas`` maps each of their position
+    keys to the JSON text of the range's ``position_meta()`` (``None``: no document); ``part`` names
+    the commit's batch rows (``""`` for a whole batch).
+    """
+
+    epoch: int
+    batch: PlannedBatch
+    writes: Writes
+    todo: List[SourceRange]
+    empty: List[SourceRange]
+    metas: Dict[str, Optional[str]]
+    part: str
+    complete_batch: bool
+
+
+def batch_ranges(batch: PlannedBatch) -> List[SourceRange]:
+    """The ranges of ``batch``, refusing non-ranges, mixed kinds and a partition named twice."""
+    return check_ranges(batch.ranges, f"the ranges of batch {batch.batch_id}")
+
+
 def commit_ranges(
-    batch: PlannedBatch, ranges: Optional[Sequence[OffsetRange]]
-) -> Tuple[List[OffsetRange], List[OffsetRange]]:
+    batch: PlannedBatch, ranges: Optional[Sequence[SourceRange]]
+) -> Tuple[List[SourceRange], List[SourceRange]]:
     """The ranges a commit covers, split into ``(non_empty, empty)``; each must belong to ``batch``."""
-    chosen = list(batch.ranges if ranges is None else ranges)
-    seen_batch = set()
-    for r in batch.ranges:
-        tp = (r.topic, r.partition)
-        if tp in seen_batch:
-            raise ConfigurationError(f"partition {r.topicPartition()} appears twice in batch {batch.batch_id}")
-        seen_batch.add(tp)
+    chosen = batch_ranges(batch)
     if ranges is not None:
-        members = set(batch.ranges)
+        members = set(chosen)
         seen = set()
-        for r in chosen:
-            if not isinstance(r, OffsetRange) or r not in members:
+        for r in ranges:
+            if not isinstance(r, SourceRange) or r not in members:
                 raise ConfigurationError(
                     f"range {r!r} is not one of batch {batch.batch_id}'s ranges {list(batch.ranges)!r}")
-            tp = (r.topic, r.partition)
-            if tp in seen:
-                raise ConfigurationError(f"partition {r.topicPartition()} appears twice in the ranges of a commit")
-            seen.add(tp)
-    return ([r for r in chosen if r.untilOffset > r.fromOffset],
-            [r for r in chosen if r.untilOffset == r.fromOffset])
+            if r.position_key in seen:
+                raise ConfigurationError(f"partition {r.position_key} appears twice in the ranges of a commit")
+            seen.add(r.position_key)
+        chosen = list(ranges)
+    return [r for r in chosen if r.end > r.start], [r for r in chosen if r.end == r.start]
 
 
-def part_name(ranges: Sequence[OffsetRange], complete_batch: bool) -> str:
-    """Key of a commit's batch rows: ``""`` for a whole batch, ``"topic/partition[,…]"`` otherwise."""
+def meta_json(r: SourceRange) -> Optional[str]:
+    """The JSON text of ``r.position_meta()`` (a JSON object or ``None``), checked before anything is written."""
+    meta = r.position_meta()
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise ConfigurationError(f"position_meta() of {r.describe()} must be a dict or None, got {meta!r}")
+    try:
+        return json.dumps(meta, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"position_meta() of {r.describe()} cannot be stored as JSON: {meta!r} "
+                                 f"({exc})") from exc
+
+
+def plan_commit(epoch: object, batch: object, writes: object, ranges: Optional[Sequence[SourceRange]],
+                complete_batch: bool) -> CommitPlan:
+    """Check a commit's arguments and work out what it covers (the shared preamble of every backend)."""
+    epoch, batch, writes = check_epoch_arg(epoch), check_batch_arg(batch), check_writes_arg(writes)
+    todo, empty = commit_ranges(batch, ranges)
+    metas = {r.position_key: meta_json(r) for r in todo + empty}
+    return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(todo + empty, complete_batch),
+                      bool(complete_batch))
+
+
+def part_name(ranges: Sequence[SourceRange], complete_batch: bool) -> str:
+    """Key of a commit's batch rows: ``""`` for a whole batch, the position keys (``"t/0,t/1"``) otherwise.
+
+    The keys follow the range type's own order where it has one (Kafka: topic, then partition
+    number), as in layout version 1, so a partition retried across an upgrade replaces its rows.
+    """
     if complete_batch:
         return ""
-    return ",".join(f"{r.topic}/{r.partition}" for r in sorted(ranges))
+    try:
+        ordered = sorted(ranges)  # type: ignore[type-var]
+    except TypeError:
+        ordered = sorted(ranges, key=lambda r: r.position_key)
+    return ",".join(r.position_key for r in ordered)
 
 
-def tp_field(tp: TopicAndPartition | OffsetRange) -> str:
-    """``"topic/partition"``: how a partition is spelled in keys and messages of the stores."""
-    return f"{tp.topic}/{tp.partition}"
-
-
-def parse_tp_field(text: str) -> TopicAndPartition:
-    topic, _, partition = text.rpartition("/")
-    return TopicAndPartition(topic, int(partition))
-
-
-def conflict_error(batch_id: int, r: OffsetRange, stored: int | str) -> OffsetConflictError:
+def conflict_error(batch_id: int, r: SourceRange, stored: int | str) -> OffsetConflictError:
     return OffsetConflictError(
-        f"offset conflict on {r.topic}-{r.partition} in batch {batch_id}: stored offset {stored} is neither "
-        f"fromOffset {r.fromOffset} nor untilOffset {r.untilOffset}; nothing was written")
+        f"offset conflict on {r.describe()} in batch {batch_id}: stored offset {stored} is neither "
+        f"fromOffset {r.start} nor untilOffset {r.end}; nothing was written")
 
 
 def mixed_error(batch_id: int, applied: Iterable[str], done: Iterable[str]) -> OffsetConflictError:
@@ -100,25 +162,25 @@ def mixed_error(batch_id: int, applied: Iterable[str], done: Iterable[str]) -> O
         f"{sorted(applied)} are at fromOffset (a commit is all-or-nothing); nothing was written")
 
 
-def uncommitted_error(batch_id: int, r: OffsetRange, stored: Optional[int | str]) -> OffsetConflictError:
+def uncommitted_error(batch_id: int, r: SourceRange, stored: Optional[int | str]) -> OffsetConflictError:
     return OffsetConflictError(
-        f"batch {batch_id} cannot be marked committed: {r.topic}-{r.partition} is at offset "
-        f"{'none' if stored in (None, '') else stored}, not its untilOffset {r.untilOffset}")
+        f"batch {batch_id} cannot be marked committed: {r.describe()} is at offset "
+        f"{'none' if stored in (None, '') else stored}, not its untilOffset {r.end}")
 
 
-def decide(batch_id: int, ranges: Sequence[OffsetRange], stored: Mapping[Tuple[str, int], int]) -> bool:
-    """The offset compare-and-set: ``True`` → apply, ``False`` → replay; raises on a conflict.
+def decide(batch_id: int, ranges: Sequence[SourceRange], stored: Mapping[str, int]) -> bool:
+    """The position compare-and-set: ``True`` → apply, ``False`` → replay; raises on a conflict.
 
-    ``stored`` maps ``(topic, partition)`` to the stored next offset.
+    ``stored`` maps position keys to the stored next position.
     """
     applied: List[str] = []
     done: List[str] = []
     for r in ranges:
-        cur = stored.get((r.topic, r.partition))
-        if cur is None or cur == r.fromOffset:
-            applied.append(tp_field(r))
-        elif cur == r.untilOffset:
-            done.append(tp_field(r))
+        cur = stored.get(r.position_key)
+        if cur is None or cur == r.start:
+            applied.append(r.position_key)
+        elif cur == r.end:
+            done.append(r.position_key)
         else:
             raise conflict_error(batch_id, r, cur)
     if done and applied:

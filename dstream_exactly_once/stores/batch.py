@@ -1,0 +1,141 @@
+"""What one commit carries: the planned batch (an offset-log entry), its writes, and the outcome.
+
+These are plain values shared by every store backend and by the streaming code; nothing here
+talks to a backend or knows a source (ranges are :class:`~dstream_exactly_once.core.ranges.SourceRange`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Sequence, Tuple
+
+from ..core.ranges import SourceRange, decode_range, encode_range
+from ..errors import ConfigurationError
+
+__all__ = ["CommitOutcome", "Number", "PlannedBatch", "Writes"]
+
+Number = float | int
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """One entry of the offset log: a batch's id, time and the exact ranges it reads.
+
+    ``batch_id`` values are consecutive integers from 0, independent of wall-clock batch time;
+    a replayed batch keeps its id, time and ranges. The ranges are of one source (Kafka
+    :class:`~dstream_exactly_once.OffsetRange`, file byte ranges, …), at most one per partition.
+    """
+
+    batch_id: int
+    batch_time_ms: int
+    ranges: Tuple[SourceRange, ...]
+
+    def to_json(self) -> str:
+        """The whole entry as JSON (Redis offset log); :meth:`from_json` reads it back."""
+        return json.dumps({"batch_id": self.batch_id, "batch_time_ms": self.batch_time_ms,
+                           "ranges": [encode_range(r) for r in self.ranges]}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> PlannedBatch:
+        d = json.loads(text)
+        return cls(int(d["batch_id"]), int(d["batch_time_ms"]), tuple(decode_range(r) for r in d["ranges"]))
+
+    def ranges_json(self) -> str:
+        """Only the ranges as a JSON array (SQL offset log). Kafka ranges keep the 4-element lists
+        of layout version 1, so entries written by either version decode the same way."""
+        return json.dumps([encode_range(r) for r in self.ranges], separators=(",", ":"))
+
+    @staticmethod
+    def ranges_from_json(text: str | bytes) -> Tuple[SourceRange, ...]:
+        return tuple(decode_range(r) for r in json.loads(text))
+
+
+class CommitOutcome(enum.Enum):
+    """What :meth:`TransactionalStore.commit` did."""
+
+    APPLIED = "applied"
+    REPLAYED = "replayed"  # already committed before: nothing written (idempotent replay)
+
+
+def _check_json(what: str, value: Any) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{what} cannot be stored as JSON: {value!r} ({exc})") from exc
+
+
+def _check_key(what: str, key: Any) -> str:
+    if not isinstance(key, str):
+        raise ConfigurationError(f"{what} must be a str, got {key!r}")
+    return key
+
+
+@dataclass
+class Writes:
+    """The results of one batch (or one partition of it), applied in the commit transaction.
+
+    - :meth:`incr` adds a number to a keyed value (merge by addition) — replays never re-add.
+    - :meth:`put` upserts a keyed JSON value (last write wins).
+    - :meth:`put_batch_rows` stores rows *under the batch id* (time-keyed writes): a replay
+      replaces them, so each batch's rows are present exactly once.
+    - :meth:`add_label` records a label as applied (label-idempotent sinks).
+
+    Values are validated eagerly: anything JSON cannot hold raises before anything is written.
+    """
+
+    increments: Dict[Tuple[str, str], Number] = field(default_factory=dict)
+    puts: Dict[Tuple[str, str], str] = field(default_factory=dict)
+    batch_rows: Dict[str, List[str]] = field(default_factory=dict)
+    labels: List[str] = field(default_factory=list)
+    statements: List[Tuple[str, Tuple[Any, ...]]] = field(default_factory=list)
+
+    def incr(self, namespace: str, key: str, amount: Number = 1) -> Writes:
+        _check_key("namespace", namespace)
+        _check_key("key", key)
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or (
+            isinstance(amount, float) and not math.isfinite(amount)
+        ):
+            raise ConfigurationError(f"increment for {namespace}/{key} must be a finite number, got {amount!r}")
+        k = (namespace, key)
+        self.increments[k] = self.increments.get(k, 0) + amount
+        return self
+
+    def put(self, namespace: str, key: str, value: Any) -> Writes:
+        _check_key("namespace", namespace)
+        _check_key("key", key)
+        self.puts[(namespace, key)] = _check_json(f"value for {namespace}/{key}", value)
+        return self
+
+    def put_batch_rows(self, namespace: str, rows: Iterable[Any]) -> Writes:
+        _check_key("namespace", namespace)
+        encoded = [_check_json(f"row of {namespace}", r) for r in rows]
+        self.batch_rows.setdefault(namespace, []).extend(encoded)
+        return self
+
+    def add_label(self, label: str) -> Writes:
+        self.labels.append(_check_key("label", label))
+        return self
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Writes:
+        """Run your own SQL (``?`` placeholders) inside the commit transaction — SQL stores only.
+
+        The statement sees and changes your own tables atomically with the offsets; a failing
+        statement rolls the whole commit back. Redis stores refuse writes that carry SQL.
+        """
+        if not isinstance(sql, str) or not sql.strip():
+            raise ConfigurationError(f"sql must be a non-empty str, got {sql!r}")
+        if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
+            raise ConfigurationError(f"params must be a sequence, got {params!r}")
+        self.statements.append((sql, tuple(params)))
+        return self
+
+    def copy(self) -> Writes:
+        """An independent copy (sinks add their labels to a copy of the user's writes)."""
+        return Writes(dict(self.increments), dict(self.puts), {k: list(v) for k, v in self.batch_rows.items()},
+                      list(self.labels), list(self.statements))
+
+    def __bool__(self) -> bool:
+        return bool(self.increments or self.puts or self.batch_rows or self.labels or self.statements)

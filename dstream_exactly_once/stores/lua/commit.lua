@@ -1,0 +1,81 @@
+-- commit. KEYS: schema, epoch, commits, offsets, pmeta, labels, then per namespace i (0-based):
+-- vi, vf, vj, rows at 7+4i..10+4i.
+-- p.ranges = {position keys, starts, ends, documents ('' = none)} of the non-empty ranges;
+-- p.empty = {{key, end, document}} of the empty ones; p.groups = {{namespace index, kind, keys,
+-- values}} with kind "ai"/"af" (increment an int/float) or "si"/"sf"/"sj" (set an int/float/JSON
+-- document). Everything is checked before the first write (a Lua script is not rolled back on
+-- error), with one HMGET per hash rather than one call per key.
+local f = fenced()
+if f then return f end
+if redis.call('ZSCORE', KEYS[3], p.batch) then return {'replayed'} end
+local fields, from, untl, metas = p.ranges[1], p.ranges[2], p.ranges[3], p.ranges[4]
+local applied, done = {}, {}
+local stored = hmget(KEYS[4], fields)
+for i, cur in ipairs(stored) do
+  if cur == false or cur == from[i] then applied[#applied + 1] = fields[i]
+  elseif cur == untl[i] then done[#done + 1] = fields[i]
+  else return {'conflict', fields[i], cur} end
+end
+if #done > 0 then
+  if #applied == 0 then return {'replayed'} end
+  return {'mixed', cjson.encode(applied), cjson.encode(done)}
+end
+for _, g in ipairs(p.groups) do
+  local base, kind, keys, values = 6 + 4 * g[1], g[2], g[3], g[4]
+  if kind == 'ai' or kind == 'af' then
+    if redis.call('HLEN', KEYS[base + 3]) > 0 then  -- only namespaces holding JSON documents need the check
+      for i, doc in ipairs(hmget(KEYS[base + 3], keys)) do
+        if doc then return {'notnumber', keys[i]} end
+      end
+    end
+    local olds = hmget(KEYS[base + ((kind == 'ai') and 1 or 2)], keys)
+    for i, old in ipairs(olds) do
+      local v = values[i]
+      -- integers of at most 18 characters are below 10^18 in magnitude: their sum cannot overflow
+      if kind == 'af' or (old and #old > 18) or #v > 18 then
+        local total = tonumber(old or '0') + tonumber(v)
+        if kind == 'ai' then
+          if total >= 9.2e18 or total <= -9.2e18 then return {'overflow', keys[i]} end
+        elseif total ~= total or total == math.huge or total == -math.huge then return {'overflow', keys[i]} end
+      end
+    end
+  end
+end
+upgrade()
+for _, g in ipairs(p.groups) do
+  local base, kind, keys, values = 6 + 4 * g[1], g[2], g[3], g[4]
+  if kind == 'ai' then
+    for i, k in ipairs(keys) do redis.call('HINCRBY', KEYS[base + 1], k, values[i]) end
+  elseif kind == 'af' then
+    for i, k in ipairs(keys) do redis.call('HINCRBYFLOAT', KEYS[base + 2], k, values[i]) end
+  else
+    local target = (kind == 'si') and 1 or ((kind == 'sf') and 2 or 3)
+    for slot = 1, 3 do
+      if slot ~= target then chunks(keys, 1000, function(...) redis.call('HDEL', KEYS[base + slot], ...) end) end
+    end
+    local pairs_ = {}
+    for i, k in ipairs(keys) do pairs_[#pairs_ + 1] = k; pairs_[#pairs_ + 1] = values[i] end
+    chunks(pairs_, 2000, function(...) redis.call('HSET', KEYS[base + target], ...) end)
+  end
+end
+for _, r in ipairs(p.rows) do
+  if r[3] == '[]' then redis.call('HDEL', KEYS[10 + 4 * r[1]], r[2])
+  else redis.call('HSET', KEYS[10 + 4 * r[1]], r[2], r[3]) end
+end
+chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[6], ...) end)
+local offsets, docs, nodocs = {}, {}, {}
+for i, key in ipairs(fields) do
+  offsets[#offsets + 1] = key; offsets[#offsets + 1] = untl[i]
+  if metas[i] ~= '' then docs[#docs + 1] = key; docs[#docs + 1] = metas[i]
+  else nodocs[#nodocs + 1] = key end
+end
+chunks(offsets, 2000, function(...) redis.call('HSET', KEYS[4], ...) end)
+chunks(docs, 2000, function(...) redis.call('HSET', KEYS[5], ...) end)
+if #nodocs > 0 and redis.call('EXISTS', KEYS[5]) == 1 then  -- a position without a document drops its old one
+  chunks(nodocs, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
+end
+for _, r in ipairs(p.empty) do
+  if redis.call('HSETNX', KEYS[4], r[1], r[2]) == 1 and r[3] ~= '' then redis.call('HSET', KEYS[5], r[1], r[3]) end
+end
+if p.complete then redis.call('ZADD', KEYS[3], p.batch, p.batch) end
+return {'applied'}

@@ -1,0 +1,12 @@
+-- mark_committed. KEYS: schema, epoch, commits, offsets. Every non-empty range must be at its end
+-- (p.ranges = {{position key, end}}).
+local f = fenced()
+if f then return f end
+if redis.call('ZSCORE', KEYS[3], p.batch) then return {'replayed'} end
+for _, r in ipairs(p.ranges) do
+  local cur = redis.call('HGET', KEYS[4], r[1])
+  if cur ~= r[2] then return {'uncommitted', r[1], cur or ''} end
+end
+upgrade()
+redis.call('ZADD', KEYS[3], p.batch, p.batch)
+return {'applied'}
