@@ -20,7 +20,6 @@ from .errors import (
     SinkError,
     StoreError,
 )
-from .kafka.reader import current_offset_range
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
 from .offsets import (
     Broker,
@@ -33,6 +32,7 @@ from .offsets import (
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
 from .streaming.kafka_utils import KafkaUtils
+from .streaming.task_context import current_offset_range
 
 __all__ = [
     "Assign",

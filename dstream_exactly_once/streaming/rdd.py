@@ -3,24 +3,63 @@
 Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
 Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
 retry, replayed batch) yields the same records, which is what exactly-once output builds on.
+With ``failOnDataLoss=False`` offsets deleted before they were read are skipped on the executor;
+:meth:`KafkaRDD.data_loss_skipped` counts them on the driver.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
+import weakref
 from itertools import chain
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark import RDD, SparkContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.rdd import PipelinedRDD
 
 from ..errors import DecodeError
 from ..kafka.params import KafkaConfig
 from ..kafka.reader import RecordBlock, read_range
-from ..offsets import KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from .task_context import remember_current
 
 __all__ = ["KafkaRDD", "make_kafka_rdd"]
 
-Decoder = Callable[[Optional[bytes]], Any]
+# {(KafkaRDD key, partition index): offsets skipped reading that partition}
+_Skips = Dict[Tuple[int, int], int]
+
+
+class _MaxPerPartition(AccumulatorParam):  # type: ignore[type-arg]
+    """Merges skip counts by maximum per (RDD, partition): a partition computed again (a second
+    action, a recomputed stage) is counted once. Builds a new dict (the driver reads it while
+    Spark's accumulator thread merges)."""
+
+    def zero(self, value: _Skips) -> _Skips:
+        return {}
+
+    def addInPlace(self, value1: _Skips, value2: _Skips) -> _Skips:  # noqa: N802 - PySpark API name
+        out = dict(value1)
+        for k, n in value2.items():
+            if n > out.get(k, 0):
+                out[k] = n
+        return out
+
+
+_SKIPS: weakref.WeakKeyDictionary[SparkContext, Accumulator[_Skips]] = weakref.WeakKeyDictionary()
+_SKIPS_LOCK = threading.Lock()
+_RDD_KEYS = itertools.count()
+
+
+def _skips_accumulator(sc: SparkContext) -> Accumulator[_Skips]:
+    """One accumulator per SparkContext for every KafkaRDD's skips (entries appear only on data
+    loss), not one per RDD: PySpark never forgets an accumulator, and a stream makes an RDD per batch."""
+    with _SKIPS_LOCK:
+        acc = _SKIPS.get(sc)
+        if acc is None:
+            acc = _SKIPS[sc] = sc.accumulator({}, _MaxPerPartition())
+        return acc
 
 
 class KafkaRDD(PipelinedRDD):
@@ -31,13 +70,30 @@ class KafkaRDD(PipelinedRDD):
     """
 
     def __init__(self, prev: RDD, func: Callable[[int, Iterable[Any]], Iterable[Any]],
-                 offset_ranges: Sequence[OffsetRange]) -> None:
+                 offset_ranges: Sequence[OffsetRange], *, skips: Optional[Accumulator[_Skips]] = None,
+                 key: int = -1) -> None:
         super().__init__(prev, func, preservesPartitioning=False)
         self._offset_ranges = list(offset_ranges)
+        self._skips = skips
+        self._key = key
 
     def offsetRanges(self) -> List[OffsetRange]:  # noqa: N802 - Spark API name
         """The ranges this RDD reads, in partition order (``HasOffsetRanges``)."""
         return list(self._offset_ranges)
+
+    def data_loss_skipped(self) -> int:
+        """Offsets of this RDD's ranges that were deleted before they were read and skipped
+        (``failOnDataLoss=False``), counted on the driver.
+
+        Valid after an action on this RDD (or on an RDD derived from it in the same stage) has
+        completed; 0 before. Each partition counts once however often it is computed: a partition
+        read again later counts what that read skipped if it skipped more (retention moved on).
+        With ``failOnDataLoss=True`` nothing is skipped (the read raises ``DataLossError``).
+        """
+        if self._skips is None:
+            return 0
+        key = self._key
+        return sum(n for (k, _), n in self._skips.value.items() if k == key)
 
 
 class _Decoding:
@@ -132,15 +188,33 @@ def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[Offse
                    key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
                    message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                    poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True) -> KafkaRDD:
-    """Build the RDD of ``ranges`` (no Spark job runs here)."""
+    """Build the RDD of ``ranges`` (no Spark job runs here).
+
+    Each task records its range for :func:`~.task_context.current_offset_range`, then reads it
+    with the Spark-free reader, passing its attempt number (a retry gets a fresh consumer) and,
+    under ``fail_on_data_loss=False``, a callback that adds skipped offsets to the driver-side
+    count (:meth:`KafkaRDD.data_loss_skipped`).
+    """
     ranges = list(ranges)
     decode = _Decoding(key_decoder, value_decoder, message_handler)
+    skips = None if fail_on_data_loss else _skips_accumulator(sc)
+    key = next(_RDD_KEYS)
 
     def read_partition(index: int, _ignored: Iterable[Any]) -> Iterable[Any]:
         if index >= len(ranges):
             return iter(())
+        attempt = remember_current(ranges[index])
+        on_data_loss = None
+        if skips is not None:
+            skipped = [0]
+
+            def on_data_loss(n: int) -> None:
+                skipped[0] += n
+                skips.add({(key, index): skipped[0]})
+
         return decode(read_range(config, ranges[index], poll_timeout_ms=poll_timeout_ms,
-                                 fail_on_data_loss=fail_on_data_loss, metadata=decode.metadata))
+                                 fail_on_data_loss=fail_on_data_loss, metadata=decode.metadata,
+                                 attempt=attempt, on_data_loss=on_data_loss))
 
     base = sc.parallelize(range(max(len(ranges), 1)), max(len(ranges), 1))
-    return KafkaRDD(base, read_partition, ranges)
+    return KafkaRDD(base, read_partition, ranges, skips=skips, key=key)
