@@ -31,7 +31,7 @@ __all__ = ["KafkaRDD", "make_kafka_rdd"]
 _Skips = Dict[Tuple[int, int], int]
 
 
-class _MaxPerPartition(AccumulatorParam):  # type: ignore[type-arg]
+class _MaxPerPartition(AccumulatorParam[_Skips]):
     """Merges skip counts by maximum per (RDD, partition): a partition computed again (a second
     action, a recomputed stage) is counted once. Builds a new dict (the driver reads it while
     Spark's accumulator thread merges)."""
