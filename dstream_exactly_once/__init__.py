@@ -41,13 +41,13 @@ _SPARK_NAMES = {
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "streaming.exactly_once",
     "KafkaUtils": "streaming.kafka_utils",
-    "current_offset_range": "kafka.reader",
+    "current_offset_range": "streaming.task_context",
 }
 
 if _TYPE_CHECKING:
-    from .kafka.reader import current_offset_range
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
     from .streaming.kafka_utils import KafkaUtils
+    from .streaming.task_context import current_offset_range
 
 
 def __getattr__(name: str) -> _Any:

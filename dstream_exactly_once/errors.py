@@ -22,8 +22,9 @@
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
 
 Backend exceptions are translated at one boundary per backend with ``raise ... from exc``:
-kafka-python in ``kafka.metadata.translate_kafka_error``, redis-py / psycopg / sqlite3 in each
-store module (``tests/integration/test_store_errors.py`` checks none is left unmapped).
+kafka-python in ``kafka.errors_map.translate_kafka_error`` (a table; ``tests/unit/test_errors_map.py``),
+redis-py / psycopg / sqlite3 in each store module (``tests/integration/test_store_errors.py`` checks
+none is left unmapped).
 """
 
 from __future__ import annotations

@@ -20,8 +20,12 @@ __all__ = [
     "KafkaMessageAndMetadata",
     "OffsetRange",
     "TopicAndPartition",
+    "to_bytes",
     "utf8_decoder",
 ]
+
+#: A key/value decoder: raw record bytes (``None`` for a null key or value) → anything.
+Decoder = Callable[[Optional[bytes]], Any]
 
 
 def utf8_decoder(s: Optional[bytes]) -> Optional[str]:
@@ -29,6 +33,21 @@ def utf8_decoder(s: Optional[bytes]) -> Optional[str]:
     if s is None:
         return None
     return s.decode("utf-8")
+
+
+def to_bytes(value: Any, *, stringify: bool = False) -> Optional[bytes]:
+    """A record key/value for a producer: ``None`` and ``bytes`` as they are, ``str`` as UTF-8.
+
+    Anything else raises ``TypeError`` naming its type, unless ``stringify`` (then ``str(value)``
+    is encoded, e.g. ints in test data).
+    """
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if stringify:
+        return str(value).encode("utf-8")
+    raise TypeError(f"Kafka keys/values must be bytes, str or None, got {type(value).__name__}: {value!r:.80}")
 
 
 def _check_topic(topic: object) -> str:
@@ -167,8 +186,6 @@ class Broker:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 < self.port < 65536:
             raise OffsetRangeError(f"Broker port must be an int in 1..65535, got {self.port!r}")
 
-
-Decoder = Callable[[Optional[bytes]], Any]
 
 
 @dataclass

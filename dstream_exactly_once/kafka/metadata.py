@@ -1,8 +1,9 @@
 """Driver-side broker access: topic metadata and offset look-ups, behind one small seam.
 
-:class:`KafkaMetadata` is the only place the driver talks to Kafka; planners take anything with
-the same methods (see :class:`MetadataSource`), so planning logic unit-tests without a broker.
-kafka-python errors are translated here, once, into this library's error tree.
+:class:`KafkaMetadata` is the only place the driver talks to Kafka; the planner and the consumer
+strategies take anything with the methods of :class:`MetadataSource`, so planning logic
+unit-tests without a broker (``dstream_exactly_once.testing.fake_kafka.FakeKafkaCluster``).
+kafka-python errors are translated by :func:`translate_kafka_error` (``kafka/errors_map.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +12,9 @@ import logging
 import re
 from typing import Any, Dict, Iterable, List, Optional, Protocol, Set, Tuple
 
-from ..errors import (
-    ConfigurationError,
-    DataLossError,
-    DStreamExactlyOnceError,
-    KafkaAuthError,
-    KafkaUnavailableError,
-)
+from ..errors import ConfigurationError, DStreamExactlyOnceError, KafkaUnavailableError
 from ..offsets import TopicAndPartition
+from .errors_map import translate_kafka_error
 from .params import KafkaConfig
 
 __all__ = ["KafkaMetadata", "MetadataSource", "close_metadata", "translate_kafka_error"]
@@ -41,94 +37,32 @@ def close_metadata(source: object) -> None:
 
 
 class MetadataSource(Protocol):
-    def topics(self) -> Set[str]: ...
-    def partitions(self, topics: Iterable[str]) -> Dict[str, List[int]]: ...
-    def latest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]: ...
-    def earliest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]: ...
+    """What planning asks of a cluster (the broker seam): :class:`KafkaMetadata` on a real one.
 
-
-def translate_kafka_error(exc: BaseException, bootstrap: str, what: str,
-                          config: Optional[KafkaConfig] = None) -> DStreamExactlyOnceError:
-    """Map a kafka-python exception to this library's tree (the caller raises it ``from exc``).
-
-    kafka-python does not reliably report refused SASL credentials: the broker closes the socket
-    right after its error response, and the client usually sees only a disconnect and retries until
-    its bootstrap timeout. So when a connection fails and ``config`` uses SASL PLAIN, the broker is
-    asked once more directly (:func:`_sasl_plain_refused`) whether it refuses these credentials.
+    Errors follow :class:`KafkaMetadata`: an unknown topic in :meth:`partitions` raises
+    :class:`ConfigurationError`; offsets of a deleted topic or partition raise :class:`DataLossError`.
     """
-    import kafka.errors as ke
 
-    name = type(exc).__name__
-    if isinstance(exc, (ke.SaslAuthenticationFailedError,)) or "Authentication" in name:
-        return KafkaAuthError(f"Kafka at {bootstrap} refused the credentials while {what}: {name}")
-    if isinstance(exc, (ke.KafkaTimeoutError, ke.KafkaConnectionError)) or "NoBrokers" in name \
-            or "Timeout" in name:
-        refused = _sasl_plain_refused(config) if config is not None else None
-        if refused is not None:
-            return KafkaAuthError(f"Kafka at {bootstrap} refused the credentials while {what}: {refused}")
-        return KafkaUnavailableError(f"cannot reach Kafka at {bootstrap} while {what}: {name}: {exc}")
-    if isinstance(exc, ke.UnknownTopicOrPartitionError):
-        return DataLossError(f"topic or partition no longer exists while {what}: {exc}")
-    if isinstance(exc, ke.KafkaError):
-        return KafkaUnavailableError(f"Kafka at {bootstrap} failed while {what}: {name}: {exc}")
-    return KafkaUnavailableError(f"Kafka at {bootstrap}: unexpected {name} while {what}: {exc}")
+    def topics(self) -> Set[str]:
+        """Every topic's name."""
+        ...
 
+    def matching_topics(self, pattern: re.Pattern[str]) -> Set[str]:
+        """Topics whose whole name matches ``pattern`` (internal ``__`` topics excluded)."""
+        ...
 
-def _sasl_plain_refused(config: KafkaConfig, timeout_s: Optional[float] = None) -> Optional[str]:
-    """Ask the bootstrap brokers whether they refuse ``config``'s SASL PLAIN credentials.
+    def partitions(self, topics: Iterable[str]) -> Dict[str, List[int]]:
+        """``{topic: sorted partition ids}``."""
+        ...
 
-    One SaslHandshake + SaslAuthenticate exchange per broker on a plain socket (SASL_PLAINTEXT
-    only). Returns the broker's refusal message (it never contains the password), or ``None`` when
-    the answer is not a refusal (accepted, unreachable, other protocol or mechanism).
-    """
-    client = config.client
-    if client.get("security_protocol") != "SASL_PLAINTEXT" or client.get("sasl_mechanism") != "PLAIN":
-        return None
-    config.register_secrets()  # kafka-python logs the token it sends at DEBUG
-    if timeout_s is None:  # request.timeout.ms bounds the probe too, at most 5 s
-        timeout_s = min(5.0, int(client.get("request_timeout_ms", 5000)) / 1000)
-    user = str(client.get("sasl_plain_username") or "")
-    token = "\0".join([user, user, str(client.get("sasl_plain_password") or "")]).encode("utf-8")
-    for server in client.get("bootstrap_servers", ()):
-        host, _, port = server.rpartition(":")
-        try:
-            refused = _sasl_plain_exchange(host.strip("[]"), int(port), token, timeout_s)
-        except Exception:  # noqa: BLE001 - only a diagnosis; the caller reports the original error
-            continue
-        return None if refused is None else f"{refused} (SASL PLAIN user {user!r})"
-    return None
+    def latest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]:
+        """The next offset to be written per partition (the last stable offset under read_committed)."""
+        ...
 
+    def earliest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]:
+        """The log start offset per partition."""
+        ...
 
-def _sasl_plain_exchange(host: str, port: int, token: bytes, timeout_s: float) -> Optional[str]:
-    import socket
-    import time
-
-    import kafka.errors as ke
-    from kafka.protocol.parser import KafkaProtocol
-    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-
-    deadline = time.monotonic() + timeout_s
-    proto = KafkaProtocol(client_id="dstream-exactly-once-auth-probe")
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        def call(request: Any) -> Any:
-            proto.send_request(request)
-            sock.sendall(proto.send_bytes())
-            while True:
-                sock.settimeout(max(0.01, deadline - time.monotonic()))
-                data = sock.recv(65536)
-                if not data:
-                    raise ConnectionError("closed by the broker")
-                responses = proto.receive_bytes(data)
-                if responses:
-                    return responses[0][1]
-
-        handshake = call(SaslHandshakeRequest(mechanism="PLAIN", version=1))
-        if handshake.error_code:
-            return f"SASL mechanism PLAIN is not enabled (the broker offers {list(handshake.mechanisms)})"
-        answer = call(SaslAuthenticateRequest(auth_bytes=token, version=1))
-        if answer.error_code:
-            return f"{ke.for_code(answer.error_code).__name__}: {answer.error_message}"
-        return None
 
 class KafkaMetadata:
     """Topic metadata and earliest/latest offsets from the brokers.

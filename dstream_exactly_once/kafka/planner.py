@@ -147,7 +147,7 @@ class DirectPlanner:
     def start(self, stored: Optional[Mapping[TopicAndPartition, int]] = None) -> Dict[TopicAndPartition, int]:
         """Resolve starting offsets: ``stored`` (from the store) wins, then explicit strategy
         offsets, then ``auto.offset.reset``. Everything is checked against the broker's log."""
-        parts = self.strategy.validate(self.metadata)  # type: ignore[arg-type]
+        parts = self.strategy.validate(self.metadata)
         stored = dict(stored or {})
         tps = parts | set(stored)
         earliest = self.metadata.earliest(tps & parts)
@@ -189,7 +189,7 @@ class DirectPlanner:
             return
         self._last_discovery = time.monotonic()
         try:
-            now = self.strategy.partitions(self.metadata)  # type: ignore[arg-type]
+            now = self.strategy.partitions(self.metadata)
         except ConfigurationError as exc:
             # A subscribed topic was deleted: plan() reports it under the data-loss policy.
             log.warning("partition discovery skipped: %s", exc)

@@ -12,7 +12,7 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set,
 
 from ..errors import ConfigurationError
 from ..offsets import TopicAndPartition
-from .metadata import KafkaMetadata
+from .metadata import MetadataSource
 
 __all__ = ["Assign", "ConsumerStrategy", "Subscribe", "SubscribePattern"]
 
@@ -79,13 +79,13 @@ class ConsumerStrategy(ABC):
         return set(self._described_set)
 
     @abstractmethod
-    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+    def partitions(self, metadata: MetadataSource) -> Set[TopicAndPartition]:
         """The partitions to read now (queried from the brokers)."""
 
     #: whether partitions appearing later are picked up between batches
     dynamic: bool = True
 
-    def validate(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+    def validate(self, metadata: MetadataSource) -> Set[TopicAndPartition]:
         """Resolve partitions once before the stream starts; explicit offsets must be among them."""
         parts = self.partitions(metadata)
         stray = sorted(set(self.offsets) - parts)
@@ -103,7 +103,7 @@ class Subscribe(ConsumerStrategy):
         super().__init__(offsets)
         self.topics = check_topics(topics if not isinstance(topics, (str, bytes)) else topics)
 
-    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+    def partitions(self, metadata: MetadataSource) -> Set[TopicAndPartition]:
         return self._partition_set(metadata.partitions(self.topics))
 
     def __repr__(self) -> str:
@@ -122,7 +122,7 @@ class SubscribePattern(ConsumerStrategy):
         if not isinstance(self.pattern, re.Pattern):
             raise ConfigurationError(f"pattern must be a str or re.Pattern, got {pattern!r}")
 
-    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+    def partitions(self, metadata: MetadataSource) -> Set[TopicAndPartition]:
         return self._partition_set(metadata.partitions(metadata.matching_topics(self.pattern)))
 
     def __repr__(self) -> str:
@@ -146,7 +146,7 @@ class Assign(ConsumerStrategy):
         if not self.assigned:
             raise ConfigurationError("Assign needs at least one partition")
 
-    def partitions(self, metadata: KafkaMetadata) -> Set[TopicAndPartition]:
+    def partitions(self, metadata: MetadataSource) -> Set[TopicAndPartition]:
         existing = metadata.partitions({tp.topic for tp in self.assigned})
         missing = sorted(tp for tp in self.assigned if tp.partition not in existing.get(tp.topic, []))
         if missing:

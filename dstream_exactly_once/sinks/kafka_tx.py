@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ..kafka.metadata import translate_kafka_error
 from ..kafka.params import KafkaConfig, parse_kafka_params
+from ..offsets import OffsetRange
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .labels import make_label
 
@@ -118,6 +119,9 @@ class KafkaTransactionalSink:
         from kafka import TopicPartition
 
         r = batch.ranges[partition_id]
+        if not isinstance(r, OffsetRange):
+            raise ConfigurationError(f"KafkaTransactionalSink keeps its marker per input topic partition and needs a "
+                                     f"Kafka stream; batch {batch.batch_id} reads {r.kind} range {r}")
         label = make_label(self.group_id(store.app_id), batch.batch_id, partition_id)
         record_writes = writes.copy() if writes else Writes()
         record_writes.add_label(label)

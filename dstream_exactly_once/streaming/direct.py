@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time as _time
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
@@ -23,18 +23,16 @@ from ..errors import ConfigurationError, OffsetRangeError
 from ..kafka.metadata import KafkaMetadata, close_metadata
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.planner import DirectPlanner, RateLimit
-from ..kafka.reader import read_range
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
-from ..offsets import KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
+from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
 from .backpressure import rate_controller_from_conf
 from .dstream import batch_seconds
-from .rdd import KafkaRDD, _Decoding, make_kafka_rdd
+from .rdd import KafkaRangeReader, KafkaRDD, make_kafka_rdd
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DirectBatches", "ReadOptions", "build_direct_batches", "check_decoders", "check_ranges_in_log"]
 
-Decoder = Callable[[Optional[bytes]], Any]
 Handler = Optional[Callable[[KafkaMessageAndMetadata], Any]]
 
 
@@ -138,22 +136,6 @@ def check_ranges_in_log(config: KafkaConfig, ranges: Sequence[OffsetRange]) -> N
         raise OffsetRangeError("; ".join(bad))
 
 
-class _KafkaRangeReader(RangeReader):
-    """Reads one :class:`OffsetRange` on an executor and decodes its records (``(key, value)`` or the
-    message handler's result). Pickled into each task: configuration only."""
-
-    def __init__(self, config: KafkaConfig, opts: ReadOptions, decoders: Dict[str, Any]) -> None:
-        self.config = config
-        self.poll_timeout_ms = opts.poll_timeout_ms
-        self.fail_on_data_loss = opts.fail_on_data_loss
-        self.decode = _Decoding(decoders["key_decoder"], decoders["value_decoder"], decoders["message_handler"])
-
-    def read(self, r: SourceRange) -> Iterable[Any]:
-        assert isinstance(r, OffsetRange), r
-        return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
-                                      fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata))
-
-
 class DirectBatches(DriverOnly, BatchSource):
     """The driver side of a direct Kafka stream: plan, advance, build the KafkaRDD (the Kafka source).
 
@@ -206,7 +188,8 @@ class DirectBatches(DriverOnly, BatchSource):
         return list(ranges)
 
     def reader(self) -> RangeReader:
-        return _KafkaRangeReader(self.config, self.opts, self.decoders)
+        return KafkaRangeReader(self.config, poll_timeout_ms=self.opts.poll_timeout_ms,
+                                fail_on_data_loss=self.opts.fail_on_data_loss, **self.decoders)
 
     def after_commit(self, ranges: Sequence[SourceRange]) -> None:
         if self.monitor_group:

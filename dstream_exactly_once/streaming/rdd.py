@@ -3,41 +3,94 @@
 Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
 Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
 retry, replayed batch) yields the same records, which is what exactly-once output builds on.
+With ``failOnDataLoss=False`` offsets deleted before they were read are skipped on the executor;
+:meth:`KafkaRDD.data_loss_skipped` counts them on the driver.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
+import weakref
 from itertools import chain
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from pyspark import RDD, SparkContext
-from pyspark.rdd import PipelinedRDD
+from pyspark import SparkContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
 
+from ..core.ranges import SourceRange
+from ..core.source import RangeReader
 from ..errors import DecodeError
 from ..kafka.params import KafkaConfig
 from ..kafka.reader import RecordBlock, read_range
-from ..offsets import KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from .range_rdd import RangeRDD, make_range_rdd
+from .task_context import remember_current
 
-__all__ = ["KafkaRDD", "make_kafka_rdd"]
+__all__ = ["KafkaRDD", "KafkaRangeReader", "make_kafka_rdd"]
 
-Decoder = Callable[[Optional[bytes]], Any]
+# {(KafkaRDD key, partition index): offsets skipped reading that partition}
+_Skips = Dict[Tuple[int, int], int]
 
 
-class KafkaRDD(PipelinedRDD):
+class _MaxPerPartition(AccumulatorParam[_Skips]):
+    """Merges skip counts by maximum per (RDD, partition): a partition computed again (a second
+    action, a recomputed stage) is counted once. Builds a new dict (the driver reads it while
+    Spark's accumulator thread merges)."""
+
+    def zero(self, value: _Skips) -> _Skips:
+        return {}
+
+    def addInPlace(self, value1: _Skips, value2: _Skips) -> _Skips:  # noqa: N802 - PySpark API name
+        out = dict(value1)
+        for k, n in value2.items():
+            if n > out.get(k, 0):
+                out[k] = n
+        return out
+
+
+_SKIPS: weakref.WeakKeyDictionary[SparkContext, Accumulator[_Skips]] = weakref.WeakKeyDictionary()
+_SKIPS_LOCK = threading.Lock()
+_RDD_KEYS = itertools.count()
+
+
+def _skips_accumulator(sc: SparkContext) -> Accumulator[_Skips]:
+    """One accumulator per SparkContext for every KafkaRDD's skips (entries appear only on data
+    loss), not one per RDD: PySpark never forgets an accumulator, and a stream makes an RDD per batch."""
+    with _SKIPS_LOCK:
+        acc = _SKIPS.get(sc)
+        if acc is None:
+            acc = _SKIPS[sc] = sc.accumulator({}, _MaxPerPartition())
+        return acc
+
+
+class KafkaRDD(RangeRDD):
     """An RDD built from explicit offset ranges; partition ``i`` holds ``offsetRanges()[i]``.
 
     Narrow transformations (``map``, ``filter``, ``mapPartitions``…) are pipelined into the
     same Python task that reads Kafka, so records are not serialized between them.
     """
 
-    def __init__(self, prev: RDD, func: Callable[[int, Iterable[Any]], Iterable[Any]],
-                 offset_ranges: Sequence[OffsetRange]) -> None:
-        super().__init__(prev, func, preservesPartitioning=False)
-        self._offset_ranges = list(offset_ranges)
+    _skips: Optional[Accumulator[_Skips]] = None
+    _key: int = -1
 
     def offsetRanges(self) -> List[OffsetRange]:  # noqa: N802 - Spark API name
         """The ranges this RDD reads, in partition order (``HasOffsetRanges``)."""
-        return list(self._offset_ranges)
+        return [r for r in self._offset_ranges if isinstance(r, OffsetRange)]
+
+    def data_loss_skipped(self) -> int:
+        """Offsets of this RDD's ranges that were deleted before they were read and skipped
+        (``failOnDataLoss=False``), counted on the driver.
+
+        Valid after an action on this RDD (or on an RDD derived from it in the same stage) has
+        completed; 0 before. Each partition counts once however often it is computed: a partition
+        read again later counts what that read skipped if it skipped more (retention moved on).
+        With ``failOnDataLoss=True`` nothing is skipped (the read raises ``DataLossError``).
+        """
+        if self._skips is None:
+            return 0
+        key = self._key
+        return sum(n for (k, _), n in self._skips.value.items() if k == key)
 
 
 class _Decoding:
@@ -128,19 +181,57 @@ def _checked(decoder: Decoder, topic: str, partition: int, offset: int) -> Decod
     return wrapped
 
 
+class KafkaRangeReader(RangeReader):
+    """Reads one :class:`OffsetRange` in a Spark task and decodes its records (``(key, value)`` or the
+    message handler's result): the Kafka source's executor side. Pickled into each task.
+
+    Each read records its range for :func:`~.task_context.current_offset_range`, passes the task's
+    attempt number (a retry gets a fresh consumer) and, under ``fail_on_data_loss=False``, adds the
+    offsets it had to skip to the driver-side count (:meth:`KafkaRDD.data_loss_skipped`).
+    """
+
+    def __init__(self, config: KafkaConfig, *, key_decoder: Decoder = utf8_decoder,
+                 value_decoder: Decoder = utf8_decoder,
+                 message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
+                 poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
+                 skips: Optional[Accumulator[_Skips]] = None, key: int = -1) -> None:
+        self.config = config
+        self.decode = _Decoding(key_decoder, value_decoder, message_handler)
+        self.poll_timeout_ms = poll_timeout_ms
+        self.fail_on_data_loss = fail_on_data_loss
+        self.skips = skips
+        self.key = key
+        self.indexes: Dict[str, int] = {}
+
+    def read(self, r: SourceRange) -> Iterable[Any]:
+        assert isinstance(r, OffsetRange), r
+        attempt = remember_current(r)
+        on_data_loss = None
+        skips = self.skips
+        if skips is not None:
+            entry = (self.key, self.indexes.get(r.position_key, -1))
+            skipped = [0]
+
+            def on_data_loss(n: int) -> None:
+                skipped[0] += n
+                skips.add({entry: skipped[0]})
+
+        return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
+                                      fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata,
+                                      attempt=attempt, on_data_loss=on_data_loss))
+
+
 def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[OffsetRange], *,
                    key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
                    message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                    poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True) -> KafkaRDD:
-    """Build the RDD of ``ranges`` (no Spark job runs here)."""
+    """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task."""
     ranges = list(ranges)
-    decode = _Decoding(key_decoder, value_decoder, message_handler)
-
-    def read_partition(index: int, _ignored: Iterable[Any]) -> Iterable[Any]:
-        if index >= len(ranges):
-            return iter(())
-        return decode(read_range(config, ranges[index], poll_timeout_ms=poll_timeout_ms,
-                                 fail_on_data_loss=fail_on_data_loss, metadata=decode.metadata))
-
-    base = sc.parallelize(range(max(len(ranges), 1)), max(len(ranges), 1))
-    return KafkaRDD(base, read_partition, ranges)
+    skips = None if fail_on_data_loss else _skips_accumulator(sc)
+    reader = KafkaRangeReader(config, key_decoder=key_decoder, value_decoder=value_decoder,
+                              message_handler=message_handler, poll_timeout_ms=poll_timeout_ms,
+                              fail_on_data_loss=fail_on_data_loss, skips=skips, key=next(_RDD_KEYS))
+    reader.indexes = {r.position_key: i for i, r in enumerate(ranges)}
+    rdd = make_range_rdd(sc, ranges, reader, KafkaRDD)
+    rdd._skips, rdd._key = skips, reader.key
+    return rdd

@@ -4,11 +4,15 @@
 - :class:`LocalRedis` — Debian ``redis-server`` (optional AOF, ``requirepass``).
 - :class:`LocalPostgres` — Debian PostgreSQL, a throwaway cluster.
 - :class:`LocalSparkCluster` — Spark standalone master + workers from the PySpark install.
+- :class:`FakeKafkaCluster` — an in-memory cluster (topics, partitions, movable earliest/latest)
+  behind the planner's metadata seam, for unit tests without a broker.
 """
 
+from .fake_kafka import FakeKafkaCluster
 from .kafka import LocalKafka, kafka_classpath
 from .postgres import LocalPostgres
 from .redis import LocalRedis
 from .spark import LocalSparkCluster, make_spark_context
 
-__all__ = ["LocalKafka", "LocalPostgres", "LocalRedis", "LocalSparkCluster", "kafka_classpath", "make_spark_context"]
+__all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalSparkCluster", "kafka_classpath",
+           "make_spark_context"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ServiceError
+from ..offsets import to_bytes
 from ._process import ManagedProcess, free_port, port_open, wait_until
 
 POM = Path(__file__).with_name("jvm") / "pom.xml"
@@ -312,7 +313,7 @@ class LocalKafka:
             for i, v in enumerate(values):
                 k = keys[i] if keys is not None else key
                 part = partition if partition is not None else (i % partitions if partitions else None)
-                producer.send(topic, value=_to_bytes(v), key=_to_bytes(k), partition=part,
+                producer.send(topic, value=to_bytes(v, stringify=True), key=to_bytes(k, stringify=True), partition=part,
                               headers=list(headers) if headers else None)
                 n += 1
             producer.flush()
@@ -332,7 +333,7 @@ class LocalKafka:
             for values, commit in batches:
                 producer.begin_transaction()
                 for v in values:
-                    producer.send(topic, value=_to_bytes(v), partition=partition)
+                    producer.send(topic, value=to_bytes(v, stringify=True), partition=partition)
                 producer.flush()
                 if commit:
                     producer.commit_transaction()
@@ -340,9 +341,3 @@ class LocalKafka:
                     producer.abort_transaction()
         finally:
             producer.close()
-
-
-def _to_bytes(v: Any) -> Optional[bytes]:
-    if v is None or isinstance(v, bytes):
-        return v
-    return str(v).encode("utf-8")

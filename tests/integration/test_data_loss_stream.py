@@ -33,6 +33,7 @@ class Batches:
         self.values = []
         self.errors = []
         self.ranges = []
+        self.skipped = []  # per KafkaRDD: offsets its executors skipped, counted on the driver
 
     def record(self, rdd):
         # a KafkaRDD knows its ranges; the RDD after a transform() is a plain RDD (as in Spark 2.4)
@@ -43,9 +44,11 @@ class Batches:
             with self.lock:
                 self.errors.append(str(exc))
             return
+        skipped = rdd.data_loss_skipped() if hasattr(rdd, "data_loss_skipped") else 0
         with self.lock:
             self.ranges.extend(ranges)
             self.values.extend(got)
+            self.skipped.append(skipped)
 
     def count(self):
         with self.lock:
@@ -129,6 +132,24 @@ def test_records_deleted_are_skipped_without_fail_on_data_loss(kafka, topic_name
     assert sorted(seen.values) == list(range(20, 60))
     # the first range was planned from 0; the lost offsets were skipped while reading it
     assert seen.ranges[0] == OffsetRange(topic_name, 0, 0, 50)
+    # ... and counted on the driver: the 20 offsets that vanished, all in the first batch
+    assert seen.skipped[0] == 20 and sum(seen.skipped) == 20
+
+
+def test_create_rdd_counts_offsets_deleted_between_planning_and_reading(kafka, topic_name, sc):
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(60), partitions=2)  # 30 records per partition
+    ranges = [OffsetRange(topic_name, 0, 5, 30), OffsetRange(topic_name, 1, 0, 30)]
+    rdd = KafkaUtils.createRDD(sc, params(kafka), ranges, failOnDataLoss=False)
+    assert rdd.data_loss_skipped() == 0  # nothing read yet
+    kafka.delete_records(topic_name, {0: 12, 1: 4})
+    values = sorted(int(v) for _, v in rdd.collect())
+    assert values == sorted([2 * i for i in range(12, 30)] + [2 * i + 1 for i in range(4, 30)])
+    assert rdd.data_loss_skipped() == (12 - 5) + 4
+    assert rdd.count() == len(values)  # read again: each partition still counts once
+    assert rdd.data_loss_skipped() == 11
+    strict = KafkaUtils.createRDD(sc, params(kafka), [OffsetRange(topic_name, 1, 4, 30)])
+    assert strict.count() == 26 and strict.data_loss_skipped() == 0
 
 
 # ---------------------------------------------------------------- topic deleted (driver side)

@@ -157,7 +157,8 @@ def _kafka_python_records(kafka, topic, partition, until, **consumer_config):
 
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_batch_reader_returns_what_kafka_python_returns(kafka, topic_name, sc, compression):
-    from dstream_exactly_once.kafka import reader
+    from dstream_exactly_once.kafka import _fetch, reader
+    from dstream_exactly_once.kafka.consumers import CONSUMERS
     from dstream_exactly_once.kafka.params import parse_kafka_params
 
     kafka.create_topic(topic_name, 1, {"max.message.bytes": 4_000_000, "segment.bytes": 8_000_000})
@@ -187,16 +188,16 @@ def test_batch_reader_returns_what_kafka_python_returns(kafka, topic_name, sc, c
 
     # this kafka-python fits the batch reader, and its ConsumerRecord fallback reads the same blocks
     config = parse_kafka_params(params(kafka))
-    assert reader._make_batch_class() is not None
+    assert _fetch.make_batch_class() is not None
     batched = [b for r in ranges for b in reader.read_range(config, r, metadata=True)]
-    saved = reader._BATCH_CLASS
-    reader._BATCH_CLASS = False
-    reader.CONSUMERS.clear()
+    saved = _fetch._BATCH_CLASS
+    _fetch._BATCH_CLASS = False
+    CONSUMERS.clear()
     try:
         fallback = [b for r in ranges for b in reader.read_range(config, r, metadata=True)]
     finally:
-        reader._BATCH_CLASS = saved
-        reader.CONSUMERS.clear()
+        _fetch._BATCH_CLASS = saved
+        CONSUMERS.clear()
 
     def flat(blocks):
         return [rec for b in blocks for rec in zip(b.offsets, b.keys, b.values, b.timestamps, b.timestamp_types,

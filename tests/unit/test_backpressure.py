@@ -9,8 +9,7 @@ from dstream_exactly_once.kafka.planner import DirectPlanner, RateLimit
 from dstream_exactly_once.kafka.strategies import Subscribe
 from dstream_exactly_once.offsets import TopicAndPartition
 from dstream_exactly_once.streaming.backpressure import PIDRateEstimator, RateController, rate_controller_from_conf
-
-from .test_planner import FakeCluster
+from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 
@@ -100,7 +99,7 @@ def test_lag_share_split_capped_by_max_rate_with_the_min_rate_floor():
 
 
 def test_planner_applies_the_backpressure_rate():
-    cluster = FakeCluster({"t": [(0, 900), (0, 300)]})
+    cluster = FakeKafkaCluster({"t": [(0, 900), (0, 300)]})
     p = DirectPlanner(cluster, Subscribe(["t"]), auto_offset_reset="earliest", discovery_interval_s=0.0)
     p.start()
     ranges = p.plan(1.0, 100.0)

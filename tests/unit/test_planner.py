@@ -1,10 +1,10 @@
-"""Driver-side planning on an in-memory metadata double (the ``MetadataSource`` seam)."""
+"""Driver-side planning on the in-memory cluster of ``dstream_exactly_once.testing.fake_kafka`` (the
+``MetadataSource`` seam)."""
 
 from __future__ import annotations
 
 import logging
-import re
-from typing import Dict, Iterable, List, Set, Tuple
+from typing import List, Tuple
 
 import pytest
 
@@ -12,62 +12,9 @@ from dstream_exactly_once.errors import ConfigurationError, DataLossError, Offse
 from dstream_exactly_once.kafka.planner import DirectPlanner, RateLimit, clamp_ranges
 from dstream_exactly_once.kafka.strategies import Assign, Subscribe, SubscribePattern
 from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
-
-
-class FakeCluster:
-    """``{topic: [[earliest, latest] per partition]}``, mutable between calls like a real cluster.
-
-    Answers as :class:`~dstream_exactly_once.kafka.metadata.KafkaMetadata` does: unknown topics in
-    ``partitions`` raise ConfigurationError; offsets of a deleted topic raise DataLossError.
-    """
-
-    def __init__(self, logs: Dict[str, List[Tuple[int, int]]]) -> None:
-        self.logs = {t: [list(p) for p in parts] for t, parts in logs.items()}
-        self.calls: List[str] = []
-
-    # -- the seam
-    def topics(self) -> Set[str]:
-        self.calls.append("topics")
-        return set(self.logs)
-
-    def partitions(self, topics: Iterable[str]) -> Dict[str, List[int]]:
-        self.calls.append("partitions")
-        names = sorted(set(topics))
-        missing = [t for t in names if t not in self.logs]
-        if missing:
-            raise ConfigurationError(f"unknown topic(s) {missing}")
-        return {t: list(range(len(self.logs[t]))) for t in names}
-
-    def matching_topics(self, pattern: re.Pattern[str]) -> Set[str]:
-        return {t for t in self.logs if pattern.fullmatch(t)}
-
-    def _offsets(self, tps: Iterable[TopicAndPartition], index: int) -> Dict[TopicAndPartition, int]:
-        out = {}
-        for tp in tps:
-            if tp.topic not in self.logs or tp.partition >= len(self.logs[tp.topic]):
-                raise DataLossError(f"topic or partition no longer exists: {tp}")
-            out[tp] = self.logs[tp.topic][tp.partition][index]
-        return out
-
-    def earliest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]:
-        self.calls.append("earliest")
-        return self._offsets(tps, 0)
-
-    def latest(self, tps: Iterable[TopicAndPartition]) -> Dict[TopicAndPartition, int]:
-        self.calls.append("latest")
-        return self._offsets(tps, 1)
-
-    # -- what happens to a real cluster
-    def produce(self, topic: str, partition: int, n: int) -> None:
-        self.logs[topic][partition][1] += n
-
-    def delete_records(self, topic: str, partition: int, before: int) -> None:
-        self.logs[topic][partition][0] = before
-
-    def add_partition(self, topic: str, earliest: int, latest: int) -> None:
-        self.logs[topic].append([earliest, latest])
 
 
 def planner(cluster, strategy=None, **kw):
@@ -81,13 +28,13 @@ def tuples(ranges: List[OffsetRange]) -> List[Tuple[str, int, int, int]]:
 
 # ---------------------------------------------------------------- starting offsets
 def test_start_from_latest_by_default_and_earliest_on_request():
-    cluster = FakeCluster({"t": [(0, 10), (5, 20)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (5, 20)]})
     assert planner(cluster).start() == {TP("t", 0): 10, TP("t", 1): 20}
     assert planner(cluster, auto_offset_reset="earliest").start() == {TP("t", 0): 0, TP("t", 1): 5}
 
 
 def test_start_with_reset_none_needs_an_offset_for_every_partition():
-    cluster = FakeCluster({"t": [(0, 10), (0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 10)]})
     with pytest.raises(ConfigurationError, match="no starting offset for t-1 and auto.offset.reset is 'none'"):
         planner(cluster, Subscribe(["t"], {TP("t", 0): 3}), auto_offset_reset="none").start()
     p = planner(cluster, Subscribe(["t"], {TP("t", 0): 3}), auto_offset_reset="none")
@@ -95,7 +42,7 @@ def test_start_with_reset_none_needs_an_offset_for_every_partition():
 
 
 def test_explicit_offsets_win_over_reset():
-    cluster = FakeCluster({"t": [(0, 10), (0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 10)]})
     p = planner(cluster, Subscribe(["t"], {TP("t", 1): 7}), auto_offset_reset="earliest")
     assert p.start() == {TP("t", 0): 0, TP("t", 1): 7}
     assign = planner(cluster, Assign({TP("t", 0): 10}))
@@ -103,7 +50,7 @@ def test_explicit_offsets_win_over_reset():
 
 
 def test_stored_offsets_win_over_explicit_and_reset():
-    cluster = FakeCluster({"t": [(0, 10), (0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 10)]})
     p = planner(cluster, Subscribe(["t"], {TP("t", 0): 1, TP("t", 1): 1}))
     assert p.start(stored={TP("t", 0): 6}) == {TP("t", 0): 6, TP("t", 1): 1}
     assert p.current == {TP("t", 0): 6, TP("t", 1): 1}
@@ -111,31 +58,31 @@ def test_stored_offsets_win_over_explicit_and_reset():
 
 @pytest.mark.parametrize("offset", [11, 100])
 def test_explicit_offsets_beyond_the_log_are_rejected(offset):
-    cluster = FakeCluster({"t": [(0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})
     with pytest.raises(OffsetRangeError, match=rf"fromOffsets\[t-0\] = {offset} is outside the log \[0, 10\]"):
         planner(cluster, Assign({TP("t", 0): offset})).start()
 
 
 def test_explicit_offsets_below_the_log_start_are_rejected():
-    cluster = FakeCluster({"t": [(4, 10)]})
+    cluster = FakeKafkaCluster({"t": [(4, 10)]})
     with pytest.raises(OffsetRangeError, match=r"fromOffsets\[t-0\] = 3 is outside the log \[4, 10\]"):
         planner(cluster, Assign({TP("t", 0): 3})).start()
 
 
 def test_explicit_offsets_for_unsubscribed_partitions_are_rejected():
-    cluster = FakeCluster({"t": [(0, 10)], "u": [(0, 1)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)], "u": [(0, 1)]})
     with pytest.raises(ConfigurationError, match="not subscribed or do not exist: t-3, u-0"):
         planner(cluster, Subscribe(["t"], {TP("t", 3): 0, TP("u", 0): 0})).start()
 
 
 def test_stored_offset_beyond_the_log_end_is_refused():
-    cluster = FakeCluster({"t": [(0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})
     with pytest.raises(OffsetRangeError, match="stored offset 15 for t-0 is beyond the log end 10"):
         planner(cluster).start(stored={TP("t", 0): 15})
 
 
 def test_stored_offset_below_the_log_start_fails_by_default():
-    cluster = FakeCluster({"t": [(40, 100)]})
+    cluster = FakeKafkaCluster({"t": [(40, 100)]})
     with pytest.raises(DataLossError) as info:
         planner(cluster).start(stored={TP("t", 0): 25})
     message = str(info.value)
@@ -143,7 +90,7 @@ def test_stored_offset_below_the_log_start_fails_by_default():
 
 
 def test_stored_offset_below_the_log_start_clamps_and_counts(caplog):
-    cluster = FakeCluster({"t": [(40, 100), (0, 5)]})
+    cluster = FakeKafkaCluster({"t": [(40, 100), (0, 5)]})
     p = planner(cluster, fail_on_data_loss=False)
     with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka.planner"):
         assert p.start(stored={TP("t", 0): 25, TP("t", 1): 2}) == {TP("t", 0): 40, TP("t", 1): 2}
@@ -152,7 +99,7 @@ def test_stored_offset_below_the_log_start_clamps_and_counts(caplog):
 
 
 def test_stored_partition_that_no_longer_exists():
-    cluster = FakeCluster({"t": [(0, 10)]})  # the store knows t-1: the topic was recreated smaller
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})  # the store knows t-1: the topic was recreated smaller
     with pytest.raises(DataLossError, match="t-1 has stored offset 4 but the partition no longer exists"):
         planner(cluster).start(stored={TP("t", 0): 1, TP("t", 1): 4})
     p = planner(cluster, fail_on_data_loss=False)
@@ -161,14 +108,14 @@ def test_stored_partition_that_no_longer_exists():
 
 def test_unknown_topic_fails_before_anything_is_planned():
     with pytest.raises(ConfigurationError, match="unknown topic"):
-        planner(FakeCluster({"t": [(0, 1)]}), Subscribe(["missing"])).start()
+        planner(FakeKafkaCluster({"t": [(0, 1)]}), Subscribe(["missing"])).start()
     with pytest.raises(ConfigurationError, match="assigned partitions do not exist: t-5"):
-        planner(FakeCluster({"t": [(0, 1)]}), Assign([TP("t", 5)])).start()
+        planner(FakeKafkaCluster({"t": [(0, 1)]}), Assign([TP("t", 5)])).start()
 
 
 # ---------------------------------------------------------------- per batch
 def test_plan_reads_up_to_the_log_end_and_advances_only_when_told():
-    cluster = FakeCluster({"t": [(0, 10), (0, 4)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 4)]})
     p = planner(cluster, auto_offset_reset="earliest")
     p.start()
     first = p.plan(1.0)
@@ -180,7 +127,7 @@ def test_plan_reads_up_to_the_log_end_and_advances_only_when_told():
 
 
 def test_one_latest_lookup_per_batch_without_discovery():
-    cluster = FakeCluster({"t": [(0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})
     p = planner(cluster, Assign([TP("t", 0)]))
     p.start()
     cluster.calls.clear()
@@ -224,7 +171,7 @@ def test_clamp_ranges():
 
 
 def test_rate_limit_spreads_a_backlog_over_batches():
-    cluster = FakeCluster({"t": [(0, 45), (0, 3)]})
+    cluster = FakeKafkaCluster({"t": [(0, 45), (0, 3)]})
     p = planner(cluster, auto_offset_reset="earliest", rate=RateLimit(10, 1))
     p.start()
     sizes = []
@@ -238,7 +185,7 @@ def test_rate_limit_spreads_a_backlog_over_batches():
 
 
 def test_new_partitions_are_discovered_at_their_earliest_offset():
-    cluster = FakeCluster({"t": [(0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})
     p = planner(cluster)
     p.start()
     cluster.add_partition("t", earliest=3, latest=8)
@@ -247,15 +194,15 @@ def test_new_partitions_are_discovered_at_their_earliest_offset():
 
 
 def test_new_topics_matching_a_pattern_are_discovered():
-    cluster = FakeCluster({"ev-a": [(0, 2)], "other": [(0, 9)]})
+    cluster = FakeKafkaCluster({"ev-a": [(0, 2)], "other": [(0, 9)]})
     p = planner(cluster, SubscribePattern(r"ev-.*"), auto_offset_reset="earliest")
     p.start()
-    cluster.logs["ev-b"] = [[0, 4]]
+    cluster.create_topic("ev-b", [(0, 4)])
     assert tuples(p.plan(1.0)) == [("ev-a", 0, 0, 2), ("ev-b", 0, 0, 4)]
 
 
 def test_discovery_waits_for_its_interval_and_assign_never_discovers():
-    cluster = FakeCluster({"t": [(0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})
     slow = planner(cluster, discovery_interval_s=3600)
     slow.start()
     assigned = planner(cluster, Assign([TP("t", 0)]))
@@ -266,39 +213,39 @@ def test_discovery_waits_for_its_interval_and_assign_never_discovers():
 
 
 def test_deleted_topic_fails_by_default():
-    cluster = FakeCluster({"t": [(0, 10)], "u": [(0, 4)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)], "u": [(0, 4)]})
     p = planner(cluster, Subscribe(["t", "u"]), auto_offset_reset="earliest")
     p.start()
     p.advance(p.plan(1.0))
-    del cluster.logs["u"]
+    cluster.delete_topic("u")
     with pytest.raises(DataLossError, match="u-0 was deleted; offsets from 4 on cannot be read"):
         p.plan(1.0)
 
 
 def test_deleted_topic_is_dropped_under_the_clamp_policy():
-    cluster = FakeCluster({"t": [(0, 10)], "u": [(0, 4)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)], "u": [(0, 4)]})
     p = planner(cluster, Subscribe(["t", "u"]), auto_offset_reset="earliest", fail_on_data_loss=False)
     p.start()
     p.advance(p.plan(1.0))
-    del cluster.logs["u"]
+    cluster.delete_topic("u")
     cluster.produce("t", 0, 5)
     assert tuples(p.plan(1.0)) == [("t", 0, 10, 15)]
     assert p.partitions() == {TP("t", 0)}
     # recreated later: picked up again from its earliest offset
-    cluster.logs["u"] = [[0, 2]]
+    cluster.create_topic("u", [(0, 2)])
     assert tuples(p.plan(1.0)) == [("t", 0, 10, 15), ("u", 0, 0, 2)]
 
 
 def test_only_deleted_topic_leaves_empty_batches_under_the_clamp_policy():
-    cluster = FakeCluster({"t": [(0, 10)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10)]})
     p = planner(cluster, fail_on_data_loss=False)
     p.start()
-    del cluster.logs["t"]
+    cluster.delete_topic("t")
     assert p.plan(1.0) == []
 
 
 def test_other_data_loss_errors_are_not_swallowed():
-    class Broken(FakeCluster):
+    class Broken(FakeKafkaCluster):
         def latest(self, tps):
             raise DataLossError("something else")
 
@@ -309,19 +256,19 @@ def test_other_data_loss_errors_are_not_swallowed():
 
 
 def test_truncated_or_recreated_log_fails_by_default():
-    cluster = FakeCluster({"t": [(0, 50)]})
+    cluster = FakeKafkaCluster({"t": [(0, 50)]})
     p = planner(cluster)
     p.start()
-    cluster.logs["t"] = [[0, 20]]  # recreated: the log now ends before our position
+    cluster.create_topic("t", [(0, 20)])  # recreated: the log now ends before our position
     with pytest.raises(DataLossError, match="t-0: the log ends at 20 but offset 50 was expected to exist"):
         p.plan(1.0)
 
 
 def test_truncated_or_recreated_log_restarts_at_earliest_under_the_clamp_policy():
-    cluster = FakeCluster({"t": [(0, 50)]})
+    cluster = FakeKafkaCluster({"t": [(0, 50)]})
     p = planner(cluster, fail_on_data_loss=False)
     p.start()
-    cluster.logs["t"] = [[2, 20]]
+    cluster.create_topic("t", [(2, 20)])
     assert tuples(p.plan(1.0)) == [("t", 0, 2, 20)]
     assert p.current[TP("t", 0)] == 2
 
@@ -329,7 +276,7 @@ def test_truncated_or_recreated_log_restarts_at_earliest_under_the_clamp_policy(
 def test_records_deleted_below_the_position_are_left_to_the_reader():
     # The planner only knows the log end per batch; a range starting below the new log start is
     # planned as usual and the executor applies the data-loss policy when it reads.
-    cluster = FakeCluster({"t": [(0, 50)]})
+    cluster = FakeKafkaCluster({"t": [(0, 50)]})
     p = planner(cluster, auto_offset_reset="earliest")
     p.start()
     cluster.delete_records("t", 0, 30)
@@ -339,11 +286,11 @@ def test_records_deleted_below_the_position_are_left_to_the_reader():
 # ---------------------------------------------------------------- state kept across batches
 def test_a_partition_added_and_another_removed_in_one_batch_are_both_planned():
     # Same number of partitions before and after: the planner's sorted partitions must not be reused.
-    cluster = FakeCluster({"ev-a": [(0, 3)], "ev-b": [(0, 4)]})
+    cluster = FakeKafkaCluster({"ev-a": [(0, 3)], "ev-b": [(0, 4)]})
     p = planner(cluster, SubscribePattern(r"ev-.*"), auto_offset_reset="earliest", fail_on_data_loss=False)
     p.start()
     p.advance(p.plan(1.0))
-    del cluster.logs["ev-b"]
+    cluster.delete_topic("ev-b")
     cluster.add_partition("ev-a", 1, 6)
     assert tuples(p.plan(1.0)) == [("ev-a", 0, 3, 3), ("ev-a", 1, 1, 6)]
     p.current = {TP("ev-a", 1): 2, TP("ev-a", 0): 0}  # replaced from outside, out of order
@@ -351,7 +298,7 @@ def test_a_partition_added_and_another_removed_in_one_batch_are_both_planned():
 
 
 def test_ranges_of_idle_partitions_are_reused_and_moving_ones_rebuilt():
-    cluster = FakeCluster({"t": [(0, 10), (0, 4)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 4)]})
     p = planner(cluster, auto_offset_reset="earliest")
     p.start()
     first = p.plan(1.0)
@@ -365,7 +312,7 @@ def test_ranges_of_idle_partitions_are_reused_and_moving_ones_rebuilt():
 
 
 def test_advance_takes_ranges_of_partitions_it_does_not_plan():
-    cluster = FakeCluster({"t": [(0, 10), (0, 4)]})
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 4)]})
     p = planner(cluster, Assign([TP("t", 0)]), auto_offset_reset="earliest")
     p.start()
     p.advance([OffsetRange("t", 0, 0, 5), OffsetRange("t", 1, 0, 2)])
@@ -374,13 +321,13 @@ def test_advance_takes_ranges_of_partitions_it_does_not_plan():
 
 
 def test_strategy_partition_sets_follow_the_cluster_and_are_the_callers_to_keep():
-    cluster = FakeCluster({"t": [(0, 1)]})
+    cluster = FakeKafkaCluster({"t": [(0, 1)]})
     strategy = Subscribe(["t"])
-    first = strategy.partitions(cluster)  # type: ignore[arg-type]
+    first = strategy.partitions(cluster)
     first.add(TP("x", 9))
-    assert strategy.partitions(cluster) == {TP("t", 0)}  # type: ignore[arg-type]
+    assert strategy.partitions(cluster) == {TP("t", 0)}
     cluster.add_partition("t", 0, 0)
-    assert strategy.partitions(cluster) == {TP("t", 0), TP("t", 1)}  # type: ignore[arg-type]
+    assert strategy.partitions(cluster) == {TP("t", 0), TP("t", 1)}
 
 
 # ---------------------------------------------------------------- ListOffsets requests (no broker)

@@ -1,4 +1,7 @@
-"""The executor reader's own record-batch decoding, consumer cache and fetch sizing (no broker, no Spark)."""
+"""The executor reader's own record-batch decoding, consumer cache and fetch sizing (no broker, no Spark).
+
+Also checks that the reader side (``dstream_exactly_once.kafka``) does not import Spark.
+"""
 
 from __future__ import annotations
 
@@ -42,20 +45,20 @@ BATCH_CASES = {
 @pytest.mark.parametrize("compression", [0, 1], ids=["uncompressed", "gzip"])
 @pytest.mark.parametrize("case", sorted(BATCH_CASES))
 def test_batch_decoding_matches_kafka_python(case, compression):
-    from dstream_exactly_once.kafka.reader import _Batch
+    from dstream_exactly_once.kafka._fetch import Batch
 
     expected = [(r.offset, r.key, r.value) for r in _batch(BATCH_CASES[case], compression, 1000)]
     offsets = [o for o, _, _ in expected]
-    block = _Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, 0, 10 ** 9, False)
+    block = Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, 0, 10 ** 9, False)
     assert list(zip(block.offsets, block.keys, block.values, strict=True)) == expected
     # clipped to a range that starts and ends inside the batch
     lo, hi = offsets[1], offsets[-1]
-    block = _Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, lo, hi, False)
+    block = Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, lo, hi, False)
     assert list(zip(block.offsets, block.keys, block.values, strict=True)) == [
         e for e in expected if lo <= e[0] < hi]
-    assert _Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, hi + 1, hi + 5, False) is None
+    assert Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, hi + 1, hi + 5, False) is None
     # metadata=True: kafka-python's own decoding of timestamps and headers
-    full = _Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, 0, 10 ** 9, True)
+    full = Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, 0, 10 ** 9, True)
     records = list(_batch(BATCH_CASES[case], compression, 1000))
     assert full.offsets == offsets and full.values == [r.value for r in records]
     assert full.timestamps == [r.timestamp for r in records] and full.headers == [r.headers for r in records]
@@ -64,25 +67,25 @@ def test_batch_decoding_matches_kafka_python(case, compression):
 def test_corrupt_batches_raise_corrupt_record_error():
     from kafka.errors import CorruptRecordError
 
-    from dstream_exactly_once.kafka.reader import _parse_v2
+    from dstream_exactly_once.kafka._fetch import parse_v2
 
     raw = bytes(_batch(BATCH_CASES["keys, nulls, empties, headers"])._buffer)
-    _parse_v2(raw, 61, 4, 0)
+    parse_v2(raw, 61, 4, 0)
     with pytest.raises(CorruptRecordError):
-        _parse_v2(raw[:-3], 61, 4, 0)  # truncated
+        parse_v2(raw[:-3], 61, 4, 0)  # truncated
     with pytest.raises(CorruptRecordError):
-        _parse_v2(raw + b"\x00", 61, 4, 0)  # trailing bytes
+        parse_v2(raw + b"\x00", 61, 4, 0)  # trailing bytes
     with pytest.raises(CorruptRecordError):
-        _parse_v2(raw, 61, 5, 0)  # fewer records than the header says
+        parse_v2(raw, 61, 5, 0)  # fewer records than the header says
     bad = bytearray(raw)
     bad[61] += 2  # first record claims one byte more than it has
     with pytest.raises(CorruptRecordError):
-        _parse_v2(bytes(bad), 61, 4, 0)
+        parse_v2(bytes(bad), 61, 4, 0)
 
 
 def test_decoder_failure_yields_the_records_before_it_and_names_the_offset():
     from dstream_exactly_once import utf8_decoder
-    from dstream_exactly_once.kafka.reader import RecordBlock
+    from dstream_exactly_once.kafka.records import RecordBlock
     from dstream_exactly_once.streaming.rdd import _Decoding
 
     def picky(raw):
@@ -98,8 +101,8 @@ def test_decoder_failure_yields_the_records_before_it_and_names_the_offset():
 
 
 def test_consumer_cache_prefers_the_partition_then_any_idle_consumer_of_the_config():
+    from dstream_exactly_once.kafka.consumers import ConsumerCache
     from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.reader import ConsumerCache
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     cache = ConsumerCache()
@@ -112,18 +115,130 @@ def test_consumer_cache_prefers_the_partition_then_any_idle_consumer_of_the_conf
 
 
 def test_fetch_size_follows_the_rest_of_the_range():
-    from dstream_exactly_once.kafka import reader
+    from dstream_exactly_once.kafka import _fetch
 
     class Fetcher:
         config = {"max_partition_fetch_bytes": 0}
 
-    reader._BYTES_PER_OFFSET.pop("sized", None)
-    reader._size_next_fetch(Fetcher, "sized", 1000, 4 << 20)
+    _fetch._BYTES_PER_OFFSET.pop("sized", None)
+    _fetch.size_next_fetch(Fetcher, "sized", 1000, 4 << 20)
     assert Fetcher.config["max_partition_fetch_bytes"] == 4 << 20  # nothing known yet: the maximum
-    reader._BYTES_PER_OFFSET["sized"] = 1000.0
-    reader._size_next_fetch(Fetcher, "sized", 1000, 4 << 20)
+    _fetch._BYTES_PER_OFFSET["sized"] = 1000.0
+    _fetch.size_next_fetch(Fetcher, "sized", 1000, 4 << 20)
     assert Fetcher.config["max_partition_fetch_bytes"] == 1_250_000
-    reader._size_next_fetch(Fetcher, "sized", 3, 4 << 20)
-    assert Fetcher.config["max_partition_fetch_bytes"] == reader._MIN_FETCH_BYTES
-    reader._size_next_fetch(Fetcher, "sized", 10 ** 6, 1 << 20)
+    _fetch.size_next_fetch(Fetcher, "sized", 3, 4 << 20)
+    assert Fetcher.config["max_partition_fetch_bytes"] == _fetch._MIN_FETCH_BYTES
+    _fetch.size_next_fetch(Fetcher, "sized", 10 ** 6, 1 << 20)
     assert Fetcher.config["max_partition_fetch_bytes"] == 1 << 20
+
+
+def test_nothing_under_kafka_imports_spark():
+    import ast
+    import pathlib
+
+    import dstream_exactly_once.kafka as kafka_pkg
+
+    offenders = []
+    for path in sorted(pathlib.Path(kafka_pkg.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "pyspark" or "streaming" in n]
+    assert offenders == []
+
+
+class _Record:
+    def __init__(self, offset):
+        self.offset, self.key, self.value = offset, None, str(offset).encode()
+
+
+class _ShrinkingLog:
+    """A consumer double over offsets [earliest, end): reading below ``earliest`` is out of range."""
+
+    def __init__(self, earliest, end):
+        self.earliest, self.end, self.pos, self.closed = earliest, end, None, False
+
+    def assign(self, tps):
+        self.tp = tps[0]
+
+    def seek(self, tp, offset):
+        self.pos = offset
+
+    def poll(self, timeout_ms, max_records):
+        from kafka.errors import OffsetOutOfRangeError
+
+        if self.pos < self.earliest:
+            raise OffsetOutOfRangeError({self.tp: self.pos})
+        recs = [_Record(o) for o in range(self.pos, min(self.pos + 7, self.end))]
+        self.pos += len(recs)
+        return {self.tp: recs} if recs else {}
+
+    def position(self, tp):
+        return self.pos
+
+    def beginning_offsets(self, tps):
+        return {tp: self.earliest for tp in tps}
+
+    def close(self, autocommit):
+        self.closed = True
+
+
+def _cache_of(consumer):
+    from dstream_exactly_once.kafka.consumers import ConsumerCache
+
+    class OneConsumer(ConsumerCache):
+        def __init__(self):
+            super().__init__()
+            self.fresh = []
+
+        def acquire(self, config, r, fresh):
+            self.fresh.append(fresh)
+            return consumer
+
+    return OneConsumer()
+
+
+def test_skipped_offsets_are_reported_to_the_callback_and_a_retry_gets_a_fresh_consumer():
+    from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.reader import read_range
+
+    config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
+    skipped = []
+    cache = _cache_of(_ShrinkingLog(earliest=12, end=40))
+    blocks = list(read_range(config, OffsetRange("t", 0, 0, 30), fail_on_data_loss=False, cache=cache,
+                             attempt=1, on_data_loss=skipped.append))
+    assert [o for b in blocks for o in b.offsets] == list(range(12, 30))
+    assert skipped == [12]
+    assert cache.fresh == [True]
+    # the whole range vanished: all of it is reported, nothing is read
+    skipped.clear()
+    cache = _cache_of(_ShrinkingLog(earliest=50, end=60))
+    assert list(read_range(config, OffsetRange("t", 0, 5, 30), fail_on_data_loss=False, cache=cache,
+                           on_data_loss=skipped.append)) == []
+    assert skipped == [25] and cache.fresh == [False]
+
+
+def test_skipped_offsets_fail_the_read_by_default_and_the_callback_is_not_called():
+    from dstream_exactly_once import DataLossError
+    from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.reader import read_range
+
+    config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
+    skipped = []
+    consumer = _ShrinkingLog(earliest=12, end=40)
+    with pytest.raises(DataLossError, match=r"offsets \[0, 12\) of t-0 were deleted"):
+        list(read_range(config, OffsetRange("t", 0, 0, 30), cache=_cache_of(consumer), on_data_loss=skipped.append))
+    assert skipped == [] and consumer.closed
+
+
+def test_driver_side_skip_counts_merge_per_partition_by_maximum():
+    from dstream_exactly_once.streaming.rdd import _MaxPerPartition
+
+    param = _MaxPerPartition()
+    total = param.zero({})
+    for update in ({(1, 0): 5}, {(1, 1): 3}, {(1, 0): 5}, {(1, 0): 7, (2, 0): 1}):
+        before = dict(total)
+        merged = param.addInPlace(total, update)
+        assert total == before  # a new dict: the driver may be reading the old one
+        total = merged
+    assert total == {(1, 0): 7, (1, 1): 3, (2, 0): 1}

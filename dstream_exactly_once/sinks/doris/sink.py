@@ -11,8 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from ...core.ranges import SourceRange
 from ...errors import ConfigurationError, SinkError
-from ...offsets import OffsetRange
 from ...stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..labels import LabelGenerator
 from .client import DorisStreamLoadClient
@@ -109,7 +109,7 @@ class DorisSink:
         return int_or_none(record.get("txn_id")) if isinstance(record, dict) else None
 
     @staticmethod
-    def _ranges(batch: PlannedBatch, partition_id: int, ranges: Optional[Sequence[OffsetRange]]) -> List[OffsetRange]:
+    def _ranges(batch: PlannedBatch, partition_id: int, ranges: Optional[Sequence[SourceRange]]) -> List[SourceRange]:
         if ranges is not None:
             return list(ranges)
         if isinstance(partition_id, bool) or not isinstance(partition_id, int) or not (
@@ -137,7 +137,7 @@ class DorisSink:
         rows: Iterable[Any],
         *,
         writes: Optional[Writes] = None,
-        ranges: Optional[Sequence[OffsetRange]] = None,
+        ranges: Optional[Sequence[SourceRange]] = None,
     ) -> PartitionWrite:
         """Load ``rows`` of partition ``partition_id`` and commit its offsets, exactly once.
 

@@ -1,0 +1,321 @@
+"""The only module that depends on kafka-python INTERNALS, and the v2 record-batch decoder.
+
+Checked against kafka-python 3.0.x (3.0.12; ``setup.py`` pins ``kafka-python>=3.0,<3.1``). What it
+touches beyond kafka-python's public API:
+
+- ``Fetcher.PartitionRecords`` and its private helpers (``_unpack_records`` with the signature
+  ``(self, tp, records, key_deserializer, value_deserializer)``, ``_maybe_skip_record``,
+  ``_consume_aborted_transactions_up_to``, ``_contains_abort_marker``, ``_is_batch_aborted``),
+  replaced per consumer by :func:`install_batches` (``consumer._fetcher.PartitionRecords``);
+- ``consumer._fetcher.config["max_partition_fetch_bytes"]``, set before each poll by
+  :func:`size_next_fetch`;
+- ``DefaultRecordBatch._maybe_uncompress``, ``._buffer`` and ``._pos``, read by :class:`Batch`.
+
+:func:`make_batch_class` checks these names and the signature first; when the installed
+kafka-python does not fit, :func:`install_batches` returns ``None`` and the reader falls back to
+kafka-python's ``ConsumerRecord``s (:class:`Records`: same results, slower). ``tests/unit/test_reader.py``
+compares :func:`parse_v2` with kafka-python's own decoding, and ``tests/integration/test_kafka_rdd.py``
+compares the hook with the fallback on a real broker.
+
+Why: kafka-python's per-record path (a ``ConsumerRecord`` built through several generator layers per
+record) cost most of a read task's time. The hook keeps kafka-python's batch-level work (CRC check,
+control batches, aborted transactions, positions) and returns whole batches; the records of a batch
+are then decoded by :func:`parse_v2`.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from .records import RecordBlock
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Batch", "Records", "install_batches", "learn_batch_sizes", "make_batch_class", "parse_v2",
+           "size_next_fetch"]
+
+# Each fetch asks for about what the rest of the range needs (estimated from the bytes per offset
+# seen so far, per topic), at least this much and at most max.partition.fetch.bytes, so reading a
+# small range does not transfer megabytes past its end (a broker returns at least one whole batch).
+_MIN_FETCH_BYTES = 64 * 1024
+_BYTES_PER_OFFSET: Dict[str, float] = {}
+
+
+class Records:
+    """Chunk of records kafka-python already decoded (``ConsumerRecord``s, or legacy-format records)."""
+
+    __slots__ = ("records", "next_offset")
+
+    def __init__(self, records: Iterable[Any]) -> None:
+        self.records = list(records)
+        self.next_offset = self.records[-1].offset + 1 if self.records else -1
+
+    def block(self, topic: str, partition: int, lo: int, hi: int, metadata: bool) -> Optional[RecordBlock]:
+        recs = [rec for rec in self.records if lo <= rec.offset < hi]
+        if not recs:
+            return None
+        block = RecordBlock(topic, partition, [rec.offset for rec in recs], [rec.key for rec in recs],
+                            [rec.value for rec in recs])
+        if not metadata:
+            return block
+        return block._replace(timestamps=[rec.timestamp for rec in recs],
+                              timestamp_types=[rec.timestamp_type for rec in recs],
+                              headers=[rec.headers for rec in recs])
+
+
+class Batch:
+    """Chunk holding one v2 record batch (CRC-checked, not a control batch, not aborted), undecoded."""
+
+    __slots__ = ("batch", "next_offset")
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+        self.next_offset: int = batch.next_offset
+
+    def block(self, topic: str, partition: int, lo: int, hi: int, metadata: bool) -> Optional[RecordBlock]:
+        b = self.batch
+        if self.next_offset <= lo or b.base_offset >= hi:
+            return None
+        if metadata:  # kafka-python's own record decoding: timestamps (incl. log-append time), headers
+            return Records(b).block(topic, partition, lo, hi, metadata)
+        b._maybe_uncompress()
+        offsets, keys, values = parse_v2(bytes(b._buffer), b._pos, b.records_count, b.base_offset)
+        if not offsets:
+            return None
+        if offsets[0] < lo or offsets[-1] >= hi:  # the batch straddles an end of the range
+            i, j = bisect_left(offsets, lo), bisect_left(offsets, hi)
+            if i >= j:
+                return None
+            offsets, keys, values = offsets[i:j], keys[i:j], values[i:j]
+        return RecordBlock(topic, partition, offsets, keys, values)
+
+
+def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
+    """The varint at ``pos``, still zigzag-encoded, and the position after it."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError(f"varint at {pos} is longer than 64 bits")
+
+
+def parse_v2(buf: bytes, pos: int, count: int, base_offset: int
+              ) -> Tuple[List[int], List[Optional[bytes]], List[Optional[bytes]]]:
+    """Offsets, keys and values of the ``count`` records of a (decompressed) v2 batch from ``pos``.
+
+    Record => Length Attributes:int8 TimestampDelta OffsetDelta KeyLength Key ValueLength Value
+    HeaderCount [Header], every length, delta and count a zigzag varint. The one- and two-byte
+    varints that almost all records use are decoded inline; the timestamp is skipped and the
+    headers are stepped over with the record length. Malformed data raises CorruptRecordError.
+    """
+    offsets: List[int] = []
+    keys: List[Optional[bytes]] = []
+    values: List[Optional[bytes]] = []
+    add_offset, add_key, add_value = offsets.append, keys.append, values.append
+    try:
+        for _ in range(count):
+            z = buf[pos]  # Length
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            end = pos + ((z >> 1) ^ -(z & 1))
+            pos += 1  # Attributes
+            while buf[pos] > 0x7F:  # TimestampDelta: skipped
+                pos += 1
+            pos += 1
+            z = buf[pos]  # OffsetDelta
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
+            z = buf[pos]  # KeyLength, -1 (zigzag 1) for a null key
+            if z == 1:
+                add_key(None)
+                pos += 1
+            else:
+                if z > 0x7F:
+                    c = buf[pos + 1]
+                    if c > 0x7F:
+                        z, pos = _varint(buf, pos)
+                    else:
+                        z = (z & 0x7F) | (c << 7)
+                        pos += 2
+                else:
+                    pos += 1
+                n = (z >> 1) ^ -(z & 1)
+                if n < 0:
+                    add_key(None)
+                else:
+                    add_key(buf[pos:pos + n])
+                    pos += n
+            z = buf[pos]  # ValueLength, -1 for a null value
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            n = (z >> 1) ^ -(z & 1)
+            if n < 0:
+                add_value(None)
+            else:
+                add_value(buf[pos:pos + n])
+                pos += n
+            # HeaderCount then headers: at least one byte, exactly one when there are no headers
+            if pos >= end or (buf[pos] == 0 and pos + 1 != end):
+                raise ValueError(f"record at {pos} does not end where its length says ({end})")
+            pos = end
+        if pos != len(buf):
+            raise ValueError(f"{len(buf) - pos} bytes left after the batch's {count} records")
+    except (IndexError, ValueError) as err:
+        from kafka.errors import CorruptRecordError
+
+        raise CorruptRecordError(f"Found invalid record structure: {err!r}") from None
+    return offsets, keys, values
+
+
+def size_next_fetch(fetcher: Any, topic: str, remaining_offsets: int, max_fetch: int) -> None:
+    """Set the fetcher's next ``max_partition_fetch_bytes`` to about what ``remaining_offsets`` need."""
+    per_offset = _BYTES_PER_OFFSET.get(topic)
+    size = max_fetch if per_offset is None else int(remaining_offsets * per_offset * 1.25)
+    fetcher.config["max_partition_fetch_bytes"] = min(max_fetch, max(_MIN_FETCH_BYTES, size))
+
+
+def learn_batch_sizes(topic: str, chunks: Iterable[Any]) -> None:
+    """Remember ``topic``'s bytes per offset from the batches just fetched (for :func:`size_next_fetch`)."""
+    size = offsets = 0
+    for chunk in chunks:
+        if isinstance(chunk, Batch):
+            size += chunk.batch.size_in_bytes
+            offsets += chunk.next_offset - chunk.batch.base_offset
+    if offsets:
+        _BYTES_PER_OFFSET[topic] = size / offsets
+
+
+_BATCH_CLASS: Any = None  # the fetcher hook class once built; False if the installed kafka-python does not fit it
+
+
+def install_batches(consumer: Any) -> Optional[Any]:
+    """Make ``consumer``'s fetcher hand out whole record batches (:class:`Batch`) instead of
+    ``ConsumerRecord``s and return it; ``None`` (nothing changed) when this kafka-python's fetcher
+    does not fit."""
+    global _BATCH_CLASS
+    if _BATCH_CLASS is None:
+        try:
+            _BATCH_CLASS = make_batch_class()
+        except Exception as exc:  # noqa: BLE001 - any mismatch means: use the ConsumerRecord path
+            log.info("reading Kafka record by record: kafka-python's fetcher does not fit the batch reader (%s)", exc)
+            _BATCH_CLASS = False
+    fetcher: Any = getattr(consumer, "_fetcher", None)
+    config = getattr(fetcher, "config", None)
+    if not _BATCH_CLASS or not hasattr(fetcher, "PartitionRecords") or not isinstance(config, dict) \
+            or "max_partition_fetch_bytes" not in config:
+        return None
+    if fetcher.PartitionRecords is not _BATCH_CLASS:
+        fetcher.PartitionRecords = _BATCH_CLASS  # the reader does this before the consumer's first poll
+    return fetcher
+
+
+def make_batch_class() -> Any:
+    """A subclass of kafka-python's ``Fetcher.PartitionRecords`` (3.x) yielding one chunk per batch.
+
+    It keeps kafka-python's batch-level logic as is (CRC check, leader epoch, aborted transactions,
+    control batches, the fetch position after each batch) and only leaves out the per-record
+    ``ConsumerRecord`` construction. ``fetched_records`` counts chunks against ``max_records``, and
+    the position advances past a whole batch when its chunk is taken.
+    """
+    import inspect
+
+    import kafka.errors as ke
+    from kafka.consumer.fetcher import Fetcher
+    from kafka.protocol.consumer import IsolationLevel
+    from kafka.record.default_records import DefaultRecordBatch
+
+    base = Fetcher.PartitionRecords
+    needed = ("_maybe_skip_record", "_consume_aborted_transactions_up_to", "_contains_abort_marker",
+              "_is_batch_aborted", "take", "drain")
+    missing = [name for name in needed if not hasattr(base, name)]
+    missing += [name for name in ("_maybe_uncompress", "_buffer", "_pos") if not hasattr(DefaultRecordBatch, name)]
+    if missing:
+        raise TypeError(f"missing {missing}")
+    params = list(inspect.signature(base._unpack_records).parameters)
+    if params != ["self", "tp", "records", "key_deserializer", "value_deserializer"]:
+        raise TypeError(f"PartitionRecords._unpack_records{tuple(params)}")
+    read_committed = IsolationLevel.READ_COMMITTED
+
+    class _BatchPartitionRecords(base):  # type: ignore[misc, valid-type]
+        def _maybe_skip_record(self, record: Any) -> bool:
+            return False  # chunks are clipped to the fetch position by the reader
+
+        def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any,
+                            value_deserializer: Any) -> Iterator[Any]:
+            try:
+                batch = records.next_batch()
+                last_batch = None
+                while batch is not None:
+                    last_batch = batch
+                    if self.check_crcs and not batch.validate_crc():
+                        raise ke.CorruptRecordError(
+                            f"Record batch for partition {self.topic_partition} at offset {batch.base_offset} "
+                            "failed crc check")
+                    if batch.magic < 2:  # legacy message format: kafka-python's records
+                        legacy = Records(batch)
+                        for record in legacy.records:
+                            if self.check_crcs and not record.validate_crc():
+                                raise ke.CorruptRecordError(
+                                    f"Record for partition {self.topic_partition} at offset {record.offset} "
+                                    "failed crc check")
+                        if legacy.records:
+                            self.records_read += len(legacy.records)
+                            self.next_fetch_offset = legacy.next_offset
+                            yield legacy
+                        batch = records.next_batch()
+                        continue
+                    self.leader_epoch = batch.leader_epoch
+                    if self.isolation_level == read_committed and batch.has_producer_id():
+                        self._consume_aborted_transactions_up_to(batch.last_offset)
+                        if self._contains_abort_marker(batch):
+                            self.aborted_producer_ids.discard(batch.producer_id)
+                        elif self._is_batch_aborted(batch):
+                            self.next_fetch_offset = batch.next_offset
+                            batch = records.next_batch()
+                            continue
+                    if batch.is_control_batch or not batch.records_count:
+                        self.next_fetch_offset = batch.next_offset
+                        batch = records.next_batch()
+                        continue
+                    self.records_read += batch.records_count
+                    self.bytes_read += batch.size_in_bytes
+                    self.next_fetch_offset = batch.next_offset
+                    yield Batch(batch)
+                    batch = records.next_batch()
+                if last_batch is not None and last_batch.magic == 2:
+                    self.next_fetch_offset = last_batch.next_offset
+                self.drain()
+            except StopIteration:
+                raise RuntimeError("StopIteration raised unpacking messageset") from None
+
+    _BatchPartitionRecords.__qualname__ = "_BatchPartitionRecords"
+    return _BatchPartitionRecords

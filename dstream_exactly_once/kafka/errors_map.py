@@ -1,0 +1,240 @@
+"""kafka-python's exceptions → this library's error tree, by one table (the Kafka error boundary).
+
+Every class in ``kafka.errors`` (subclasses of ``kafka.errors.KafkaError``) is mapped either by
+name in :data:`TABLE` or by one of the two base-class rules in :data:`BASE_RULES`:
+
+- a subclass of ``AuthorizationError`` (ACLs refused) → :class:`KafkaAuthError`;
+- a subclass of ``RetriableError`` (kafka-python's own "try again" marker) → a retriable
+  :class:`KafkaUnavailableError`.
+
+``KafkaError`` and ``BrokerResponseError`` themselves are in the table but are *not* rules, so a
+class kafka-python adds later is reported by ``tests/unit/test_errors_map.py`` until someone
+decides where it belongs. At run time such a class falls back to the nearest mapped base class.
+
+=====================  ======================================  ==================================
+our class              retriable                               kafka-python classes (examples)
+=====================  ======================================  ==================================
+KafkaUnavailableError  yes (connection: SASL probe, see below)  KafkaConnectionError, KafkaTimeoutError
+KafkaUnavailableError  yes                                     every RetriableError, BrokerNotAvailable
+KafkaUnavailableError  no (the broker said no for good)        ProducerFenced, CorruptRecord, Unknown
+KafkaAuthError         no                                      SaslAuthenticationFailed, *Authorization*
+ConfigurationError     no                                      KafkaConfiguration, UnsupportedVersion
+DataLossError          no                                      UnknownTopicOrPartition, LogTruncation
+OffsetRangeError       no                                      OffsetOutOfRange, NoOffsetForPartition
+=====================  ======================================  ==================================
+
+kafka-python does not reliably report refused SASL credentials: the broker closes the socket
+right after its error response, and the client usually sees only a disconnect and retries until
+its bootstrap timeout. So when a connection fails and the config uses SASL PLAIN, the broker is
+asked once more directly (:func:`_sasl_plain_refused`) whether it refuses these credentials.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Type
+
+from ..errors import (
+    ConfigurationError,
+    DataLossError,
+    DStreamExactlyOnceError,
+    KafkaAuthError,
+    KafkaUnavailableError,
+    OffsetRangeError,
+)
+from .params import KafkaConfig
+
+__all__ = ["BASE_RULES", "TABLE", "Rule", "rule_for", "translate_kafka_error"]
+
+
+class Rule(NamedTuple):
+    """Where one kafka-python error class goes."""
+
+    error: Type[DStreamExactlyOnceError]
+    #: the ``retriable`` flag of the translated error
+    retriable: bool
+    #: a connection failure: under SASL PLAIN, ask the broker whether it refuses the credentials
+    connection: bool = False
+
+
+_UNREACHABLE = Rule(KafkaUnavailableError, True, connection=True)
+_RETRY = Rule(KafkaUnavailableError, True)
+_BROKER = Rule(KafkaUnavailableError, False)
+_AUTH = Rule(KafkaAuthError, False)
+_CONFIG = Rule(ConfigurationError, False)
+_LOST = Rule(DataLossError, False)
+_RANGE = Rule(OffsetRangeError, False)
+
+_GROUPS: Tuple[Tuple[Rule, Tuple[str, ...]], ...] = (
+    (_UNREACHABLE, ("KafkaConnectionError", "KafkaTimeoutError")),
+    # transient although kafka-python does not mark it retriable
+    (_RETRY, ("BrokerNotAvailableError", "RebalanceInProgressError")),
+    (_AUTH, (
+        "SaslAuthenticationFailedError", "IllegalSaslStateError", "UnsupportedSaslMechanismError",
+        "UnacceptableCredentialError", "PrincipalDeserializationFailureError", "DelegationTokenExpiredError",
+        "DelegationTokenNotFoundError", "DelegationTokenOwnerMismatchError", "DelegationTokenRequestNotAllowedError",
+    )),
+    (_CONFIG, (
+        "KafkaConfigurationError", "IllegalArgumentError", "InvalidConfigurationError", "UnsupportedVersionError",
+        "IncompatibleBrokerVersion", "UnrecognizedBrokerVersion", "UnsupportedCodecError",
+        "UnsupportedCompressionTypeError", "UnsupportedForMessageFormatError", "InvalidTopicError",
+        "InvalidGroupIdError", "InvalidSessionTimeoutError", "InvalidRequiredAcksError",
+        "InvalidTransactionTimeoutError", "InvalidReplicationFactorError", "InvalidReplicationAssignmentError",
+        "InvalidPartitionsError", "InvalidCommitOffsetSizeError", "OffsetMetadataTooLargeError",
+        "MessageSizeTooLargeError", "RecordListTooLargeError", "PolicyViolationError", "TopicDeletionDisabledError",
+        "TopicAlreadyExistsError", "SecurityDisabledError", "DelegationTokenAuthDisabledError",
+        "InvalidPrincipalTypeError", "UnsupportedAssignorError", "UnsupportedEndpointTypeError",
+        "MismatchedEndpointTypeError", "InconsistentGroupProtocolError", "TelemetryTooLargeError",
+        "InvalidTimestampError", "ResourceNotFoundError",
+    )),
+    (_LOST, ("UnknownTopicOrPartitionError", "UnknownTopicIdError", "InconsistentTopicIdError", "LogTruncationError")),
+    (_RANGE, ("OffsetOutOfRangeError", "PositionOutOfRangeError", "NoOffsetForPartitionError")),
+    # the broker refused for good: corrupt data, protocol, group / transaction / controller state
+    (_BROKER, (
+        "KafkaError", "BrokerResponseError", "NoError", "UnknownError", "KafkaProtocolError", "InvalidReceiveError",
+        "CorruptRecordError", "InvalidRecordError", "InvalidRecordStateError", "InvalidRequestError",
+        "InvalidFetchRequestError", "OffsetMovedToTieredStorageError", "LogDirNotFoundError",
+        "CommitFailedError", "IllegalGenerationError", "IllegalStateError", "MemberIdRequiredError",
+        "UnknownMemberIdError", "FencedInstanceIdError", "UnreleasedInstanceIdError", "FencedMemberEpochError",
+        "StaleMemberEpochError", "GroupIdNotFoundError", "GroupMaxSizeReachedError", "GroupSubscribedToTopicError",
+        "NonEmptyGroupError", "UnknownSubscriptionIdError", "ProducerFencedError", "InvalidProducerEpochError",
+        "InvalidProducerIdMappingError", "InvalidTxnStateError", "DuplicateSequenceNumberError",
+        "OutOfOrderSequenceNumberError", "UnknownProducerIdError", "TransactionAbortableError",
+        "TransactionAbortedError", "TransactionCoordinatorFencedError", "TransactionalIdNotFoundError",
+        "QuotaViolationError", "OperationNotAttemptedError", "DuplicateResourceError", "ReassignmentInProgressError",
+        "NoReassignmentInProgressError", "NewLeaderElectedError", "IneligibleReplicaError", "FeatureUpdateFailedError",
+        "BrokerIdNotRegisteredError", "DuplicateBrokerRegistrationError", "InvalidRegistrationError",
+        "StaleBrokerEpochError", "StaleControllerEpochError", "UnknownBrokerIdError", "UnknownControllerIdError",
+        "InconsistentClusterIdError", "InconsistentVoterSetError", "InvalidUpdateVersionError",
+        "InvalidVoterKeyError", "DuplicateVoterError", "VoterNotFoundError", "SnapshotNotFoundError",
+        "FencedStateEpochError",
+    )),
+)
+
+#: kafka-python error class name → rule (explicit entries win over :data:`BASE_RULES`)
+TABLE: Dict[str, Rule] = {name: rule for rule, names in _GROUPS for name in names}
+
+#: base class name → rule for every subclass not in :data:`TABLE`, checked in this order
+BASE_RULES: Tuple[Tuple[str, Rule], ...] = (("AuthorizationError", _AUTH), ("RetriableError", _RETRY))
+
+
+def _is_kafka_python(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "kafka"
+
+
+def rule_for(cls: type) -> Optional[Rule]:
+    """The explicit rule for kafka-python error class ``cls``: by name, else by a base-class rule;
+    ``None`` if neither applies (an unmapped class)."""
+    if not _is_kafka_python(cls):
+        return None
+    rule = TABLE.get(cls.__name__)
+    if rule is not None:
+        return rule
+    bases = {b.__name__ for b in cls.__mro__ if _is_kafka_python(b)}
+    return next((r for base, r in BASE_RULES if base in bases), None)
+
+
+def _rule_at_run_time(exc: BaseException) -> Optional[Rule]:
+    """:func:`rule_for`, else the nearest mapped kafka-python base class (a class added later)."""
+    rule = rule_for(type(exc))
+    if rule is None:
+        rule = next((r for b in type(exc).__mro__[1:] if (r := rule_for(b)) is not None), None)
+    return rule
+
+
+def translate_kafka_error(exc: BaseException, bootstrap: str, what: str,
+                          config: Optional[KafkaConfig] = None) -> DStreamExactlyOnceError:
+    """Map a kafka-python exception to this library's tree (the caller raises it ``from exc``).
+
+    ``what`` says what was being done ("reading t-0 [5, 9)"); ``config`` (for the SASL probe)
+    is never put into the message.
+    """
+    name = type(exc).__name__
+    rule = _rule_at_run_time(exc)
+    if rule is None:  # not kafka-python's: builtin socket errors and the like
+        if "Authentication" in name:
+            rule = _AUTH
+        elif isinstance(exc, (TimeoutError, ConnectionError)) or "NoBrokers" in name or "Timeout" in name:
+            rule = _UNREACHABLE
+        else:
+            return KafkaUnavailableError(f"Kafka at {bootstrap}: unexpected {name} while {what}: {exc}")
+    if rule.connection:
+        refused = _sasl_plain_refused(config) if config is not None else None
+        if refused is not None:
+            return KafkaAuthError(f"Kafka at {bootstrap} refused the credentials while {what}: {refused}")
+        err: DStreamExactlyOnceError = KafkaUnavailableError(
+            f"cannot reach Kafka at {bootstrap} while {what}: {name}: {exc}")
+    elif rule.error is KafkaAuthError:
+        if any(b.__name__ == "AuthorizationError" for b in type(exc).__mro__):
+            err = KafkaAuthError(f"Kafka at {bootstrap} denied access while {what}: {name}: {exc}")
+        else:
+            err = KafkaAuthError(f"Kafka at {bootstrap} refused the credentials while {what}: {name}")
+    elif rule.error is ConfigurationError:
+        err = ConfigurationError(f"Kafka at {bootstrap} refused the configuration or request while {what}: "
+                                 f"{name}: {exc}")
+    elif rule.error is DataLossError:
+        err = DataLossError(f"topic, partition or offsets no longer exist at Kafka {bootstrap} while {what}: "
+                            f"{name}: {exc}")
+    elif rule.error is OffsetRangeError:
+        err = OffsetRangeError(f"offset out of range at Kafka {bootstrap} while {what}: {name}: {exc}")
+    else:
+        err = rule.error(f"Kafka at {bootstrap} failed while {what}: {name}: {exc}")
+    if err.retriable != rule.retriable:
+        err.retriable = rule.retriable
+    return err
+
+
+def _sasl_plain_refused(config: KafkaConfig, timeout_s: Optional[float] = None) -> Optional[str]:
+    """Ask the bootstrap brokers whether they refuse ``config``'s SASL PLAIN credentials.
+
+    One SaslHandshake + SaslAuthenticate exchange per broker on a plain socket (SASL_PLAINTEXT
+    only). Returns the broker's refusal message (it never contains the password), or ``None`` when
+    the answer is not a refusal (accepted, unreachable, other protocol or mechanism).
+    """
+    client = config.client
+    if client.get("security_protocol") != "SASL_PLAINTEXT" or client.get("sasl_mechanism") != "PLAIN":
+        return None
+    config.register_secrets()  # kafka-python logs the token it sends at DEBUG
+    if timeout_s is None:  # request.timeout.ms bounds the probe too, at most 5 s
+        timeout_s = min(5.0, int(client.get("request_timeout_ms", 5000)) / 1000)
+    user = str(client.get("sasl_plain_username") or "")
+    token = "\0".join([user, user, str(client.get("sasl_plain_password") or "")]).encode("utf-8")
+    for server in client.get("bootstrap_servers", ()):
+        host, _, port = server.rpartition(":")
+        try:
+            refused = _sasl_plain_exchange(host.strip("[]"), int(port), token, timeout_s)
+        except Exception:  # noqa: BLE001 - only a diagnosis; the caller reports the original error
+            continue
+        return None if refused is None else f"{refused} (SASL PLAIN user {user!r})"
+    return None
+
+
+def _sasl_plain_exchange(host: str, port: int, token: bytes, timeout_s: float) -> Optional[str]:
+    import socket
+    import time
+
+    import kafka.errors as ke
+    from kafka.protocol.parser import KafkaProtocol
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    deadline = time.monotonic() + timeout_s
+    proto = KafkaProtocol(client_id="dstream-exactly-once-auth-probe")
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        def call(request: Any) -> Any:
+            proto.send_request(request)
+            sock.sendall(proto.send_bytes())
+            while True:
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionError("closed by the broker")
+                responses = proto.receive_bytes(data)
+                if responses:
+                    return responses[0][1]
+
+        handshake = call(SaslHandshakeRequest(mechanism="PLAIN", version=1))
+        if handshake.error_code:
+            return f"SASL mechanism PLAIN is not enabled (the broker offers {list(handshake.mechanisms)})"
+        answer = call(SaslAuthenticateRequest(auth_bytes=token, version=1))
+        if answer.error_code:
+            return f"{ke.for_code(answer.error_code).__name__}: {answer.error_message}"
+        return None
