@@ -74,7 +74,8 @@ def check_server_url(url: str) -> None:
 
     In ``scheme://user:password@host…`` the password ends at the first ``/``, ``?`` or ``#``, and
     ``@`` separates it from the host, so a raw ``#``, ``?``, ``/`` or ``@`` in a password makes the
-    URL mean another host (and a stray ``%`` another password). Such a URL is refused with
+    URL mean another host, and a ``%`` not starting an escape makes libpq echo the text around it
+    (anywhere in the URL, a query password too). Such a URL is refused with
     :class:`ConfigurationError`, shown with everything that may be a password hidden, telling to
     percent-encode. Store URLs have no fragment, so any ``#`` is refused.
     """
@@ -84,13 +85,14 @@ def check_server_url(url: str) -> None:
     authority, tail = rest[:end], rest[end:]
     userinfo = authority.rpartition("@")[0]
     problem = ("'#'" if "#" in url else
-               "'@', '/' or '?'" if "@" in tail or authority.count("@") > 1 else
-               "'%' not followed by two hex digits" if _BAD_PERCENT.search(userinfo) else "")
+               "'@', '/' or '?' where a user name or password seems to be" if "@" in tail or authority.count(
+                   "@") > 1 else
+               "'%' not followed by two hex digits" if _BAD_PERCENT.search(userinfo + tail) else "")
     if problem:
         raise ConfigurationError(
-            f"store URL {_hidden(url)!r} contains {problem} where a user name or password seems to be: "
-            f"percent-encode them in user names and passwords ('#' as %23, '?' as %3F, '/' as %2F, "
-            f"'@' as %40, '%' as %25; urllib.parse.quote(password, safe='') does it)")
+            f"store URL {_hidden(url)!r} contains {problem}: percent-encode these characters in user names, "
+            f"passwords and query values ('#' as %23, '?' as %3F, '/' as %2F, '@' as %40, '%' as %25; "
+            f"urllib.parse.quote(password, safe='') does it)")
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class StoreURL:
     path: str
     query: Tuple[Tuple[str, str], ...]
     raw_password: Optional[str] = None  # as written in the URL (percent-encoded)
+    raw_query: str = ""  # as written in the URL
 
     def address(self, default_port: int) -> str:
         """``host:port`` for messages (never includes credentials)."""
@@ -120,6 +123,10 @@ class StoreURL:
         for key, value in self.query:
             if key.lower() in SECRET_OPTIONS:
                 found.update((value, quote(value, safe="")))
+        for item in self.raw_query.split("&"):
+            key, _, value = item.partition("=")
+            if unquote(key).lower() in SECRET_OPTIONS:
+                found.add(value)
         return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
     def scrub(self, text: str) -> str:
@@ -160,6 +167,7 @@ def parse_url(url: str, *, default_host: str = "localhost") -> StoreURL:
         path=parts.path,
         query=tuple(parse_qsl(parts.query, keep_blank_values=True)),
         raw_password=parts.password,
+        raw_query=parts.query,
     )
 
 
