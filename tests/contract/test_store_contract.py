@@ -509,6 +509,18 @@ class SQLContract:
                          Writes().incr("counts", "a").incr("counts", "doc"))
         assert snapshot(store) == before
 
+    @pytest.mark.parametrize("limit, step", [(2**63 - 1, 1), (-(2**63), -1)])
+    def test_counters_reach_the_64_bit_limits_exactly(self, store: TransactionalStore, epoch: int,
+                                                      limit: int, step: int) -> None:
+        # The SQL range check is exact (Redis checks in doubles, a little short of the limits).
+        store.commit(epoch, B0, Writes().incr("counts", "n", limit - 5 * step))
+        store.commit(epoch, B1, Writes().incr("counts", "n", 5 * step))
+        assert store.get_value("counts", "n") == limit and type(store.get_value("counts", "n")) is int
+        before = snapshot(store)
+        with pytest.raises(StoreError, match="counts/n .it would leave the 64-bit range"):
+            store.commit(epoch, batch(2, OffsetRange("t", 0, 15, 16)), Writes().incr("counts", "n", step))
+        assert snapshot(store) == before
+
     def test_bad_statement_arguments(self) -> None:
         with pytest.raises(ConfigurationError, match="non-empty str"):
             Writes().execute("  ")
