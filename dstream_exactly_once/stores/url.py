@@ -84,15 +84,18 @@ def check_server_url(url: str) -> None:
     end = min([i for i in (rest.find(c) for c in "/?#") if i >= 0], default=len(rest))
     authority, tail = rest[:end], rest[end:]
     userinfo = authority.rpartition("@")[0]
-    problem = ("'#'" if "#" in url else
-               "'@', '/' or '?' where a user name or password seems to be" if "@" in tail or authority.count(
-                   "@") > 1 else
-               "'%' not followed by two hex digits" if _BAD_PERCENT.search(userinfo + tail) else "")
-    if problem:
-        raise ConfigurationError(
-            f"store URL {_hidden(url)!r} contains {problem}: percent-encode these characters in user names, "
-            f"passwords and query values ('#' as %23, '?' as %3F, '/' as %2F, '@' as %40, '%' as %25; "
-            f"urllib.parse.quote(password, safe='') does it)")
+    if "#" in url:
+        problem = "'#'"
+    elif "@" in tail or authority.count("@") > 1:
+        problem = "'@', '/' or '?' where a user name or password seems to be"
+    elif _BAD_PERCENT.search(userinfo + tail):
+        problem = "'%' not followed by two hex digits"
+    else:
+        return
+    raise ConfigurationError(
+        f"store URL {_hidden(url)!r} contains {problem}: percent-encode these characters in user names, "
+        f"passwords and query values ('#' as %23, '?' as %3F, '/' as %2F, '@' as %40, '%' as %25; "
+        f"urllib.parse.quote(password, safe='') does it)")
 
 
 @dataclass(frozen=True)
