@@ -9,16 +9,20 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Type
+from typing import Any, Callable, Dict, Mapping, Tuple, Type
 
 from ..errors import ConfigurationError
+from .app_id import APP_ID_PATTERN, check_app_id
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .postgres import PostgresStore
+from .postgres import PostgresStore, libpq_options
+from .redis import _OPTIONS as _REDIS_OPTIONS
 from .redis import RedisStore
+from .sqlite import _OPTIONS as _SQLITE_OPTIONS
 from .sqlite import SQLiteStore
-from .url import redact_url, url_scheme, with_options
+from .url import SECRET_OPTIONS, check_server_url, redact_url, url_scheme, with_options
 
 __all__ = [
+    "APP_ID_PATTERN",
     "SCHEMA_VERSION",
     "CommitOutcome",
     "PlannedBatch",
@@ -27,9 +31,17 @@ __all__ = [
     "SQLiteStore",
     "TransactionalStore",
     "Writes",
+    "check_app_id",
     "open_store",
     "redact_url",
 ]
+
+#: the options each backend understands (PostgreSQL: libpq's connection parameters)
+_ALLOWED_OPTIONS: Dict[Type[TransactionalStore], Callable[[], Tuple[str, ...]]] = {
+    SQLiteStore: lambda: _SQLITE_OPTIONS,
+    PostgresStore: libpq_options,
+    RedisStore: lambda: _REDIS_OPTIONS,
+}
 
 _BACKENDS: Dict[str, Type[TransactionalStore]] = {
     "sqlite": SQLiteStore,
@@ -43,11 +55,22 @@ _BACKENDS: Dict[str, Type[TransactionalStore]] = {
 def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
     """Open the store at ``url`` for application ``app_id`` and connect to it now.
 
+    URL forms: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``,
+    ``postgresql://user:password@host:port/dbname`` (or ``postgres://``),
+    ``redis://[user:password@]host[:port][/db]`` (or ``rediss://`` for TLS). A ``#``, ``?``, ``/``,
+    ``@`` or ``%`` in a user name or password must be percent-encoded
+    (``urllib.parse.quote(password, safe="")``); a URL with them raw is refused, never guessed at.
+
+    ``app_id`` follows one rule in every store: 1 to 200 characters of ``A-Z a-z 0-9 . _ : -``
+    (see :mod:`dstream_exactly_once.stores.app_id`).
+
     ``options`` (e.g. ``timeout=10`` for SQLite, ``connect_timeout=3`` for PostgreSQL/Redis) are
-    merged into the URL's query string, so a store pickled to an executor keeps them. Connecting
-    eagerly reports an unknown scheme (:class:`ConfigurationError`), an unreachable server
-    (:class:`StoreUnavailableError`), bad credentials (:class:`StoreAuthError`) or a store written
-    by a newer version (:class:`StoreVersionError`) before a stream starts.
+    merged into the URL's query string, overriding items of the same name, so a store pickled to an
+    executor keeps them; an option the backend does not know is refused, naming it and the allowed
+    ones. Connecting eagerly reports an unknown scheme (:class:`ConfigurationError`), an unreachable
+    server (:class:`StoreUnavailableError`), bad credentials (:class:`StoreAuthError`) or a store
+    written by a newer version (:class:`StoreVersionError`) before a stream starts. No error, ``repr``
+    or log line shows a password.
     """
     if not isinstance(url, str):
         raise ConfigurationError(f"store URL must be a str, got {type(url).__name__}")
@@ -57,5 +80,21 @@ def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
         raise ConfigurationError(
             f"unsupported store URL scheme {scheme or '(none)'!r} in {redact_url(url)!r}; "
             f"supported schemes: {', '.join(sorted(_BACKENDS))}")
+    check_app_id(app_id)
+    if backend is not SQLiteStore:
+        check_server_url(url)  # before options are merged: the message shows the URL as written
+    _check_options(scheme, _ALLOWED_OPTIONS[backend](), options)
     store = backend(with_options(url, options), app_id)
     return store.connect()
+
+
+def _check_options(scheme: str, allowed: Tuple[str, ...], options: Mapping[str, Any]) -> None:
+    """Refuse an option ``scheme`` stores do not know, or whose value is not a str or a number."""
+    unknown = sorted(set(options) - set(allowed)) if allowed else []
+    if unknown:
+        raise ConfigurationError(f"unknown store option(s) {', '.join(unknown)} for {scheme}:// stores; "
+                                 f"supported: {', '.join(allowed)}")
+    for name, value in options.items():
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            shown = "***" if name.lower() in SECRET_OPTIONS else repr(value)
+            raise ConfigurationError(f"store option {name} must be a str or a number, got {shown}")

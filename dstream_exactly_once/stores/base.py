@@ -46,7 +46,6 @@ from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..core.ranges import LEGACY_RANGE_KIND, Position, SourceRange, range_kind
-from ..errors import ConfigurationError
 from . import _commit_rules as rules
 from .batch import CommitOutcome, PlannedBatch, Writes
 
@@ -72,8 +71,8 @@ class TransactionalStore(ABC):
     scheme: str = ""
 
     def __init__(self, url: str, app_id: str) -> None:
-        if not isinstance(app_id, str) or not app_id or len(app_id) > 200:
-            raise ConfigurationError(f"app_id must be a non-empty str of at most 200 chars, got {app_id!r}")
+        from .app_id import check_app_id  # the one rule for every store: 1..200 of [A-Za-z0-9._:-]
+        check_app_id(app_id)
         self.url = url
         self.app_id = app_id
 

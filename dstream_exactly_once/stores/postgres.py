@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
 from .sql import SQLStore, _Cursor
-from .url import float_option, parse_url, redact_url
+from .url import check_options, float_option, parse_url, redact_url
 
 __all__ = ["PostgresStore"]
 
 _AUTH_MARKERS = ("password authentication failed", "no password supplied", "no pg_hba.conf entry")
 _UNAVAILABLE_STATES = ("57P01", "57P02", "57P03", "53300")  # shutdown, crash, starting up, too many connections
+
+
+@functools.lru_cache(maxsize=1)
+def libpq_options() -> Tuple[str, ...]:
+    """The connection parameters libpq accepts in a URL query (``()`` when psycopg is missing)."""
+    try:
+        from psycopg import pq
+    except ImportError:
+        return ()
+    return tuple(sorted({o.keyword.decode() for o in pq.Conninfo.get_defaults()} | {"ssl"}))
 
 
 class PostgresStore(SQLStore):
@@ -27,7 +38,9 @@ class PostgresStore(SQLStore):
     and the offset compare-and-set turns an already applied commit into a REPLAYED no-op.
 
     URL: ``postgresql://user:password@host:port/dbname`` (or ``postgres://``), with any libpq
-    parameter in the query; ``connect_timeout`` defaults to 5 seconds.
+    parameter in the query (another name is refused, listing libpq's); ``connect_timeout`` defaults
+    to 5 seconds. ``#``, ``?``, ``/``, ``@`` and ``%`` in a user name or password must be
+    percent-encoded (``urllib.parse.quote(password, safe="")``); a URL with them raw is refused.
 
     Tables: ``deo_values`` and ``deo_positions`` are created ``WITH (fillfactor = 50)``: every
     commit rewrites its counters and positions, and the free space keeps those updates HOT (no new
@@ -52,14 +65,17 @@ class PostgresStore(SQLStore):
     table_options = " WITH (fillfactor = 50)"
 
     def __init__(self, url: str, app_id: str) -> None:
-        parsed = parse_url(url)
+        parsed = parse_url(url)  # refuses a password with unencoded reserved characters
         if parsed.scheme not in ("postgresql", "postgres"):
             raise ConfigurationError(f"PostgreSQL store URLs start with postgresql:// or postgres://, "
                                      f"got {redact_url(url)!r}")
+        self._parsed = parsed
+        allowed = libpq_options()
+        if allowed:
+            check_options(url, parsed.options(), allowed)
         self._connect_timeout = max(2, math.ceil(float_option(url, parsed.options(), "connect_timeout", 5.0)))
         self._address = parsed.address(5432)
         self._user = parsed.username
-        self._secret = parsed.password or ""
         try:
             from psycopg.conninfo import conninfo_to_dict
 
@@ -71,7 +87,18 @@ class PostgresStore(SQLStore):
         super().__init__(url, app_id)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        return self._parsed.scrub(text)
+
+    def _scrub_chain(self, exc: BaseException) -> None:
+        """Scrub the passwords from the messages of ``exc`` and its causes: the translated error keeps
+        ``exc`` as its ``__cause__``, and libpq may echo parts of the connection string."""
+        seen = set()
+        node: Optional[BaseException] = exc
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            if self._parsed.secrets() and any(s in str(a) for a in node.args for s in self._parsed.secrets()):
+                node.args = tuple(self._scrub(a) if isinstance(a, str) else a for a in node.args)
+            node = node.__cause__ or node.__context__
 
     tables_sql = ("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname IN "
                   "('deo_meta', 'deo_offsets', 'deo_positions') AND c.relkind IN ('r', 'p') "
@@ -96,6 +123,7 @@ class PostgresStore(SQLStore):
 
         if not isinstance(exc, psycopg.Error):
             return None
+        self._scrub_chain(exc)
         state = exc.sqlstate or ""
         text = self._scrub(str(exc).strip().replace("\n", " "))
         if state.startswith("28") or any(m in text for m in _AUTH_MARKERS) or (

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from abc import abstractmethod
 from contextlib import contextmanager
@@ -73,11 +74,22 @@ _VALUE_COLUMNS = (("app", "text"), ("ns", "text"), ("k", "text"), ("inum", "nume
 _SET_VALUE = _Bulk("deo_values", _VALUE_COLUMNS + (("doc", "text"),),
                    "ON CONFLICT (app, ns, k) DO UPDATE SET inum = excluded.inum, fnum = excluded.fnum, "
                    "doc = excluded.doc")
+# An increment is skipped (and the commit refused, see _write_values) when the row holds a JSON
+# document or the sum would leave the 64-bit integer range or the finite doubles: SQLite would turn
+# an overflowing integer into an inexact REAL (PostgreSQL NUMERIC would grow past what Redis holds),
+# so every store keeps one 64-bit contract. The tests are written so that they cannot overflow
+# themselves; the float one halves both terms (max double / 2 = 8.988465674311579e307).
 _ADD_VALUE = _Bulk("deo_values", _VALUE_COLUMNS,  # doc stays NULL
                    "ON CONFLICT (app, ns, k) DO UPDATE SET inum = COALESCE(deo_values.inum, 0) + excluded.inum, "
                    "fnum = CASE WHEN deo_values.fnum IS NULL AND excluded.fnum IS NULL THEN NULL "
                    "ELSE COALESCE(deo_values.fnum, 0) + COALESCE(excluded.fnum, 0) END "
-                   "WHERE deo_values.doc IS NULL")
+                   "WHERE deo_values.doc IS NULL "
+                   "AND ((excluded.inum >= 0 "
+                   "AND COALESCE(deo_values.inum, 0) <= 9223372036854775807 - excluded.inum) "
+                   "OR (excluded.inum < 0 "
+                   "AND COALESCE(deo_values.inum, 0) >= -9223372036854775807 - 1 - excluded.inum)) "
+                   "AND (excluded.fnum IS NULL "
+                   "OR abs(COALESCE(deo_values.fnum, 0) / 2 + excluded.fnum / 2) <= 8.988465674311579e307)")
 _POSITION_COLUMNS = (("app", "text"), ("pkey", "text"), ("next_pos", "bigint"), ("meta", "text"))
 _SET_POSITION = _Bulk("deo_positions", _POSITION_COLUMNS,
                       "ON CONFLICT (app, pkey) DO UPDATE SET next_pos = excluded.next_pos, meta = excluded.meta")
@@ -441,19 +453,37 @@ class SQLStore(TransactionalStore):
             else:
                 rows += [(self.app_id, c.namespace, key, amount, None) for key, amount in c.amounts.items()]
         written += self._bulk(cur, _ADD_VALUE, rows)
-        if written != expected:  # the upsert skips rows holding a JSON document
-            bad = [f"{ns}/{k}" for ns, k in self._increment_keys(adds, counters) if cur.one(
-                "SELECT 1 FROM deo_values WHERE app = ? AND ns = ? AND k = ? AND doc IS NOT NULL",
-                (self.app_id, ns, k))]
-            raise StoreError(f"cannot increment {', '.join(bad)}: non-numeric value(s) stored; nothing was written")
+        if written != expected:  # the upsert skips rows holding a JSON document or leaving the 64-bit range
+            raise StoreError(f"cannot increment {self._refused_increments(cur, adds, counters)}; nothing was written")
+
+    def _refused_increments(self, cur: _Cursor, adds: List[Tuple[Any, ...]], counters: List[_Counters]) -> str:
+        """Which increments the upsert skipped, and why (for the error; the transaction is rolled back).
+
+        Read inside the failed transaction: a key that was incremented there and is now within one
+        more increment of the limit is listed too, so the list may be longer, never shorter.
+        """
+        bad = []
+        for ns, k, inc, finc in self._increments(adds, counters):
+            row = cur.one("SELECT inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
+                          (self.app_id, ns, k))
+            if row is None:
+                continue
+            inum, fnum, doc = row
+            if doc is not None:
+                bad.append(f"{ns}/{k} (it holds a non-numeric value)")
+            elif not rules.INT64_MIN <= int(inum or 0) + inc <= rules.INT64_MAX or (
+                    finc is not None and abs(float(fnum or 0) / 2 + finc / 2) > sys.float_info.max / 2):
+                bad.append(f"{ns}/{k} (it would leave the 64-bit range)")
+        return ", ".join(bad) or "some keys (their values changed meanwhile)"
 
     @staticmethod
-    def _increment_keys(adds: List[Tuple[Any, ...]], counters: List[_Counters]) -> Iterator[Tuple[str, str]]:
-        for _, ns, k, _, _ in adds:
-            yield ns, k
+    def _increments(adds: List[Tuple[Any, ...]], counters: List[_Counters]) -> Iterator[Tuple[str, str, int, Any]]:
+        """``(namespace, key, int amount, float amount or None)`` of every increment of a commit."""
+        for _, ns, k, inum, fnum in adds:
+            yield ns, k, int(inum), fnum
         for c in counters:
-            for k in c.amounts:
-                yield c.namespace, k
+            for k, amount in c.amounts.items():
+                yield c.namespace, k, amount, None
 
     def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
         with self._transaction() as cur:

@@ -23,8 +23,8 @@ def _split_sqlite_url(url: str) -> tuple[str, str]:
                                  f"sqlite:////absolute/path.db, got {redact_url(str(url))!r}")
     path, _, query = url[len("sqlite:///"):].partition("?")
     if not path or path == ":memory:":
-        raise ConfigurationError(f"SQLite store URL {url!r} needs a file path (an in-memory database cannot be "
-                                 f"shared with executors)")
+        raise ConfigurationError(f"SQLite store URL {redact_url(url)!r} needs a file path (an in-memory "
+                                 f"database cannot be shared with executors)")
     return path, query
 
 

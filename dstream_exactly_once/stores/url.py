@@ -2,6 +2,11 @@
 
 A password must never reach a ``repr``, a log line or an error message, so everything that shows
 a URL goes through :func:`redact_url` first.
+
+Server URLs (``postgresql://``, ``redis://``, …) must percent-encode ``#``, ``?``, ``/``, ``@`` and
+``%`` in a user name or password (``urllib.parse.quote(password, safe="")``): parsers disagree on
+where such a URL's password ends (Python's ``urlsplit`` and libpq split it differently), so
+:func:`check_server_url` refuses it instead of connecting to a host read out of the password.
 """
 
 from __future__ import annotations
@@ -9,17 +14,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlsplit
 
 from ..errors import ConfigurationError
 
 __all__ = [
-    "StoreURL", "check_options", "float_option", "parse_qsl_dict", "parse_url", "redact_url", "url_scheme",
-    "with_options",
+    "SECRET_OPTIONS", "StoreURL", "check_options", "check_server_url", "float_option", "parse_qsl_dict",
+    "parse_url", "redact_url", "url_scheme", "with_options",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
-_QUERY_SECRET = re.compile(r"((?:^|[?&;])(?:ssl)?password=)[^&#;]*", re.IGNORECASE)
+#: query items holding secrets (libpq's among them); a value runs to the next "&" (a "#" in it is
+#: part of it, not a fragment)
+SECRET_OPTIONS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
+_QUERY_SECRET = re.compile(r"((?:^|[?&;])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def url_scheme(url: str) -> str:
@@ -48,6 +57,47 @@ def redact_url(url: str) -> str:
     return _QUERY_SECRET.sub(r"\1***", text)
 
 
+def _hidden(url: str) -> str:
+    """An ambiguous URL for an error message: everything before its last ``@`` (where a password
+    might be) and anything after a ``#`` are replaced by ``***``."""
+    m = _SCHEME.match(url)
+    prefix, rest = (url[: m.end()], url[m.end():]) if m else ("", url)
+    if "@" in rest:
+        rest = "***@" + rest[rest.rfind("@") + 1:]
+    if "#" in rest:
+        rest = rest[: rest.index("#")] + "#***"
+    return _QUERY_SECRET.sub(r"\1***", prefix + rest)
+
+
+def check_server_url(url: str) -> None:
+    """Refuse a server URL whose user name or password holds an unencoded reserved character.
+
+    In ``scheme://user:password@host…`` the password ends at the first ``/``, ``?`` or ``#``, and
+    ``@`` separates it from the host, so a raw ``#``, ``?``, ``/`` or ``@`` in a password makes the
+    URL mean another host, and a ``%`` not starting an escape makes libpq echo the text around it
+    (anywhere in the URL, a query password too). Such a URL is refused with
+    :class:`ConfigurationError`, shown with everything that may be a password hidden, telling to
+    percent-encode. Store URLs have no fragment, so any ``#`` is refused.
+    """
+    m = _SCHEME.match(url)
+    rest = url[m.end():] if m else url
+    end = min([i for i in (rest.find(c) for c in "/?#") if i >= 0], default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    userinfo = authority.rpartition("@")[0]
+    if "#" in url:
+        problem = "'#'"
+    elif "@" in tail or authority.count("@") > 1:
+        problem = "'@', '/' or '?' where a user name or password seems to be"
+    elif _BAD_PERCENT.search(userinfo + tail):
+        problem = "'%' not followed by two hex digits"
+    else:
+        return
+    raise ConfigurationError(
+        f"store URL {_hidden(url)!r} contains {problem}: percent-encode these characters in user names, "
+        f"passwords and query values ('#' as %23, '?' as %3F, '/' as %2F, '@' as %40, '%' as %25; "
+        f"urllib.parse.quote(password, safe='') does it)")
+
+
 @dataclass(frozen=True)
 class StoreURL:
     """The parts of a server store URL (``scheme://[user[:password]@]host[:port][/path][?query]``)."""
@@ -59,6 +109,8 @@ class StoreURL:
     password: Optional[str]
     path: str
     query: Tuple[Tuple[str, str], ...]
+    raw_password: Optional[str] = None  # as written in the URL (percent-encoded)
+    raw_query: str = ""  # as written in the URL
 
     def address(self, default_port: int) -> str:
         """``host:port`` for messages (never includes credentials)."""
@@ -67,42 +119,74 @@ class StoreURL:
     def options(self) -> Dict[str, str]:
         return dict(self.query)
 
+    def secrets(self) -> Tuple[str, ...]:
+        """Every spelling of the URL's passwords (userinfo and ``password=`` query items, decoded and
+        as written), longest first: what must be scrubbed from any text shown to users."""
+        found = {self.password, self.raw_password}
+        for key, value in self.query:
+            if key.lower() in SECRET_OPTIONS:
+                found.update((value, quote(value, safe="")))
+        for item in self.raw_query.split("&"):
+            key, _, value = item.partition("=")
+            if unquote(key).lower() in SECRET_OPTIONS:
+                found.add(value)
+        return tuple(sorted((s for s in found if s), key=len, reverse=True))
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every spelling of the URL's passwords replaced by ``***``."""
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        return text
+
     def __repr__(self) -> str:  # never shows the password
         return (f"StoreURL(scheme={self.scheme!r}, host={self.host!r}, port={self.port!r}, "
                 f"username={self.username!r}, password={'***' if self.password else None}, path={self.path!r})")
 
 
 def parse_url(url: str, *, default_host: str = "localhost") -> StoreURL:
-    """Split ``url``; a malformed one raises :class:`ConfigurationError` (password redacted)."""
+    """Split a server ``url``; a malformed or ambiguous one raises :class:`ConfigurationError`
+    (passwords hidden; see :func:`check_server_url`)."""
     if not isinstance(url, str):
         raise ConfigurationError(f"store URL must be a str, got {type(url).__name__}")
+    check_server_url(url)
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
+        # after check_server_url the text of a port error comes from the host part, never the password
         raise ConfigurationError(f"malformed store URL {redact_url(url)!r}: {exc}") from None
+    try:
+        password = None if parts.password is None else unquote_to_bytes(parts.password).decode("utf-8")
+        username = unquote_to_bytes(parts.username).decode("utf-8") if parts.username else None
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"the user name or password of store URL {redact_url(url)!r} is not "
+                                 f"percent-encoded UTF-8") from None
     return StoreURL(
         scheme=parts.scheme.lower(),
         host=parts.hostname or default_host,
         port=port,
-        username=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password is not None else None,
+        username=username,
+        password=password,
         path=parts.path,
         query=tuple(parse_qsl(parts.query, keep_blank_values=True)),
+        raw_password=parts.password,
+        raw_query=parts.query,
     )
 
 
 def with_options(url: str, options: Mapping[str, object]) -> str:
-    """``url`` with ``options`` merged into its query string (options override the URL's).
+    """``url`` with ``options`` merged into its query string (options override the URL's items).
 
-    Store options live in the URL so that a store pickled as ``(url, app_id)`` keeps them.
+    Store options live in the URL so that a store pickled as ``(url, app_id)`` keeps them. Only the
+    query is touched, as text: the URL's other parts (a ``sqlite:////absolute`` path, an encoded
+    password) and its own query items stay exactly as written; option values are percent-encoded.
     """
     if not options:
         return url
-    parts = urlsplit(url)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    query.update({k: str(v) for k, v in options.items()})
-    return urlunsplit(parts._replace(query=urlencode(query)))
+    base, _, query = url.partition("?")
+    kept = [item for item in query.split("&") if item and unquote(item.partition("=")[0]) not in options]
+    added = [f"{quote(str(k), safe='')}={quote(str(v), safe='')}" for k, v in options.items()]
+    return base + "?" + "&".join(kept + added)
 
 
 def parse_qsl_dict(query: str) -> Dict[str, str]:

@@ -452,6 +452,28 @@ class StoreContract:
             assert other.get_value("counts", "n") == 3
         assert store.get_value("counts", "n") == 1 and store.current_epoch() == epoch
 
+    @pytest.mark.parametrize("start, step", [(9 * 10**18, 3 * 10**17), (-9 * 10**18, -3 * 10**17),
+                                             (10**18, 2**63 - 1), (0.5, 1.7e308)])
+    @pytest.mark.parametrize("with_put", [False, True])
+    def test_increment_leaving_the_64_bit_range_writes_nothing(self, store: TransactionalStore, epoch: int,
+                                                               start: float, step: float, with_put: bool) -> None:
+        # One contract for every store: numbers are 64-bit integers / finite doubles, as in Redis
+        # (SQLite would silently turn the sum into an inexact REAL, PostgreSQL NUMERIC would grow).
+        first = Writes().incr("counts", "near", start).incr("counts", "n", 1)
+        if isinstance(start, float):
+            first.incr("counts", "near", 1.6e308)
+        store.commit(epoch, B0, first)
+        before = snapshot(store)
+        w = Writes()
+        for i in range(30):  # increments before the failing key are not left behind
+            w.incr("counts", f"k{i}")
+        if with_put:  # the path where puts and increments of one commit are folded together
+            w.put("counts", "p", 7)
+        with pytest.raises(StoreError, match="counts/near.*64-bit range"):
+            store.commit(epoch, B1, w.incr("counts", "n", 2).incr("counts", "near", step))
+        assert snapshot(store) == before
+        assert not store.is_committed(1) and store.get_value("counts", "p") is None
+
 
 class SQLContract:
     """Your own SQL inside the commit transaction (``Writes.execute``), SQL stores only."""
@@ -486,6 +508,18 @@ class SQLContract:
         with pytest.raises(StoreError, match="counts/doc"):
             store.commit(epoch, batch(2, OffsetRange("t", 0, 15, 17)),
                          Writes().incr("counts", "a").incr("counts", "doc"))
+        assert snapshot(store) == before
+
+    @pytest.mark.parametrize("limit, step", [(2**63 - 1, 1), (-(2**63), -1)])
+    def test_counters_reach_the_64_bit_limits_exactly(self, store: TransactionalStore, epoch: int,
+                                                      limit: int, step: int) -> None:
+        # The SQL range check is exact (Redis checks in doubles, a little short of the limits).
+        store.commit(epoch, B0, Writes().incr("counts", "n", limit - 5 * step))
+        store.commit(epoch, B1, Writes().incr("counts", "n", 5 * step))
+        assert store.get_value("counts", "n") == limit and type(store.get_value("counts", "n")) is int
+        before = snapshot(store)
+        with pytest.raises(StoreError, match="counts/n .it would leave the 64-bit range"):
+            store.commit(epoch, batch(2, OffsetRange("t", 0, 15, 16)), Writes().incr("counts", "n", step))
         assert snapshot(store) == before
 
     def test_bad_statement_arguments(self) -> None:
@@ -586,23 +620,6 @@ class TestRedisStore(StoreContract):
                                      "vf:counts", "vj:docs", "rows:rows")} == keys
         assert len({key_slot(k.encode()) for k in keys}) == 1
         assert client.zrange(prefix + "batches", 0, -1) == [B0.to_json()]
-
-    @pytest.mark.parametrize("start, step", [(9 * 10**18, 3 * 10**17), (-9 * 10**18, -3 * 10**17),
-                                             (10**18, 2**63 - 1), (0.5, 1.7e308)])
-    def test_increment_leaving_the_64_bit_range_writes_nothing(self, store: TransactionalStore, epoch: int,
-                                                               start: float, step: float) -> None:
-        # Redis numbers are 64-bit integers / doubles (PostgreSQL NUMERIC has no such limit).
-        first = Writes().incr("counts", "near", start).incr("counts", "n", 1)
-        if isinstance(start, float):
-            first.incr("counts", "near", 1.6e308)
-        store.commit(epoch, B0, first)
-        before = snapshot(store)
-        w = Writes()
-        for i in range(30):  # increments before the failing key are not left behind
-            w.incr("counts", f"k{i}")
-        with pytest.raises(StoreError, match="counts/near.*64-bit range"):
-            store.commit(epoch, B1, w.incr("counts", "n", 2).incr("counts", "near", step))
-        assert snapshot(store) == before
 
 
 def test_writes_copy_is_independent_and_complete():
