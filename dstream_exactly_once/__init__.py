@@ -23,6 +23,7 @@ from .errors import (
     SinkError,
     StoreError,
 )
+from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
 from .offsets import (
     Broker,

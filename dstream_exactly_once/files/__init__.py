@@ -1,0 +1,18 @@
+"""The append-only file source ("ss-aof", seed 001): growing log files read as replayable logs.
+
+Positions are byte offsets of a file *identity* (a content fingerprint, device/inode as a hint),
+so rotation by rename, copytruncate and delayed compression neither loses nor doubles lines.
+Nothing here imports Spark; the Spark facade is ``streaming/file_utils.py``.
+
+- :class:`FileRange` (``ranges``) — the range kind ``"file"`` and its identity document;
+- :class:`FileSourceOptions` (``options``) — ``starting.offsets``, ``bytes.max``, ``md5.*`` …;
+- :class:`FilePlanner` (``planner``) — the driver side (:class:`~..core.source.BatchSource`);
+- :class:`FileRangeReader` (``reader``) — the executor side (:class:`~..core.source.RangeReader`).
+"""
+
+from .options import FileSourceOptions
+from .planner import FilePlanner
+from .ranges import FileRange
+from .reader import FileRangeReader
+
+__all__ = ["FilePlanner", "FileRange", "FileRangeReader", "FileSourceOptions"]

@@ -1,0 +1,178 @@
+"""File identity: content fingerprints, device/inode hints, and reads of a file's content.
+
+A file's identity is the hash of its first ``min(sample, size)`` bytes *together with that length*:
+a file shorter than the sample that grows keeps its identity, because the hash over the stored
+length still matches (the planner lengthens the fingerprint as the file grows). Device/inode are
+only a hint (inodes are reused). Two files that merely start with the same bytes are told apart by
+a second hash, of the bytes just before the stored position (the *tail*): only a true copy holds
+the very bytes that were read (``FileRange`` documents both).
+
+Content is what a reader sees: the bytes on disk, or the decompressed stream of a gzip file
+(recognised by its magic bytes, not its name), so a rotated log that logrotate compressed keeps
+its identity.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import stat as stat_mod
+import threading
+import zlib
+from dataclasses import dataclass
+from typing import BinaryIO, Dict, Optional, Tuple
+
+__all__ = ["FileStat", "FileView", "content_hash", "stat_file", "utf8_cut"]
+
+GZIP_MAGIC = b"\x1f\x8b"
+_BLOCK = 1 << 16
+
+
+def content_hash(data: bytes) -> str:
+    """The fingerprint of ``data``: BLAKE2b with a 128-bit digest, as hex (``""`` for no data)."""
+    if not data:
+        return ""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """One regular file as seen by a directory scan: where it is and how big it is on disk."""
+
+    path: str
+    dev: int
+    inode: int
+    disk_size: int
+    mtime_ns: int
+    compressed: bool
+
+    @property
+    def node(self) -> Tuple[int, int]:
+        """``(dev, inode)``."""
+        return (self.dev, self.inode)
+
+
+def stat_file(path: str) -> Optional[FileStat]:
+    """The :class:`FileStat` of ``path``, or ``None`` if it is gone or not a regular file."""
+    try:
+        st = os.stat(path)
+        if not stat_mod.S_ISREG(st.st_mode):
+            return None
+        with open(path, "rb") as f:
+            magic = f.read(2)
+    except OSError:
+        return None
+    return FileStat(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, magic == GZIP_MAGIC)
+
+
+# (dev, inode, disk size, mtime) -> decompressed size; a compressed file never changes once written.
+_GZ_SIZES: Dict[Tuple[int, int, int, int], int] = {}
+_GZ_LOCK = threading.Lock()
+
+
+class FileView:
+    """Reads of one file's content (decompressed for gzip); opened lazily, closed by :meth:`close`.
+
+    ``size`` is the content size: the on-disk size of a plain file as scanned (later growth is not
+    seen, so one plan works on one consistent snapshot), or the decompressed length of a gzip file
+    (``None`` while the gzip file is incomplete, e.g. still being written).
+    """
+
+    def __init__(self, st: FileStat) -> None:
+        self.stat = st
+        self._f: Optional[BinaryIO] = None
+
+    def _open(self) -> BinaryIO:
+        if self._f is None:
+            raw: BinaryIO = open(self.stat.path, "rb")
+            self._f = gzip.GzipFile(fileobj=raw, mode="rb") if self.stat.compressed else raw  # type: ignore[assignment]
+        assert self._f is not None
+        return self._f
+
+    @property
+    def size(self) -> Optional[int]:
+        st = self.stat
+        if not st.compressed:
+            return st.disk_size
+        key = (st.dev, st.inode, st.disk_size, st.mtime_ns)
+        with _GZ_LOCK:
+            known = _GZ_SIZES.get(key)
+        if known is not None:
+            return known
+        try:
+            total = 0
+            with gzip.open(st.path, "rb") as f:
+                while True:
+                    block = f.read(_BLOCK)
+                    if not block:
+                        break
+                    total += len(block)
+        except (OSError, EOFError, zlib.error):
+            return None
+        with _GZ_LOCK:
+            _GZ_SIZES[key] = total
+        return total
+
+    def read(self, start: int, n: int) -> bytes:
+        """Up to ``n`` bytes of content from ``start`` (fewer at the end)."""
+        if n <= 0:
+            return b""
+        f = self._open()
+        f.seek(start)
+        return f.read(n)
+
+    def hash(self, start: int, n: int) -> Optional[str]:
+        """:func:`content_hash` of content ``[start, start + n)``, or ``None`` if the file is shorter."""
+        if n <= 0:
+            return ""
+        data = self.read(start, n)
+        return content_hash(data) if len(data) == n else None
+
+    def last_newline(self, start: int, end: int) -> int:
+        """The offset of the last ``\\n`` in content ``[start, end)``, or -1."""
+        if self.stat.compressed:  # forward only: seeking backwards in gzip re-decompresses
+            f, pos, last = self._open(), start, -1
+            f.seek(start)
+            while pos < end:
+                block = f.read(min(_BLOCK, end - pos))
+                if not block:
+                    break
+                i = block.rfind(b"\n")
+                if i >= 0:
+                    last = pos + i
+                pos += len(block)
+            return last
+        hi = end
+        while hi > start:
+            lo = max(start, hi - _BLOCK)
+            i = self.read(lo, hi - lo).rfind(b"\n")
+            if i >= 0:
+                return lo + i
+            hi = lo
+        return -1
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def __enter__(self) -> FileView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def utf8_cut(data: bytes, k: int) -> int:
+    """A cut position ``<= k`` in ``data`` that does not fall inside a UTF-8 character.
+
+    ``data[k]`` (the first byte after the cut) must be present to tell; continuation bytes
+    (``10xxxxxx``) are skipped backwards, at most three. Invalid UTF-8 cuts at ``k``.
+    """
+    if k >= len(data):
+        return k
+    i = k
+    while i > 0 and k - i < 3 and data[i] & 0xC0 == 0x80:
+        i -= 1
+    return i if i > 0 and data[i] & 0xC0 != 0x80 else k
