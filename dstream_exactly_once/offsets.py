@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
+from ._checks import is_int
 from .core.ranges import SourceRange, register_range_kind
 from .errors import OffsetRangeError
 
@@ -57,13 +58,13 @@ def _check_topic(topic: object) -> str:
 
 
 def _check_partition(partition: object) -> int:
-    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+    if not is_int(partition) or partition < 0:
         raise OffsetRangeError(f"partition must be an int >= 0, got {partition!r}")
     return partition
 
 
 def _check_offset(name: str, offset: object) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+    if not is_int(offset) or offset < 0:
         raise OffsetRangeError(f"{name} must be an int >= 0, got {offset!r}")
     return offset
 
@@ -183,7 +184,7 @@ class Broker:
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
             raise OffsetRangeError(f"Broker host must be a non-empty str, got {self.host!r}")
-        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 < self.port < 65536:
+        if not is_int(self.port) or not 0 < self.port < 65536:
             raise OffsetRangeError(f"Broker port must be an int in 1..65535, got {self.port!r}")
 
 

@@ -12,6 +12,7 @@ import logging
 import re
 from typing import Any, Dict, Iterable, List, Optional, Protocol, Set, Tuple
 
+from .._checks import is_int
 from ..errors import ConfigurationError, DStreamExactlyOnceError, KafkaUnavailableError
 from ..offsets import TopicAndPartition
 from .errors_map import translate_kafka_error
@@ -82,7 +83,7 @@ class KafkaMetadata:
         kafkaParams' ``request.timeout.ms``, else 10 s."""
         if timeout_ms is None:
             timeout_ms = int(config.client.get("request_timeout_ms", _DEFAULT_TIMEOUT_MS))
-        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms <= 0:
+        if not is_int(timeout_ms) or timeout_ms <= 0:
             raise ConfigurationError(f"timeout_ms must be a positive int of milliseconds, got {timeout_ms!r}")
         self.config = config
         self.timeout_ms = timeout_ms

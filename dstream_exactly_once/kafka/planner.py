@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Set
 
+from .._checks import is_int
 from ..errors import ConfigurationError, DataLossError, OffsetRangeError
 from ..offsets import OffsetRange, TopicAndPartition
 from .metadata import MetadataSource
@@ -34,7 +35,7 @@ class RateLimit:
     def __post_init__(self) -> None:
         for name in ("max_rate_per_partition", "min_rate_per_partition"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if not is_int(v) or v < 0:
                 raise ConfigurationError(f"{name} must be an int >= 0, got {v!r}")
 
     @classmethod

@@ -10,6 +10,7 @@ import re
 from abc import ABC, abstractmethod
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set, Union
 
+from .._checks import is_int
 from ..errors import ConfigurationError
 from ..offsets import TopicAndPartition
 from .metadata import MetadataSource
@@ -31,7 +32,7 @@ def _check_offsets(offsets: Optional[Mapping[Any, Any]],
                 f"{what} must be TopicAndPartition (as in Spark 2.4), got {tp!r} "
                 f"({type(tp).__name__}){hint}")
         check_topic_name(tp.topic, f"{what}: {tp!r}")
-        if isinstance(off, bool) or not isinstance(off, int) or off < 0:
+        if not is_int(off) or off < 0:
             raise ConfigurationError(f"fromOffsets[{tp}] must be an int >= 0, got {off!r}")
         out[tp] = off
     return out

@@ -32,6 +32,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
+from .._checks import is_int
 from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ..kafka.metadata import translate_kafka_error
 from ..kafka.params import KafkaConfig, parse_kafka_params
@@ -77,7 +78,7 @@ class KafkaTransactionalSink:
             raise ConfigurationError(f"topic must be a non-empty str, got {topic!r}")
         if not isinstance(prefix, str) or not prefix or any(c.isspace() for c in prefix):
             raise ConfigurationError(f"prefix must be a non-empty str without spaces, got {prefix!r}")
-        if isinstance(transaction_timeout_ms, bool) or not isinstance(transaction_timeout_ms, int) \
+        if not is_int(transaction_timeout_ms) \
                 or transaction_timeout_ms <= 0:
             raise ConfigurationError(f"transaction_timeout_ms must be a positive int, got {transaction_timeout_ms!r}")
         self.topic = topic

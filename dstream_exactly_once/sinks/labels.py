@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from .._checks import is_int
 from ..errors import ConfigurationError
 
 __all__ = ["MAX_LABEL_LENGTH", "LabelGenerator", "make_label"]
@@ -65,7 +66,7 @@ def _check_app_id(app_id: object) -> str:
 
 
 def _check_id(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int(value) or value < 0:
         raise ConfigurationError(f"label {name} must be an int >= 0, got {value!r}")
     return value
 

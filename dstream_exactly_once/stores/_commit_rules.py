@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from .._checks import is_int
 from ..core.ranges import SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
 from .batch import PlannedBatch, Writes
@@ -20,13 +21,13 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def check_epoch_arg(epoch: object) -> int:
-    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+    if not is_int(epoch) or epoch < 1:
         raise ConfigurationError(f"epoch must be an int >= 1 taken with start_epoch(), got {epoch!r}")
     return epoch
 
 
 def check_keep_arg(keep: object) -> int:
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+    if not is_int(keep) or keep < 1:
         raise ConfigurationError(f"keep (batches to retain in the offset and commit logs) must be an int >= 1, "
                                  f"got {keep!r}")
     return keep
@@ -52,7 +53,7 @@ def check_positions_arg(positions: object) -> Dict[str, int]:
     for key, pos in positions.items():
         if not isinstance(key, str) or not key:
             raise ConfigurationError(f"position key must be a non-empty str (e.g. 'topic/0'), got {key!r}")
-        if isinstance(pos, bool) or not isinstance(pos, int) or not 0 <= pos <= INT64_MAX:
+        if not is_int(pos) or not 0 <= pos <= INT64_MAX:
             raise ConfigurationError(f"position of {key!r} must be an int in 0..2**63-1, got {pos!r}")
         out[key] = pos
     return out

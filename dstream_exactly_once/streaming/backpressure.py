@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Optional
 
+from .._checks import is_int
 from ..errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class PIDRateEstimator:
 
     def __init__(self, batch_interval_ms: int, proportional: float = 1.0, integral: float = 0.2,
                  derivative: float = 0.0, min_rate: float = 100.0) -> None:
-        if isinstance(batch_interval_ms, bool) or not isinstance(batch_interval_ms, int) or batch_interval_ms <= 0:
+        if not is_int(batch_interval_ms) or batch_interval_ms <= 0:
             raise ConfigurationError(f"batch interval must be a positive int of ms, got {batch_interval_ms!r}")
         for name, value, low_ok in (("proportional", proportional, True), ("integral", integral, True),
                                     ("derived", derivative, True), ("minRate", min_rate, False)):

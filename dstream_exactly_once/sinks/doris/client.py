@@ -18,6 +18,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
+from ..._checks import is_int
 from ...errors import ConfigurationError, LoadRejectedError, SinkError
 from .protocol import (
     ALREADY_ABORTED,
@@ -386,7 +387,7 @@ class DorisStreamLoadClient:
         """
         if decision not in ("commit", "abort"):
             raise ConfigurationError(f"decision must be 'commit' or 'abort', got {decision!r}")
-        if txn_id is not None and (isinstance(txn_id, bool) or not isinstance(txn_id, int) or txn_id < 0):
+        if txn_id is not None and (not is_int(txn_id) or txn_id < 0):
             raise ConfigurationError(f"txn_id must be None or an int >= 0, got {txn_id!r}")
         state = self.get_load_state(label)
         what = f"in-doubt load {label!r} (txn {txn_id}) in {self.db}.{self.table}"

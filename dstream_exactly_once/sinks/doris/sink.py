@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
+from ..._checks import is_int
 from ...core.ranges import SourceRange
 from ...errors import ConfigurationError, SinkError
 from ...stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
@@ -112,7 +113,7 @@ class DorisSink:
     def _ranges(batch: PlannedBatch, partition_id: int, ranges: Optional[Sequence[SourceRange]]) -> List[SourceRange]:
         if ranges is not None:
             return list(ranges)
-        if isinstance(partition_id, bool) or not isinstance(partition_id, int) or not (
+        if not is_int(partition_id) or not (
             0 <= partition_id < len(batch.ranges)
         ):
             raise ConfigurationError(
