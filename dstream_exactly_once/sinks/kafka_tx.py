@@ -36,7 +36,7 @@ from .._checks import is_int
 from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ..kafka.metadata import translate_kafka_error
 from ..kafka.params import KafkaConfig, parse_kafka_params
-from ..offsets import OffsetRange
+from ..offsets import OffsetRange, to_bytes
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .labels import make_label
 
@@ -57,11 +57,10 @@ class KafkaWrite:
 
 
 def _to_bytes(v: Any) -> Optional[bytes]:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode("utf-8")
-    raise SinkError(f"Kafka output keys/values must be bytes, str or None, got {type(v).__name__}: {v!r:.80}")
+    try:
+        return to_bytes(v)
+    except TypeError as exc:
+        raise SinkError(f"Kafka output {exc}") from exc
 
 
 class KafkaTransactionalSink:
