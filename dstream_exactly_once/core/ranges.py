@@ -157,7 +157,8 @@ def check_ranges(ranges: Sequence[SourceRange], what: str) -> List[SourceRange]:
         kinds.add(r.kind)
         other = seen.get(r.position_key)
         if other is not None:
-            raise ConfigurationError(f"{what} hold two ranges of {r.position_key}: {other} and {r}; "
+            raise ConfigurationError(f"{what} hold two ranges of {r.position_key}: {other.describe()} and "
+                                     f"{r.describe()}; "
                                      f"each partition may appear once (merge them into one range)")
         seen[r.position_key] = r
     if len(kinds) > 1:
