@@ -1,7 +1,7 @@
 """``python3 -m bench``: run the benchmarks, print the table, append RESULTS.md, draw the charts.
 
 Flags: ``--only B1,B3`` (subset), ``--records N`` (read-topic size, default 2,000,000; small values
-give a quick run), ``--quick`` (small sizes: a smoke run in under 3 minutes; its RESULTS section
+give a quick run; default 1,000,000), ``--quick`` (small sizes: a smoke run in under 3 minutes; its RESULTS section
 and charts go to ``bench/results/quick/`` unless ``--results`` / ``--charts`` say otherwise),
 ``--no-jvm`` (skip B1(c)), ``--no-charts``.
 """
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", default=",".join(ALL), help="comma-separated benchmarks to run (default: all)")
     p.add_argument("--records", type=int, default=None,
-                   help="records in the B1/B5 read topic (default 2,000,000; --quick 200,000)")
+                   help="records in the B1/B5 read topic (default 1,000,000; --quick 50,000)")
     p.add_argument("--quick", action="store_true", help="small sizes and few repetitions (smoke run, < 3 min)")
     p.add_argument("--no-jvm", action="store_true", help="skip B1(c), Spark's JVM Kafka source")
     p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")

@@ -14,6 +14,19 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 READ_TOPIC_PARTITIONS = 4
 RECORD_BYTES = 100
 
+#: Consumer settings given to every reader of B1/B2/B5 — the KafkaRDD executors, the bare
+#: kafka-python loop and (with the ``kafka.`` prefix) Spark's JVM source — so that no side reads
+#: with larger fetches or socket buffers than another. ``receive.buffer.bytes`` -1 is the OS
+#: default (autotuned) for both clients; Spark would otherwise force 64 KiB on its executors.
+#: ``max.poll.records``: the KafkaRDD reader and the bare loop also poll with ``max_records=10000``.
+READ_SETTINGS: Dict[str, Any] = {
+    "max.partition.fetch.bytes": 4 * 1024 * 1024,
+    "fetch.max.bytes": 50 * 1024 * 1024,
+    "receive.buffer.bytes": -1,
+    "max.poll.records": 10000,
+}
+POLL_RECORDS = 10000
+
 
 def log(msg: str) -> None:
     """Progress line on stderr (the results table goes to stdout)."""
@@ -43,15 +56,18 @@ class Check:
     target: float
     unit: str
     note: str = ""
+    invalid: str = ""  # why the measurement cannot be right (e.g. a scaling ratio above the core count)
 
     @property
     def passed(self) -> Optional[bool]:
-        if self.value is None:
+        if self.value is None or self.invalid:
             return None
         return self.value >= self.target if self.op == ">=" else self.value <= self.target
 
     @property
     def status(self) -> str:
+        if self.invalid:
+            return "FLAGGED invalid"
         return {True: "PASS", False: "FAIL", None: "n/a"}[self.passed]
 
 
@@ -69,8 +85,8 @@ class Results:
         return m
 
     def check(self, bench: str, what: str, value: Optional[float], op: str, target: float, unit: str,
-              note: str = "") -> Check:
-        c = Check(bench, what, value, op, target, unit, note)
+              note: str = "", invalid: str = "") -> Check:
+        c = Check(bench, what, value, op, target, unit, note, invalid)
         self.checks.append(c)
         return c
 
@@ -106,6 +122,14 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
+
+
+def spread(values: Sequence[float], fmt: str = "{:,.0f}") -> str:
+    """``median [min–max], IQR q1–q3, n=…`` of ``values`` (for the report's detail column)."""
+    if not values:
+        return "no runs"
+    return (f"median {fmt.format(median(values))} [min {fmt.format(min(values))}, max {fmt.format(max(values))}; "
+            f"IQR {fmt.format(percentile(values, 25))}–{fmt.format(percentile(values, 75))}; n={len(values)}]")
 
 
 def cpu_probe(n: int = 3_000_000) -> float:
@@ -148,11 +172,11 @@ class Settings:
 
     quick: bool
     records: int            # B1/B5 read topic size (100-byte records over 4 partitions)
-    b1_repeats: int         # timed repetitions of each B1 case (median reported)
+    b1_repeats: int         # B1 rounds: every case once per round, in a rotated order (>= 5 in a full run)
     b2_records: int         # records read by the B2 pipeline (a prefix of the read topic)
     b2_batches: int
     b2_repeats: int
-    b5_repeats: int         # B5 rounds, alternating local[2] and local[1] (medians reported)
+    b5_repeats: int         # B5 rounds, alternating local[2] and local[1] (medians reported, >= 5 in a full run)
     b3_partitions: Sequence[int]
     b3_keys: Sequence[int]
     b3_reps_small: int      # commits timed per case with 1k keys
@@ -165,10 +189,10 @@ class Settings:
     def make(cls, quick: bool, records: Optional[int], jvm: bool = True) -> Settings:
         if quick:  # a smoke run: every code path, tiny sizes (B3 uses 10k instead of 100k keys)
             n = records or 50_000
-            return cls(True, n, 1, max(4, min(n, 20_000)), 2, 1, 1, (10, 100, 1000), (1_000, 10_000), 10, 1,
+            return cls(True, n, 2, max(4, min(n, 20_000)), 2, 2, 2, (10, 100, 1000), (1_000, 10_000), 10, 2,
                        (10, 100, 1000), 10, jvm)
-        n = records or 2_000_000
-        return cls(False, n, 3, max(4, min(n, 200_000)), 10, 2, 3, (10, 100, 1000), (1_000, 100_000), 100, 3,
+        n = records or 1_000_000
+        return cls(False, n, 5, max(4, min(n, 200_000)), 10, 5, 5, (10, 100, 1000), (1_000, 100_000), 50, 3,
                    (10, 100, 1000), 100, jvm)
 
 
@@ -255,7 +279,18 @@ class Context:
         raise ValueError(kind)
 
     def kafka_params(self) -> Dict[str, Any]:
-        return {"bootstrap.servers": self.kafka().bootstrap, "auto.offset.reset": "earliest"}
+        """kafkaParams of every B1/B2/B5 reader: the same :data:`READ_SETTINGS` on each side."""
+        return {"bootstrap.servers": self.kafka().bootstrap, "auto.offset.reset": "earliest", **READ_SETTINGS}
+
+    def broker_pid(self) -> Optional[int]:
+        proc = getattr(getattr(self.kafka(), "_proc", None), "proc", None)
+        return None if proc is None else int(proc.pid)
+
+    def meter(self) -> Any:
+        """A started :class:`~bench.cpu.CpuMeter` over the benchmark's processes (broker included)."""
+        from .cpu import CpuMeter
+
+        return CpuMeter(self.broker_pid()).start()
 
     # ---------------------------------------------------------------- spark
     def spark(self, master: Optional[str] = None) -> Any:

@@ -63,6 +63,10 @@ def environment(ctx: Context) -> Dict[str, str]:
     dirty = _cmd(["git", "-C", str(Path(__file__).parent.parent), "status", "--porcelain",
                   "--untracked-files=no"])
     env["git"] = commit + (" (with uncommitted changes)" if dirty not in ("", "n/a") else "")
+    from .common import POLL_RECORDS, READ_SETTINGS
+
+    env["consumer settings (every reader of B1/B2/B5)"] = ", ".join(f"{k}={v}" for k, v in READ_SETTINGS.items()) + \
+        f"; poll max_records={POLL_RECORDS} (receive.buffer.bytes -1 = OS default)"
     env.update(ctx.versions)
     return env
 
@@ -255,12 +259,20 @@ def _label_bars(ax: Any, bars: Any, fmt: str = "{:,.0f}") -> None:
 
 def _chart_b1(plt: Any, res: Results) -> Any:
     rows = res.of("B1")
-    fig, ax = plt.subplots(figsize=(9, 3.2))
-    bars = ax.barh([m.case for m in rows][::-1], [m.value for m in rows][::-1],
-                   color=["#4c72b0", "#dd8452", "#55a868"][: len(rows)][::-1])
-    _label_bars(ax, bars)
-    ax.set_xlabel("records/s (median)")
-    ax.set_xlim(0, max(m.value for m in rows) * 1.3)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.6 * len(rows) + 2), sharey=True)
+    colors = ["#4c72b0", "#64b5cd", "#dd8452", "#55a868", "#8fd175"]
+    labels = [m.case for m in rows][::-1]
+    for ax, key, xlabel in ((axes[0], "rates", "records per wall-second"),
+                            (axes[1], "cpu_rates", "records per CPU-second (all processes, broker included)")):
+        vals = [m.extra.get(key) or [m.value] for m in rows][::-1]
+        med = [sorted(v)[len(v) // 2] if len(v) % 2 else (sorted(v)[len(v) // 2 - 1] + sorted(v)[len(v) // 2]) / 2
+               for v in vals]
+        err = [[md - min(v) for md, v in zip(med, vals, strict=True)],
+               [max(v) - md for md, v in zip(med, vals, strict=True)]]
+        bars = ax.barh(labels, med, xerr=err, capsize=3, color=colors[: len(rows)][::-1])
+        _label_bars(ax, bars)
+        ax.set_xlabel(xlabel + "\n(median, whiskers min–max over rounds)")
+        ax.set_xlim(0, max(max(v) for v in vals) * 1.35)
     return fig
 
 
@@ -344,15 +356,19 @@ def _chart_b5(plt: Any, res: Results) -> Any:
     workloads = ("read", "pipeline")
     width = 0.38
     for j, (master, color) in enumerate((("local[1]", "#dd8452"), ("local[2]", "#4c72b0"))):
-        vals = [next((m.value for m in rows if m.extra["workload"] == w and m.extra["master"] == master), 0)
-                for w in workloads]
-        bars = ax.bar([i + (j - 0.5) * width for i in range(2)], vals, width, label=master, color=color)
+        sel = [next((m for m in rows if m.extra["workload"] == w and m.extra["master"] == master), None)
+               for w in workloads]
+        vals = [m.value if m else 0 for m in sel]
+        lo = [m.value - min(m.extra.get("runs") or [m.value]) if m else 0 for m in sel]
+        hi = [max(m.extra.get("runs") or [m.value]) - m.value if m else 0 for m in sel]
+        bars = ax.bar([i + (j - 0.5) * width for i in range(2)], vals, width, label=master, color=color,
+                      yerr=[lo, hi], capsize=3)
         for bar in bars:
             ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{bar.get_height():,.0f}",
                     ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(2))
     ax.set_xticklabels(["B1(a) KafkaRDD read", "B2 SQLite exactly-once"])
-    ax.set_ylabel("records/s")
+    ax.set_ylabel("records per wall-second (median, min–max)")
     ax.legend()
     return fig
 
