@@ -9,7 +9,8 @@ touches beyond kafka-python's public API:
   replaced per consumer by :func:`install_batches` (``consumer._fetcher.PartitionRecords``);
 - ``consumer._fetcher.config["max_partition_fetch_bytes"]``, set before each poll by
   :func:`size_next_fetch`;
-- ``DefaultRecordBatch._maybe_uncompress``, ``._buffer`` and ``._pos``, read by :class:`Batch`.
+- ``DefaultRecordBatch._maybe_uncompress``, ``._buffer`` and ``._pos``, read by :class:`Batch`
+  (with the public ``first_timestamp``, ``max_timestamp`` and ``timestamp_type`` for metadata).
 
 :func:`make_batch_class` checks these names and the signature first; when the installed
 kafka-python does not fit, :func:`install_batches` returns ``None`` and the reader falls back to
@@ -20,7 +21,8 @@ compares the hook with the fallback on a real broker.
 Why: kafka-python's per-record path (a ``ConsumerRecord`` built through several generator layers per
 record) cost most of a read task's time. The hook keeps kafka-python's batch-level work (CRC check,
 control batches, aborted transactions, positions) and returns whole batches; the records of a batch
-are then decoded by :func:`parse_v2`.
+are then decoded by :func:`parse_v2` (keys and values) or :func:`parse_v2_meta` (also timestamps
+and headers, for a message handler).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from .records import RecordBlock
 log = logging.getLogger(__name__)
 
 __all__ = ["Batch", "Records", "install_batches", "learn_batch_sizes", "make_batch_class", "parse_v2",
-           "size_next_fetch"]
+           "parse_v2_meta", "size_next_fetch"]
 
 # Each fetch asks for about what the rest of the range needs (estimated from the bytes per offset
 # seen so far, per topic), at least this much and at most max.partition.fetch.bytes, so reading a
@@ -78,9 +80,9 @@ class Batch:
         b = self.batch
         if self.next_offset <= lo or b.base_offset >= hi:
             return None
-        if metadata:  # kafka-python's own record decoding: timestamps (incl. log-append time), headers
-            return Records(b).block(topic, partition, lo, hi, metadata)
         b._maybe_uncompress()
+        if metadata:
+            return self._block_with_metadata(topic, partition, lo, hi)
         offsets, keys, values = parse_v2(bytes(b._buffer), b._pos, b.records_count, b.base_offset)
         if not offsets:
             return None
@@ -90,6 +92,22 @@ class Batch:
                 return None
             offsets, keys, values = offsets[i:j], keys[i:j], values[i:j]
         return RecordBlock(topic, partition, offsets, keys, values)
+
+    def _block_with_metadata(self, topic: str, partition: int, lo: int, hi: int) -> Optional[RecordBlock]:
+        b = self.batch
+        kind = b.timestamp_type  # 0 create time, 1 log-append time (then every record has the batch's max)
+        offsets, keys, values, stamps, headers = parse_v2_meta(
+            bytes(b._buffer), b._pos, b.records_count, b.base_offset, b.first_timestamp,
+            b.max_timestamp if kind == 1 else None)
+        if not offsets:
+            return None
+        if offsets[0] < lo or offsets[-1] >= hi:  # the batch straddles an end of the range
+            i, j = bisect_left(offsets, lo), bisect_left(offsets, hi)
+            if i >= j:
+                return None
+            offsets, keys, values, stamps, headers = (offsets[i:j], keys[i:j], values[i:j], stamps[i:j],
+                                                      headers[i:j])
+        return RecordBlock(topic, partition, offsets, keys, values, stamps, [kind] * len(offsets), headers)
 
 
 def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
@@ -196,6 +214,131 @@ def parse_v2(buf: bytes, pos: int, count: int, base_offset: int
     return offsets, keys, values
 
 
+def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_timestamp: int,
+                  log_append_time: Optional[int]) -> Tuple[List[int], List[Optional[bytes]], List[Optional[bytes]],
+                                                            List[int], List[List[Tuple[str, Optional[bytes]]]]]:
+    """:func:`parse_v2` plus each record's timestamp and headers, as kafka-python decodes them.
+
+    A record's timestamp is ``first_timestamp`` + its TimestampDelta, or ``log_append_time`` (the
+    batch's max timestamp) for a log-append-time batch; headers are ``[(str key, bytes or None)]``
+    (``[]`` without headers). A separate copy of the loop so the key/value path pays nothing for it.
+    Malformed data (including a header key that is not UTF-8) raises CorruptRecordError.
+    """
+    offsets: List[int] = []
+    keys: List[Optional[bytes]] = []
+    values: List[Optional[bytes]] = []
+    stamps: List[int] = []
+    headers: List[List[Tuple[str, Optional[bytes]]]] = []
+    add_offset, add_key, add_value = offsets.append, keys.append, values.append
+    add_stamp, add_headers = stamps.append, headers.append
+    try:
+        for _ in range(count):
+            z = buf[pos]  # Length
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            end = pos + ((z >> 1) ^ -(z & 1))
+            pos += 1  # Attributes
+            z = buf[pos]  # TimestampDelta
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            add_stamp(first_timestamp + ((z >> 1) ^ -(z & 1)) if log_append_time is None else log_append_time)
+            z = buf[pos]  # OffsetDelta
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
+            z = buf[pos]  # KeyLength, -1 (zigzag 1) for a null key
+            if z == 1:
+                add_key(None)
+                pos += 1
+            else:
+                if z > 0x7F:
+                    c = buf[pos + 1]
+                    if c > 0x7F:
+                        z, pos = _varint(buf, pos)
+                    else:
+                        z = (z & 0x7F) | (c << 7)
+                        pos += 2
+                else:
+                    pos += 1
+                n = (z >> 1) ^ -(z & 1)
+                if n < 0:
+                    add_key(None)
+                else:
+                    add_key(buf[pos:pos + n])
+                    pos += n
+            z = buf[pos]  # ValueLength, -1 for a null value
+            if z > 0x7F:
+                c = buf[pos + 1]
+                if c > 0x7F:
+                    z, pos = _varint(buf, pos)
+                else:
+                    z = (z & 0x7F) | (c << 7)
+                    pos += 2
+            else:
+                pos += 1
+            n = (z >> 1) ^ -(z & 1)
+            if n < 0:
+                add_value(None)
+            else:
+                add_value(buf[pos:pos + n])
+                pos += n
+            z = buf[pos]  # HeaderCount
+            if z == 0:
+                pos += 1
+                add_headers([])
+            else:
+                z, pos = _varint(buf, pos)
+                n = (z >> 1) ^ -(z & 1)
+                if n < 0:
+                    raise ValueError(f"negative header count {n} at {pos}")
+                hs: List[Tuple[str, Optional[bytes]]] = []
+                for _h in range(n):
+                    z, pos = _varint(buf, pos)
+                    size = (z >> 1) ^ -(z & 1)
+                    if size < 0:
+                        raise ValueError(f"negative header key size {size} at {pos}")
+                    name = buf[pos:pos + size].decode("utf-8")
+                    pos += size
+                    z, pos = _varint(buf, pos)
+                    size = (z >> 1) ^ -(z & 1)
+                    if size < 0:
+                        hs.append((name, None))
+                    else:
+                        hs.append((name, buf[pos:pos + size]))
+                        pos += size
+                add_headers(hs)
+            if pos != end:
+                raise ValueError(f"record at {pos} does not end where its length says ({end})")
+        if pos != len(buf):
+            raise ValueError(f"{len(buf) - pos} bytes left after the batch's {count} records")
+    except (IndexError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+        from kafka.errors import CorruptRecordError
+
+        raise CorruptRecordError(f"Found invalid record structure: {err!r}") from None
+    return offsets, keys, values, stamps, headers
+
+
 def size_next_fetch(fetcher: Any, topic: str, remaining_offsets: int, max_fetch: int) -> None:
     """Set the fetcher's next ``max_partition_fetch_bytes`` to about what ``remaining_offsets`` need."""
     per_offset = _BYTES_PER_OFFSET.get(topic)
@@ -257,7 +400,8 @@ def make_batch_class() -> Any:
     needed = ("_maybe_skip_record", "_consume_aborted_transactions_up_to", "_contains_abort_marker",
               "_is_batch_aborted", "take", "drain")
     missing = [name for name in needed if not hasattr(base, name)]
-    missing += [name for name in ("_maybe_uncompress", "_buffer", "_pos") if not hasattr(DefaultRecordBatch, name)]
+    missing += [name for name in ("_maybe_uncompress", "_buffer", "_pos", "first_timestamp", "max_timestamp",
+                                  "timestamp_type") if not hasattr(DefaultRecordBatch, name)]
     if missing:
         raise TypeError(f"missing {missing}")
     params = list(inspect.signature(base._unpack_records).parameters)

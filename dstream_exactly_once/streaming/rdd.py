@@ -139,13 +139,18 @@ class _Decoding:
         assert handler is not None and block.timestamps is not None and block.timestamp_types is not None \
             and block.headers is not None, "message handler blocks are read with metadata=True"
         topic, partition = block.topic, block.partition
+        # The UTF-8 decoder cannot fail on a block whose keys (values) all decode: its messages then get
+        # the plain decoder instead of one error-naming wrapper per record (still decoded lazily).
+        key_ok = kd is utf8_decoder and _utf8_clean(block.keys)
+        value_ok = vd is utf8_decoder and _utf8_clean(block.values)
+        make = KafkaMessageAndMetadata
         for offset, key, value, timestamp, timestamp_type, headers in zip(
                 block.offsets, block.keys, block.values, block.timestamps, block.timestamp_types, block.headers,
                 strict=True):
-            m = KafkaMessageAndMetadata(topic, partition, offset, key, value, timestamp, timestamp_type,
-                                        [tuple(h) for h in (headers or ())], _checked(kd, topic, partition, offset),
-                                        _checked(vd, topic, partition, offset))
-            yield handler(m)
+            yield handler(make(topic, partition, offset, key, value, timestamp, timestamp_type,
+                               [tuple(h) for h in headers] if headers else [],
+                               kd if key_ok else _checked(kd, topic, partition, offset),
+                               vd if value_ok else _checked(vd, topic, partition, offset)))
 
 
 _utf8 = bytes.decode  # UTF-8, strict: what utf8_decoder does for bytes
@@ -161,6 +166,15 @@ def _decode_all(decoder: Decoder, raw: List[Optional[bytes]]) -> List[Any]:
     if nulls == len(raw):
         return raw  # all null: decoded as they are (null keys are the common case)
     return [None if b is None else _utf8(b) for b in raw]
+
+
+def _utf8_clean(raw: List[Optional[bytes]]) -> bool:
+    """Whether every non-null item of ``raw`` is valid UTF-8 (decoded list-wise, results dropped)."""
+    try:
+        _decode_all(utf8_decoder, raw)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _checked(decoder: Decoder, topic: str, partition: int, offset: int) -> Decoder:

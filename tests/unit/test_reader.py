@@ -57,11 +57,73 @@ def test_batch_decoding_matches_kafka_python(case, compression):
     assert list(zip(block.offsets, block.keys, block.values, strict=True)) == [
         e for e in expected if lo <= e[0] < hi]
     assert Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, hi + 1, hi + 5, False) is None
-    # metadata=True: kafka-python's own decoding of timestamps and headers
+    # metadata=True: timestamps, timestamp types and headers exactly as kafka-python decodes them
     full = Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, 0, 10 ** 9, True)
     records = list(_batch(BATCH_CASES[case], compression, 1000))
     assert full.offsets == offsets and full.values == [r.value for r in records]
+    assert full.keys == [r.key for r in records]
     assert full.timestamps == [r.timestamp for r in records] and full.headers == [r.headers for r in records]
+    assert full.timestamp_types == [r.timestamp_type for r in records] == [0] * len(records)
+    clipped = Batch(_batch(BATCH_CASES[case], compression, 1000)).block("t", 0, lo, hi, True)
+    inside = [r for r in records if lo <= r.offset < hi]
+    assert clipped.offsets == [r.offset for r in inside]
+    assert clipped.timestamps == [r.timestamp for r in inside] and clipped.headers == [r.headers for r in inside]
+
+
+def _log_append_time(batch):
+    """``batch`` as a broker with log-append time returns it: attribute bit 3 set, CRC recomputed."""
+    import struct
+
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka.record.util import calc_crc32c
+
+    raw = bytearray(batch._buffer)
+    struct.pack_into(">h", raw, 21, struct.unpack_from(">h", raw, 21)[0] | 0x08)
+    struct.pack_into(">I", raw, 17, calc_crc32c(bytes(raw[21:])))
+    return DefaultRecordBatch(bytes(raw))
+
+
+def test_log_append_time_batches_give_every_record_the_batch_time():
+    from dstream_exactly_once.kafka._fetch import Batch
+
+    raw = _log_append_time(_batch(BATCH_CASES["keys, nulls, empties, headers"], 0, 40))
+    records = list(_log_append_time(_batch(BATCH_CASES["keys, nulls, empties, headers"], 0, 40)))
+    assert raw.validate_crc() and {r.timestamp_type for r in records} == {1}
+    block = Batch(raw).block("t", 0, 0, 10 ** 9, True)
+    assert block.timestamps == [r.timestamp for r in records] == [records[0].timestamp] * 4
+    assert block.timestamp_types == [1] * 4 and block.headers == [r.headers for r in records]
+
+
+def test_corrupt_batches_raise_corrupt_record_error_with_metadata_too():
+    from kafka.errors import CorruptRecordError
+
+    from dstream_exactly_once.kafka._fetch import parse_v2_meta
+
+    raw = bytes(_batch(BATCH_CASES["keys, nulls, empties, headers"])._buffer)
+    assert parse_v2_meta(raw, 61, 4, 0, 5, None)[4][2] == [("h", b"x"), ("h2", None)]
+    for bad_raw, count in ((raw[:-3], 4), (raw + b"\x00", 4), (raw, 5)):
+        with pytest.raises(CorruptRecordError):
+            parse_v2_meta(bad_raw, 61, count, 0, 5, None)
+    bad = bytearray(raw)
+    bad[61] += 2  # first record claims one byte more than it has
+    with pytest.raises(CorruptRecordError):
+        parse_v2_meta(bytes(bad), 61, 4, 0, 5, None)
+
+
+def test_message_handler_decodes_lazily_and_names_a_bad_record():
+    from dstream_exactly_once import utf8_decoder
+    from dstream_exactly_once.kafka.records import RecordBlock
+    from dstream_exactly_once.streaming.rdd import _Decoding
+
+    block = RecordBlock("t", 2, [4, 5], [None, b"k"], [b"ok", b"\xff"], [10, 11], [0, 0], [[], [("h", b"v")]])
+    seen = list(_Decoding(utf8_decoder, utf8_decoder, lambda m: m)([block]))
+    assert [(m.offset, m.timestamp, m.key, m.headers) for m in seen] == [(4, 10, None, []), (5, 11, "k", [("h", b"v")])]
+    assert seen[0].message == "ok"
+    with pytest.raises(DecodeError, match=r"t-2 offset 5"):
+        seen[1].message  # noqa: B018 - the lazy decoding raises on access
+    clean = RecordBlock("t", 2, [4], [b"k"], [b"v"], [10], [1], [[]])
+    assert list(_Decoding(utf8_decoder, utf8_decoder, lambda m: (m.offset, m.timestampType, m.key, m.message))(
+        [clean])) == [(4, 1, "k", "v")]
 
 
 def test_corrupt_batches_raise_corrupt_record_error():
