@@ -1,16 +1,27 @@
-"""Benchmarks of dstream-exactly-once (issue 6): ``python3 -m bench`` / ``make bench``.
+"""Benchmarks of dstream-exactly-once (issues 6 and 16): ``python3 -m bench`` / ``make bench``.
 
 Benchmarks, not tests: every number is printed next to a baseline measured in the same run and a
-target (pass/fail column, never an assertion), a section is appended to ``bench/RESULTS.md`` and
-one PNG chart per benchmark is drawn into ``bench/results/``.
+target (PASS/FAIL, or FLAGGED invalid when the measurement cannot be right — never an assertion),
+a section is appended to ``bench/RESULTS.md`` and one PNG chart per benchmark is drawn into
+``bench/results/``.
 
-- B1 read throughput: KafkaRDD (``KafkaUtils.createRDD(...).count()``) vs a bare kafka-python
-  consumer loop vs Spark's JVM Kafka source (``spark.read.format("kafka")``, in a subprocess).
+Method (issue 16): peers run in the same rounds, interleaved, after equal warm-ups, >= 5 rounds,
+medians with min/max and IQR; every reader uses the same consumer settings
+(``bench.common.READ_SETTINGS``, printed); wall time is reported with CPU time (user + sys of every
+benchmark process, the Kafka broker included, ``bench/cpu.py``) and the CPU other processes of a
+shared machine took meanwhile.
+
+- B1 read throughput per core at ``local[1]``: KafkaRDD (a), KafkaRDD with a metadata
+  ``messageHandler`` (a′), a bare kafka-python loop (b), Spark's JVM Kafka source counting (c) and
+  selecting the same columns as (a′) (c′) in one persistent subprocess.
 - B2 end-to-end exactly-once word count per store (SQLite, PostgreSQL, Redis) vs the same
-  pipeline with plain, non-transactional upserts.
-- B3 ``TransactionalStore.commit`` latency p50/p99 per store, partitions x result keys.
-- B4 driver planning latency (``DirectPlanner.plan()``) for 10/100/1000 partitions.
-- B5 scaling local[1] -> local[2] of B1(a) and B2 (SQLite).
+  pipeline with the store's own set-based write without fencing/offsets/logs; output cost per batch.
+- B3 output cost per batch (``log_batch`` + ``commit``) per store, partitions x result keys, vs
+  that plain set-based write of the same keys, interleaved.
+- B4 driver planning latency (``DirectPlanner.plan()``) for 10/100/1000 partitions while a
+  producer writes to every partition.
+- B5 scaling local[1] -> local[2] of B1(a) and B2 (SQLite), with CPU time; ratios above the core
+  count are flagged invalid.
 
 Real services only (``dstream_exactly_once.testing``): a KRaft Kafka broker, redis-server,
 PostgreSQL and a local Spark, all started here and stopped at the end.
