@@ -9,7 +9,8 @@ and CPU time (every benchmark process, broker included) and the CPU other proces
 A ratio above the machine's core count cannot come from the extra core: such a result is
 reported as FLAGGED invalid (a slower phase of a shared machine during the local[1] runs), never
 as a pass. So is a ratio measured while other processes left local[2] less than 1.5 cores (the
-machine saturated: ours + others' CPU >= 90% of the cores): it cannot show scaling either way. The Kafka broker and Spark's JVM share the same cores as the Python workers.
+machine saturated: ours + others' CPU >= 90% of the cores): it cannot show scaling either way.
+The Kafka broker and Spark's JVM share the same cores as the Python workers.
 """
 
 from __future__ import annotations
