@@ -31,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .common import POLL_RECORDS, READ_SETTINGS, Context, log, median, percentile, spread
@@ -208,6 +209,12 @@ def run_b1(ctx: Context) -> None:
             log(f"B1 warm-up {case}")
             if runners[case]() != n:
                 raise RuntimeError(f"B1 warm-up of {case} read a wrong record count")
+        idle = ctx.meter()  # what the benchmark's processes burn doing nothing (idle JVMs, broker, services)
+        time.sleep(3.0)
+        idle_sample = idle.stop()
+        res.note("B1", f"idle CPU of the benchmark's processes with every peer up and nothing read: "
+                       f"{idle_sample.cores_used:.3f} cores (included in every pass's CPU; other processes of the "
+                       f"machine meanwhile {idle_sample.others_cores:.2f} cores)")
         samples: Dict[str, List[CpuSample]] = {c: [] for c in order}
         for rnd in range(s.b1_repeats):
             rotated = order[rnd % len(order):] + order[:rnd % len(order)]

@@ -146,7 +146,7 @@ def console(results: Results, benches: List[str]) -> str:
         for c in checks:
             val = "n/a" if c.value is None else f"{fmt_num(c.value)}{c.unit}"
             lines.append(f"   [{c.status:4s}] {c.what}: {val} (target {c.op} {fmt_num(c.target)}{c.unit})"
-                         + (f" — {c.note}" if c.note else ""))
+                         + (f" — {c.note}" if c.note else "") + (f" — invalid: {c.invalid}" if c.invalid else ""))
         for n in results.notes.get(b, []):
             lines.append(f"   note: {n}")
     lines.append("")
@@ -166,7 +166,7 @@ def markdown(results: Results, benches: List[str], env: Dict[str, str], title: s
     for c in results.checks:
         val = "n/a" if c.value is None else f"{fmt_num(c.value)} {c.unit}"
         out.append(f"| {c.bench} | {c.what} | {val} | {c.op} {fmt_num(c.target)} {c.unit} | **{c.status}**"
-                   + (f" ({c.note})" if c.note else "") + " |")
+                   + (f" ({c.note})" if c.note else "") + (f" — invalid: {c.invalid}" if c.invalid else "") + " |")
     for b in benches:
         rows = results.of(b)
         if not rows and b not in results.errors:
