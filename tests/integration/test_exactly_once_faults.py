@@ -85,6 +85,15 @@ def _epoch(url, app):
         return None
 
 
+def _read_epoch(url, app, timeout=60):
+    """The store's epoch, asking again while the SQLite file is busy."""
+    _wait_for(lambda: _epoch(url, app) is not None, timeout, "a readable epoch")
+    epoch = None
+    while epoch is None:
+        epoch = _epoch(url, app)
+    return epoch
+
+
 # The zombie's rate cap: it plans at most ZOMBIE_RATE records per partition per 1-second batch and
 # Spark makes at most one batch per second of wall time, so it cannot read all N records in less
 # than N / (PARTITIONS * ZOMBIE_RATE) = 250 s, however loaded the machine is.
@@ -108,8 +117,7 @@ def test_zombie_driver_is_fenced_and_results_stay_exact(kafka, numbers_topic, tm
     second = None
     try:
         _wait_for(lambda: (_committed(url, app) or -1) >= 1, 300, "the first driver to commit two batches")
-        _wait_for(lambda: _epoch(url, app) is not None, 60, "a readable epoch")
-        first_epoch = _epoch(url, app) or 0
+        first_epoch = _read_epoch(url, app)
         assert first_epoch >= 1
         assert first.poll() is None, "the rate-capped first driver finished before the second started"
         second = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=2000)
