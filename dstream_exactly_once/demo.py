@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Any, Dict, Iterable, List, Optional
 
+from ._cli_args import cli_parser
 from .offsets import OffsetRange, TopicAndPartition
 from .stores.base import PlannedBatch, Writes
 
@@ -273,27 +274,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dstream_exactly_once.demo")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    pipe = sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline")
-    pipe.add_argument("--bootstrap", required=True)
-    pipe.add_argument("--topic", required=True)
-    pipe.add_argument("--store", required=True)
-    pipe.add_argument("--app-id", required=True)
-    pipe.add_argument("--pattern", choices=["batch", "partition", "both", "doris", "kafka"], default="batch")
-    pipe.add_argument("--out-topic", default=None, help="output topic (pattern kafka)")
-    pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
-    pipe.add_argument("--rate", type=int, default=2000, help="maxRatePerPartition (records/s)")
-    pipe.add_argument("--batch-seconds", type=int, default=1)
-    pipe.add_argument("--master", default="local[2]")
-    pipe.add_argument("--crash-prob", type=float, default=0.0)
-    pipe.add_argument("--seed", type=int, default=None)
-    demo = sub.add_parser("demo", help="the whole demonstration on a local broker and SQLite")
-    demo.add_argument("--n", type=int, default=20000)
-    demo.add_argument("--crashes", type=int, default=3)
-    demo.add_argument("--rate", type=int, default=1000)
-    demo.add_argument("--seed", type=int, default=7)
-    return p
+    """The parser of ``python -m dstream_exactly_once.demo`` (``pipeline`` and ``demo``)."""
+    return cli_parser("python -m dstream_exactly_once.demo", with_pipeline=True)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -153,6 +153,9 @@ class DirectPlanner:
         tps = parts | set(stored)
         earliest = self.metadata.earliest(tps & parts)
         latest = self.metadata.latest(tps & parts)
+        for tp, off in sorted(self.strategy.offsets.items()):  # checked even where the store's offset wins
+            if tp in parts and not earliest[tp] <= off <= latest[tp]:
+                raise OffsetRangeError(f"fromOffsets[{tp}] = {off} is outside the log [{earliest[tp]}, {latest[tp]}]")
         start: Dict[TopicAndPartition, int] = {}
         for tp in sorted(tps):
             if tp not in parts:
