@@ -140,15 +140,19 @@ class BatchCommitter(DriverOnly):
                 log.info("replaying batch %d with its logged ranges", batch.batch_id)
             else:
                 ranges = self.source.plan(time)
-                if not any(r.count() for r in ranges):
-                    batch = None
-                    self.skipped_empty += 1
-                    self._check_epoch()
-                else:
-                    planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
-                    self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
-                    batch = planned
-                    self.next_batch_id += 1
+                try:
+                    if not any(r.count() for r in ranges):
+                        batch = None
+                        self.skipped_empty += 1
+                        self._check_epoch()
+                    else:
+                        planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
+                        self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
+                        batch = planned
+                        self.next_batch_id += 1
+                except BaseException as exc:  # the source moved past ranges no log holds: stop here
+                    self.fail(exc)
+                    raise
             self._by_time[time] = batch
             while len(self._by_time) > _REMEMBERED_TIMES:
                 self._by_time.popitem(last=False)
