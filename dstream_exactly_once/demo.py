@@ -285,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
     pipe.add_argument("--rate", type=int, default=2000, help="maxRatePerPartition (records/s)")
     pipe.add_argument("--batch-seconds", type=int, default=1)
-    pipe.add_argument("--master", default="local[2]")
+    pipe.add_argument("--master", default="local[2,4]")  # local[N] never retries a task
     pipe.add_argument("--crash-prob", type=float, default=0.0)
     pipe.add_argument("--seed", type=int, default=None)
     demo = sub.add_parser("demo", help="the whole demonstration on a local broker and SQLite")
