@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from ._version import __version__
+from .core.retry import RetryPolicy
 from .errors import (
     ConfigurationError,
     DataLossError,
@@ -17,11 +18,17 @@ from .errors import (
     FencedError,
     KafkaAuthError,
     KafkaUnavailableError,
+    LoadRejectedError,
     OffsetConflictError,
     OffsetRangeError,
     OutputError,
+    ServiceError,
     SinkError,
+    StoreAuthError,
     StoreError,
+    StoreUnavailableError,
+    StoreVersionError,
+    UnknownKafkaParamError,
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
@@ -42,6 +49,7 @@ _SPARK_NAMES = {
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "streaming.exactly_once",
     "KafkaUtils": "streaming.kafka_utils",
+    "await_termination": "streaming.termination",
     "current_offset_range": "streaming.task_context",
 }
 
@@ -49,6 +57,7 @@ if _TYPE_CHECKING:
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
     from .streaming.kafka_utils import KafkaUtils
     from .streaming.task_context import current_offset_range
+    from .streaming.termination import await_termination
 
 
 def __getattr__(name: str) -> _Any:
@@ -82,19 +91,27 @@ __all__ = [
     "KafkaMessageAndMetadata",
     "KafkaUnavailableError",
     "KafkaUtils",
+    "LoadRejectedError",
     "OffsetConflictError",
     "OffsetRange",
     "OffsetRangeError",
     "OutputError",
     "PlannedBatch",
+    "RetryPolicy",
+    "ServiceError",
     "SinkError",
+    "StoreAuthError",
     "StoreError",
+    "StoreUnavailableError",
+    "StoreVersionError",
     "Subscribe",
     "SubscribePattern",
     "TopicAndPartition",
     "TransactionalStore",
+    "UnknownKafkaParamError",
     "Writes",
     "__version__",
+    "await_termination",
     "current_offset_range",
     "exactly_once",
     "open_store",

@@ -80,7 +80,7 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
     pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
     pipe.add_argument("--rate", type=int_at_least(1), default=2000, help="maxRatePerPartition (records/s)")
     pipe.add_argument("--batch-seconds", type=int_at_least(1), default=1)
-    pipe.add_argument("--master", default="local[2]", type=non_empty)
+    pipe.add_argument("--master", default="local[2,4]", type=non_empty)  # local[N] never retries a task
     pipe.add_argument("--crash-prob", type=probability, default=0.0)
     pipe.add_argument("--seed", type=int, default=None)
 

@@ -24,12 +24,13 @@ import logging
 import threading
 from collections import OrderedDict, deque
 from datetime import datetime
-from typing import Deque, Dict, List, Optional, Set, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
 from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
 from .driver_ref import DriverOnly
 from .ranges import Position
+from .retry import RetryPolicy, check_retry_policy
 from .source import BatchSource
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BatchCommitter", "check_retain_batches"]
 
 _REMEMBERED_TIMES = 1024
+
+T = TypeVar("T")
 
 
 def check_retain_batches(retain_batches: object) -> int:
@@ -56,16 +59,19 @@ class BatchCommitter(DriverOnly):
     #: Old offset-log / commit-log entries are dropped every this many batch ids.
     PURGE_EVERY = 10
 
-    def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100) -> None:
+    def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100,
+                 retry: Optional[RetryPolicy] = None) -> None:
         if not isinstance(store, TransactionalStore):
             raise ConfigurationError(f"store must be a TransactionalStore, got {store!r}")
         if not isinstance(source, BatchSource):
             raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
         self.retain_batches = check_retain_batches(retain_batches)
+        self.retry = check_retry_policy(retry)
         self.store = store
         self.source = source
         state = self._resume()  # read-only; raises before anything is written
-        self.epoch = store.start_epoch()
+        # a retry after a lost reply takes one more epoch: it fences only this driver's lost attempt
+        self.epoch = self.call_store(store.start_epoch, "start_epoch")
         fresh = self._read_state()
         if fresh != state:  # another driver committed between the read and the epoch
             log.info("the store moved while this driver started; resuming from its newer state")
@@ -86,10 +92,19 @@ class BatchCommitter(DriverOnly):
             log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(pending),
                         [b.batch_id for b in pending])
 
+    # ------------------------------------------------------------ store calls
+    def call_store(self, fn: Callable[[], T], what: str) -> T:
+        """``fn()`` (one store operation), retried within :attr:`retry`'s budget on retriable errors.
+
+        Called inside the batch's planning or commit, so planning stays paused while it retries.
+        """
+        return self.retry.call(fn, f"store {what} of app {self.store.app_id!r}")
+
     # ------------------------------------------------------------ start-up
     def _read_state(self) -> Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]:
         store = self.store
-        return store.load_positions(), store.pending_batches(), store.last_logged_batch_id()
+        return self.call_store(lambda: (store.load_positions(), store.pending_batches(), store.last_logged_batch_id()),
+                               "read of positions and offset log")
 
     def _resume(self, state: Optional[Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]] = None
                 ) -> Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]:
@@ -125,14 +140,19 @@ class BatchCommitter(DriverOnly):
                 log.info("replaying batch %d with its logged ranges", batch.batch_id)
             else:
                 ranges = self.source.plan(time)
-                if not any(r.count() for r in ranges):
-                    batch = None
-                    self.skipped_empty += 1
-                    self._check_epoch()
-                else:
-                    batch = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
-                    self.store.log_batch(self.epoch, batch)
-                    self.next_batch_id += 1
+                try:
+                    if not any(r.count() for r in ranges):
+                        batch = None
+                        self.skipped_empty += 1
+                        self._check_epoch()
+                    else:
+                        planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
+                        self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
+                        batch = planned
+                        self.next_batch_id += 1
+                except BaseException as exc:  # the source moved past ranges no log holds: stop here
+                    self.fail(exc)
+                    raise
             self._by_time[time] = batch
             while len(self._by_time) > _REMEMBERED_TIMES:
                 self._by_time.popitem(last=False)
@@ -140,7 +160,7 @@ class BatchCommitter(DriverOnly):
 
     def _check_epoch(self) -> None:
         """An idle driver still learns within one batch that a newer driver fenced it."""
-        current = self.store.current_epoch()
+        current = self.call_store(self.store.current_epoch, "current_epoch")
         if current != self.epoch:
             err = FencedError(f"app {self.store.app_id!r}: epoch {self.epoch} is fenced, a newer driver took "
                               f"epoch {current}; this driver must stop")
@@ -182,7 +202,7 @@ class BatchCommitter(DriverOnly):
     def _purge(self) -> None:
         """Drop offset-log and commit-log entries older than the newest ``retain_batches`` commits."""
         try:
-            self.purged += self.store.purge_logs(self.epoch, self.retain_batches)
+            self.purged += self.call_store(lambda: self.store.purge_logs(self.epoch, self.retain_batches), "purge_logs")
         except FencedError:
             raise
         except StoreError as exc:  # the logs only grow a little longer; the next purge catches up

@@ -27,6 +27,7 @@ from pyspark.streaming import StreamingContext
 from ..core.boundary import as_writes, output_error, user_code
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import SourceRange
+from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
@@ -34,6 +35,7 @@ from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .lifecycle import close_on_stop
 from .range_rdd import RangeRDD
+from .termination import await_termination, register_committer
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,12 @@ class ExactlyOnceDStream(RangeDStream):
 
         super().__init__(ssc, compute)
         close_on_stop(ssc, committer.close)
+        register_committer(ssc, committer)
+
+    def await_termination(self, timeout: Optional[float] = None) -> bool:
+        """``ssc.awaitTermination()`` with the library's typed error: see
+        :func:`~dstream_exactly_once.streaming.termination.await_termination`."""
+        return await_termination(self._ssc, timeout)
 
     @property
     def store(self) -> TransactionalStore:
@@ -126,7 +134,8 @@ class ExactlyOnceDStream(RangeDStream):
             try:
                 with user_code(batch):
                     writes = as_writes(func(batch, rdd), "the commit_each_batch function")
-                committer.committed_batch(committer.store.commit(committer.epoch, batch, writes), batch)
+                outcome = committer.call_store(lambda: committer.store.commit(committer.epoch, batch, writes), "commit")
+                committer.committed_batch(outcome, batch)
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -144,10 +153,10 @@ class ExactlyOnceDStream(RangeDStream):
         add_batch = sink.add_batch if isinstance(sink, BatchIdSink) else sink
         if not callable(add_batch):
             raise ConfigurationError(f"foreach_batch needs a BatchIdSink or a function (batch_id, rdd), got {sink!r}")
-        store = self.committer.store
+        committer = self.committer
 
         def func(batch: PlannedBatch, rdd: RDD) -> Optional[Writes]:
-            if store.is_committed(batch.batch_id):
+            if committer.call_store(lambda: committer.store.is_committed(batch.batch_id), "is_committed"):
                 return None  # the commit below reports the replay; add_batch is not called again
             return add_batch(batch.batch_id, rdd)
 
@@ -167,6 +176,7 @@ class ExactlyOnceDStream(RangeDStream):
                                      f"Writes, got {func!r}")
         committer = self.committer
         store = committer.store
+        retry = committer.retry  # pickled into the tasks: executors retry with the driver's budget
 
         def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
@@ -180,7 +190,9 @@ class ExactlyOnceDStream(RangeDStream):
                     return [CommitOutcome.REPLAYED.value]
                 with user_code(batch, [r]):
                     writes = as_writes(func(records, r, batch), "the commit_each_partition function")
-                return [store.commit(epoch, batch, writes, ranges=[r], complete_batch=False).value]
+                outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=[r], complete_batch=False),
+                                     f"store commit of batch {batch.batch_id} range {r}")
+                return [outcome.value]
 
             _run_partition_job(committer, batch, rdd, per_partition)
 
@@ -234,7 +246,8 @@ def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: Rang
         if before is not None:
             before()
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
-        committer.committed_batch(committer.store.mark_committed(committer.epoch, batch), batch)
+        outcome = committer.call_store(lambda: committer.store.mark_committed(committer.epoch, batch), "mark_committed")
+        committer.committed_batch(outcome, batch)
     except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
         err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
         committer.fail(err)
@@ -251,11 +264,12 @@ StoreLike = Union[str, TransactionalStore]
 
 
 def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] = None, *,
-                 monitor_group: Optional[str] = None, retain_batches: int = 100) -> ExactlyOnceDStream:
+                 monitor_group: Optional[str] = None, retain_batches: int = 100,
+                 store_retry: Optional[RetryPolicy] = None) -> ExactlyOnceDStream:
     """Turn a ``KafkaUtils.createDirectStream`` stream into an exactly-once one (before any output
     is attached and before the context starts): offsets then come from ``store`` (its committed
     offsets win over ``fromOffsets``/``auto.offset.reset``) and uncommitted batches are replayed.
-    ``monitor_group`` and ``retain_batches`` are as in ``KafkaUtils.createExactlyOnceStream``.
+    ``monitor_group``, ``retain_batches`` and ``store_retry`` are as in ``KafkaUtils.createExactlyOnceStream``.
 
     Returns the new stream; the original one must not be used any more (it raises if it is).
     Everything is validated before the store is written: a call that fails leaves it unchanged.
@@ -267,9 +281,10 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
         raise ConfigurationError("exactly_once() must be called before the stream has produced a batch")
     check_monitor_group(monitor_group)
     check_retain_batches(retain_batches)
+    retry = check_retry_policy(store_retry)
     opened = open_store_arg(store, app_id)
     batches.monitor_group = monitor_group
-    committer = BatchCommitter(opened, batches, retain_batches=retain_batches)
+    committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
 
     def detached(_time: datetime) -> RangeRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")

@@ -15,6 +15,7 @@ from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import check_ranges
+from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError
 from ..kafka.params import parse_kafka_params
 from ..kafka.strategies import ConsumerStrategy
@@ -83,6 +84,7 @@ class KafkaUtils:
         discovery_interval_s: float = 5.0,
         monitor_group: Optional[str] = None,
         retain_batches: int = 100,
+        store_retry: Optional[RetryPolicy] = None,
     ) -> ExactlyOnceDStream:
         """The headline API: a direct stream whose outputs commit results and offsets together.
 
@@ -97,7 +99,10 @@ class KafkaUtils:
         progress — monitoring only, never read back. ``retain_batches``: how many committed batches
         the store's offset log and commit log keep (older entries are dropped every 10 batches, like
         Structured Streaming's ``spark.sql.streaming.minBatchesToRetain``, default 100); results are
-        never dropped.
+        never dropped. ``store_retry``: how long every store operation (offset log, epoch checks,
+        commits on the driver and on executors) is retried while the store is unreachable — a
+        :class:`~dstream_exactly_once.RetryPolicy`, default about 60 s of jittered exponential
+        backoff; when it is spent the stream stops with :class:`StoreUnavailableError`.
 
         Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
         exactly-once for everything written through the store's transaction.
@@ -112,12 +117,13 @@ class KafkaUtils:
         # positions in BatchCommitter, which takes the epoch last.
         check_monitor_group(monitor_group)
         check_retain_batches(retain_batches)
+        retry = check_retry_policy(store_retry)
         batches = build_direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
         try:
             opened = open_store_arg(store, app_id)
-            committer = BatchCommitter(opened, batches, retain_batches=retain_batches)
+            committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
         except BaseException:
             batches.close()
             raise
