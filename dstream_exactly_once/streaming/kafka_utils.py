@@ -104,9 +104,15 @@ class KafkaUtils:
         :class:`~dstream_exactly_once.RetryPolicy`, default about 60 s of jittered exponential
         backoff; when it is spent the stream stops with :class:`StoreUnavailableError`.
 
+        The two middle arguments may also come in ``createDirectStream``'s order,
+        ``(ssc, topics, kafkaParams)``: kafkaParams are the mapping with str keys, so the order is
+        recognised; every argument can be passed by keyword.
+
         Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
         exactly-once for everything written through the store's transaction.
         """
+        if _looks_like_topics(kafkaParams) and _looks_like_kafka_params(topics):
+            kafkaParams, topics = topics, kafkaParams  # type: ignore[assignment]  # noqa: N806
         if isinstance(topics, Mapping):
             from_offsets: Optional[Mapping[TopicAndPartition, int]] = topics
             names: Any = sorted({tp.topic for tp in topics if isinstance(tp, TopicAndPartition)})
@@ -178,3 +184,12 @@ class KafkaUtils:
             "with kafkaParams {'bootstrap.servers': ...} — see docs/porting.md")
 
 
+def _looks_like_kafka_params(value: object) -> bool:
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(k, str) for k in value)
+
+
+def _looks_like_topics(value: object) -> bool:
+    """A topic list/set/tuple, or a ``{TopicAndPartition: offset}`` map (never a kafkaParams dict)."""
+    if isinstance(value, Mapping):
+        return bool(value) and all(isinstance(k, TopicAndPartition) for k in value)
+    return isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(t, str) for t in value)
