@@ -24,7 +24,9 @@ from .errors import (
     StoreError,
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
+from .kafka.commit_queue import CanCommitOffsets
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
+from .kafka.strategies_010 import ConsumerStrategies, LocationStrategies
 from .offsets import (
     Broker,
     HasOffsetRanges,
@@ -70,8 +72,10 @@ __all__ = [
     "Assign",
     "BatchIdSink",
     "Broker",
+    "CanCommitOffsets",
     "CommitOutcome",
     "ConfigurationError",
+    "ConsumerStrategies",
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
@@ -82,6 +86,7 @@ __all__ = [
     "KafkaMessageAndMetadata",
     "KafkaUnavailableError",
     "KafkaUtils",
+    "LocationStrategies",
     "OffsetConflictError",
     "OffsetRange",
     "OffsetRangeError",
