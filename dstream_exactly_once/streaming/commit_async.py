@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import OrderedDict
 from datetime import datetime
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
@@ -23,7 +23,7 @@ from ..offsets import OffsetRange
 from .direct import DirectBatches
 from .dstream import KafkaDStream
 from .lifecycle import close_on_stop
-from .rdd import KafkaRDD
+from .range_rdd import RangeRDD
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,15 @@ class DirectKafkaDStream(KafkaDStream, CanCommitOffsets):
         self._queue_lock = threading.Lock()
         self._planned: OrderedDict[int, List[OffsetRange]] = OrderedDict()
         self._planned_lock = threading.Lock()
-        super().__init__(ssc, self._plan_batch)
+        super().__init__(ssc, batches)
 
-    def _plan_batch(self, time: datetime) -> KafkaRDD:
-        """Spark 0-10's order: commit what was queued, then plan the batch."""
-        self.flush_commits()
-        rdd = self._direct(time)
+    def _rdd_for(self, time: datetime, _tick: Any = None) -> RangeRDD:
+        """Spark 0-10's order: commit what was queued, then plan the batch (once per batch time)."""
+        with self._lock:
+            if time in self._batches:
+                return super()._rdd_for(time, _tick)
+            self.flush_commits()
+            rdd = super()._rdd_for(time, _tick)
         with self._planned_lock:
             self._planned[batch_time_ms(time)] = rdd.offsetRanges()
             while len(self._planned) > _REMEMBERED:
