@@ -31,7 +31,9 @@ from .errors import (
     UnknownKafkaParamError,
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
+from .kafka.commit_queue import CanCommitOffsets
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
+from .kafka.strategies_010 import ConsumerStrategies, LocationStrategies
 from .offsets import (
     Broker,
     HasOffsetRanges,
@@ -79,8 +81,10 @@ __all__ = [
     "Assign",
     "BatchIdSink",
     "Broker",
+    "CanCommitOffsets",
     "CommitOutcome",
     "ConfigurationError",
+    "ConsumerStrategies",
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
@@ -92,6 +96,7 @@ __all__ = [
     "KafkaUnavailableError",
     "KafkaUtils",
     "LoadRejectedError",
+    "LocationStrategies",
     "OffsetConflictError",
     "OffsetRange",
     "OffsetRangeError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Union
 
-from pyspark import SparkContext
+from pyspark import SparkContext, StorageLevel
 from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
@@ -19,13 +19,15 @@ from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError
 from ..kafka.params import parse_kafka_params
 from ..kafka.strategies import ConsumerStrategy
+from ..kafka.strategies_010 import LocationStrategy, direct_stream_args
 from ..offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
 from ..stores.base import TransactionalStore
+from .commit_async import DirectKafkaDStream
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders, check_ranges_in_log
-from .dstream import KafkaDStream
 from .exactly_once import ExactlyOnceDStream, check_monitor_group, open_store_arg
 from .lifecycle import close_on_stop
 from .rdd import KafkaRDD, make_kafka_rdd
+from .receiver_stream import create_stream
 
 __all__ = ["KafkaUtils"]
 
@@ -47,7 +49,7 @@ class KafkaUtils:
         failOnDataLoss: Optional[bool] = None,  # noqa: N803
         poll_timeout_ms: Optional[int] = None,
         discovery_interval_s: float = 5.0,
-    ) -> KafkaDStream:
+    ) -> DirectKafkaDStream:
         """A direct stream over ``topics``: each batch is a KafkaRDD of explicit offset ranges.
 
         Without ``fromOffsets`` every partition of ``topics`` is read, starting at
@@ -58,14 +60,19 @@ class KafkaUtils:
         SubscribePattern, Assign) replaces both. Records are ``(key, value)`` decoded by the
         decoders, or ``messageHandler(KafkaMessageAndMetadata)``.
 
+        Spark 0-10's form ``createDirectStream(ssc, LocationStrategies.PreferConsistent,
+        ConsumerStrategies.Subscribe(topics, kafkaParams))`` works too; ``stream.commitAsync(ranges,
+        callback)`` commits to kafkaParams' ``group.id`` (see docs/porting.md).
+
         Unit of parallelism: one Spark task per topic partition per batch. Delivery:
         at-least-once for outputs across driver restarts; see ``createExactlyOnceStream``.
         """
-        batches = build_direct_batches(ssc, topics, kafkaParams, fromOffsets, keyDecoder, valueDecoder,
+        topics, params, strategy = direct_stream_args(topics, kafkaParams, strategy)
+        batches = build_direct_batches(ssc, topics, params, fromOffsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.start()
         close_on_stop(ssc, batches.close)
-        return KafkaDStream(ssc, batches)
+        return DirectKafkaDStream(ssc, batches)
 
     @staticmethod
     def createExactlyOnceStream(  # noqa: N802
@@ -164,6 +171,8 @@ class KafkaUtils:
             if not isinstance(r, OffsetRange):
                 raise ConfigurationError(f"offsetRanges must contain OffsetRange values, got {r!r}")
         check_ranges(offsetRanges, "offsetRanges")  # two ranges of one partition would read records twice
+        if isinstance(leaders, LocationStrategy):  # Spark 0-10's createRDD(sc, kafkaParams, ranges, locationStrategy)
+            leaders = None
         if leaders is not None:
             if not isinstance(leaders, Mapping) or not all(
                     isinstance(k, TopicAndPartition) and isinstance(v, Broker) for k, v in leaders.items()):
@@ -176,12 +185,32 @@ class KafkaUtils:
                               fail_on_data_loss=opts.fail_on_data_loss)
 
     @staticmethod
-    def createStream(*_args: Any, **_kwargs: Any) -> Any:  # noqa: N802
-        """Spark 2.4's receiver-based stream is not provided: it needs a WAL to avoid data loss.
-        Use :meth:`createDirectStream` (same records, explicit offsets, no receivers)."""
-        raise ConfigurationError(
-            "KafkaUtils.createStream (receiver + ZooKeeper) is not supported; use KafkaUtils.createDirectStream "
-            "with kafkaParams {'bootstrap.servers': ...} — see docs/porting.md")
+    def createStream(  # noqa: N802
+        ssc: StreamingContext,
+        zkQuorum: str,  # noqa: N803
+        groupId: str,  # noqa: N803
+        topics: Mapping[str, int],
+        kafkaParams: Optional[Mapping[str, Any]] = None,  # noqa: N803
+        storageLevel: StorageLevel = StorageLevel.MEMORY_AND_DISK_2,  # noqa: N803
+        keyDecoder: Decoder = utf8_decoder,  # noqa: N803
+        valueDecoder: Decoder = utf8_decoder,  # noqa: N803
+    ) -> DirectKafkaDStream:
+        """Spark 2.4's receiver stream, as consumer group ``groupId`` on the direct machinery.
+
+        ``topics`` is ``{topic: numThreads}`` (thread counts are checked and have no effect).
+        ``zkQuorum`` is accepted and ignored with one warning: the brokers come from kafkaParams'
+        ``bootstrap.servers`` or ``metadata.broker.list`` (required). The stream starts from the
+        group's offsets committed in Kafka, else ``auto.offset.reset`` (``smallest``/``largest``
+        or ``earliest``/``latest``; default ``largest``), and commits each batch's offsets to the
+        group after the batch has completed. ``storageLevel`` has no effect (there are no receiver
+        blocks to store). Records are ``(key, value)`` decoded by the decoders.
+
+        Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
+        at-least-once, as the receiver without a write-ahead log — a crash between a batch's
+        output and its commit reads that batch again. For exactly-once, change the call to
+        ``KafkaUtils.createExactlyOnceStream(ssc, kafkaParams, list(topics), store=..., app_id=...)``.
+        """
+        return create_stream(ssc, zkQuorum, groupId, topics, kafkaParams, storageLevel, keyDecoder, valueDecoder)
 
 
 def _looks_like_kafka_params(value: object) -> bool:
