@@ -41,12 +41,14 @@ _SPARK_NAMES = {
     "BatchIdSink": "streaming.exactly_once",
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "streaming.exactly_once",
+    "FileUtils": "streaming.file_utils",
     "KafkaUtils": "streaming.kafka_utils",
     "current_offset_range": "streaming.task_context",
 }
 
 if _TYPE_CHECKING:
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
+    from .streaming.file_utils import FileUtils
     from .streaming.kafka_utils import KafkaUtils
     from .streaming.task_context import current_offset_range
 
@@ -77,6 +79,7 @@ __all__ = [
     "DecodeError",
     "ExactlyOnceDStream",
     "FencedError",
+    "FileUtils",
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaMessageAndMetadata",

@@ -20,6 +20,7 @@ EXPECTED = [
     "DecodeError",
     "ExactlyOnceDStream",
     "FencedError",
+    "FileUtils",
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaMessageAndMetadata",
