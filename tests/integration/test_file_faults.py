@@ -75,7 +75,7 @@ def _store_url(kind, tmp_path, request):
 
 # (store, SIGKILLs, writer pause per 50 lines): SQLite gets the issue's >= 10 kills; the server
 # stores fewer so the file stays within about three minutes on a 2-core machine.
-CASES = [("sqlite", 10, 0.2), ("postgres", 3, 0.08), ("redis", 3, 0.08)]
+CASES = [("sqlite", 10, 0.15), ("postgres", 2, 0.05), ("redis", 2, 0.05)]
 
 
 @pytest.mark.parametrize(("kind", "kills", "pause"), CASES, ids=[c[0] for c in CASES])
