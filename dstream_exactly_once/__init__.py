@@ -50,6 +50,7 @@ _SPARK_NAMES = {
     "BatchIdSink": "streaming.exactly_once",
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "streaming.exactly_once",
+    "FileUtils": "streaming.file_utils",
     "KafkaUtils": "streaming.kafka_utils",
     "await_termination": "streaming.termination",
     "current_offset_range": "streaming.task_context",
@@ -57,6 +58,7 @@ _SPARK_NAMES = {
 
 if _TYPE_CHECKING:
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
+    from .streaming.file_utils import FileUtils
     from .streaming.kafka_utils import KafkaUtils
     from .streaming.task_context import current_offset_range
     from .streaming.termination import await_termination
@@ -90,6 +92,7 @@ __all__ = [
     "DecodeError",
     "ExactlyOnceDStream",
     "FencedError",
+    "FileUtils",
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaMessageAndMetadata",

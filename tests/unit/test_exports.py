@@ -22,6 +22,7 @@ EXPECTED = [
     "DecodeError",
     "ExactlyOnceDStream",
     "FencedError",
+    "FileUtils",
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaMessageAndMetadata",
