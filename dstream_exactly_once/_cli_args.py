@@ -88,14 +88,21 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
 def cli_parser(prog: str = "dstream-eo", *, with_pipeline: bool = False) -> OneLineParser:
     """The ``dstream-eo`` parser: ``--version`` and the ``demo`` subcommand (plus ``pipeline``
     when ``with_pipeline``, as ``python -m dstream_exactly_once.demo`` offers)."""
+    from ._cli_common import EXIT_CODES_HELP
+
     p = OneLineParser(prog=prog, description="dstream-exactly-once: WAL-free direct Kafka DStreams for "
-                      "PySpark with exactly-once output.")
+                      "PySpark with exactly-once output.", epilog=EXIT_CODES_HELP,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=OneLineParser)
     if with_pipeline:
         add_pipeline_arguments(sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline"))
     add_demo_arguments(sub.add_parser("demo", help="sum 1..N through a local Kafka broker and Spark, "
                                       "SIGKILL the driver a few times, verify the result is exact"))
+    if not with_pipeline:
+        from ._cli_ops_args import add_operator_commands
+
+        add_operator_commands(sub)
     return p
 
 
