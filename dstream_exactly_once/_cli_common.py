@@ -45,8 +45,9 @@ def fmt_time(epoch_s: Optional[float]) -> str:
     return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: TextIO = sys.stdout) -> None:
-    """A plain aligned table (``-`` for missing values)."""
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Optional[TextIO] = None) -> None:
+    """A plain aligned table (``-`` for missing values) on ``out`` (default: the current stdout)."""
+    out = sys.stdout if out is None else out
     if not rows:
         out.write("(none)\n")
         return
@@ -57,7 +58,8 @@ def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: 
         out.write("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() + "\n")
 
 
-def emit_json(doc: Any, out: TextIO = sys.stdout) -> None:
+def emit_json(doc: Any, out: Optional[TextIO] = None) -> None:
+    out = sys.stdout if out is None else out
     out.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
 
 

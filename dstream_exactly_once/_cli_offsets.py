@@ -291,6 +291,8 @@ def reset(args: argparse.Namespace, store: Any) -> int:
         p["delta"] = None if p["current"] is None else p["new"] - p["current"]
     if not plan:
         raise CliError(f"nothing to reset: app {store.app_id!r} has no positions in the scope")
+    if args.execute:
+        refuse_if_live(store, args.force, "reset positions")
     pending = [b for b in store.pending_batches() if {r.position_key for r in b.ranges if r.count()} & set(targets)]
     if pending:
         raise CliError(f"batch(es) {[b.batch_id for b in pending]} are uncommitted in the offset log and would be "
@@ -306,7 +308,6 @@ def reset(args: argparse.Namespace, store: Any) -> int:
                       f"{describe_driver(status)}\n")
             print_table(plan, columns, out)
         return EXIT_OK
-    refuse_if_live(store, args.force, "reset positions")
     if not args.json:
         out.write("plan:\n")
         print_table(plan, columns, out)

@@ -227,6 +227,8 @@ class BatchCommitter(DriverOnly):
     def close(self) -> None:
         """Release the source's and the store's driver-side resources (idempotent)."""
         try:
+            if self.failed is None:  # operators see a stopped driver at once, not after the live window
+                self.heartbeat.beat(self.last_committed_id, force=True, stopped=True)
             self.source.close()
         finally:
             self.store.close()
