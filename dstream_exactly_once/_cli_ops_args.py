@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._cli_args import int_at_least, non_empty
 from ._cli_common import EXIT_CODES_HELP
+from ._cli_types import int_at_least, non_empty
 
 __all__ = ["add_operator_commands"]
 
