@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, NoReturn, Optional
+from typing import NoReturn, Optional
 
+from ._cli_types import int_at_least, non_empty
 from ._version import __version__
+
+__all__ = ["OneLineParser", "cli_parser", "int_at_least", "non_empty", "parse", "probability"]
 
 USAGE_ERROR = 2
 
@@ -24,22 +27,6 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(USAGE_ERROR)
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type`` accepting an integer ``>= minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
 def probability(text: str) -> float:
     """An argparse ``type`` accepting a float in [0, 1]."""
     try:
@@ -49,13 +36,6 @@ def probability(text: str) -> float:
     if not 0.0 <= value <= 1.0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
     return value
-
-
-def non_empty(text: str) -> str:
-    """An argparse ``type`` accepting a non-empty, non-blank string."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a non-empty value, got {text!r}")
-    return text
 
 
 def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
@@ -88,14 +68,21 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
 def cli_parser(prog: str = "dstream-eo", *, with_pipeline: bool = False) -> OneLineParser:
     """The ``dstream-eo`` parser: ``--version`` and the ``demo`` subcommand (plus ``pipeline``
     when ``with_pipeline``, as ``python -m dstream_exactly_once.demo`` offers)."""
+    from ._cli_common import EXIT_CODES_HELP
+
     p = OneLineParser(prog=prog, description="dstream-exactly-once: WAL-free direct Kafka DStreams for "
-                      "PySpark with exactly-once output.")
+                      "PySpark with exactly-once output.", epilog=EXIT_CODES_HELP,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=OneLineParser)
     if with_pipeline:
         add_pipeline_arguments(sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline"))
     add_demo_arguments(sub.add_parser("demo", help="sum 1..N through a local Kafka broker and Spark, "
                                       "SIGKILL the driver a few times, verify the result is exact"))
+    if not with_pipeline:
+        from ._cli_ops_args import add_operator_commands
+
+        add_operator_commands(sub)
     return p
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time as _time
 from collections import OrderedDict, deque
 from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
@@ -29,6 +30,8 @@ from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
 from .driver_ref import DriverOnly
+from .heartbeat import Heartbeat
+from .progress import ProgressTracker
 from .ranges import Position
 from .retry import RetryPolicy, check_retry_policy
 from .source import BatchSource
@@ -78,6 +81,10 @@ class BatchCommitter(DriverOnly):
             state = self._resume(fresh)
         positions, pending, last = state
         self._register()
+        #: progress records (``core/progress.py``) and the driver's heartbeat (``core/heartbeat.py``)
+        self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips)
+        self.heartbeat = Heartbeat(store, self.epoch, 0.0)
+        self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque(pending)
         self.replay_ids: Set[int] = {b.batch_id for b in pending}
         self.next_batch_id = 0 if last is None else last + 1
@@ -138,8 +145,11 @@ class BatchCommitter(DriverOnly):
             elif self._pending:
                 batch = self._pending.popleft()
                 log.info("replaying batch %d with its logged ranges", batch.batch_id)
+                self.progress.planned(batch.batch_id, 0.0, 0.0, self.source.latest_positions(), replayed=True)
             else:
+                started = _time.monotonic()
                 ranges = self.source.plan(time)
+                planned_at = _time.monotonic()
                 try:
                     if not any(r.count() for r in ranges):
                         batch = None
@@ -150,12 +160,16 @@ class BatchCommitter(DriverOnly):
                         self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
                         batch = planned
                         self.next_batch_id += 1
+                        self.progress.planned(planned.batch_id, planned_at - started, _time.monotonic() - planned_at,
+                                              self.source.latest_positions())
                 except BaseException as exc:  # the source moved past ranges no log holds: stop here
                     self.fail(exc)
                     raise
             self._by_time[time] = batch
             while len(self._by_time) > _REMEMBERED_TIMES:
                 self._by_time.popitem(last=False)
+            if self.failed is None:
+                self.heartbeat.beat(self.last_committed_id)
             return batch
 
     def _check_epoch(self) -> None:
@@ -179,6 +193,7 @@ class BatchCommitter(DriverOnly):
         with self._lock:
             if self.failed is None:
                 self.failed = exc
+                self.progress.failed(exc)
 
     def is_replay(self, batch: PlannedBatch) -> bool:
         """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
@@ -187,6 +202,7 @@ class BatchCommitter(DriverOnly):
     # ------------------------------------------------------------ after a commit
     def committed_batch(self, outcome: CommitOutcome, batch: PlannedBatch) -> None:
         """Count ``batch``'s outcome, run the source's post-commit hook and purge old log entries."""
+        self.last_committed_id = batch.batch_id
         if outcome is CommitOutcome.APPLIED:
             self.committed += 1
         else:
@@ -211,6 +227,8 @@ class BatchCommitter(DriverOnly):
     def close(self) -> None:
         """Release the source's and the store's driver-side resources (idempotent)."""
         try:
+            if self.failed is None:  # operators see a stopped driver at once, not after the live window
+                self.heartbeat.beat(self.last_committed_id, force=True, stopped=True)
             self.source.close()
         finally:
             self.store.close()

@@ -141,6 +141,7 @@ class DirectPlanner:
         self.discovery_interval_s = discovery_interval_s
         self.current: Dict[TopicAndPartition, int] = {}
         self.lost_offsets = 0  # offsets skipped under fail_on_data_loss=False
+        self.last_latest: Dict[TopicAndPartition, int] = {}  # the log ends of the last plan (for lag)
         self._last_discovery = 0.0
         self._order = _Order({})
 
@@ -224,6 +225,7 @@ class DirectPlanner:
                 self._data_loss(f"{tp} was deleted; offsets from {self.current[tp]} on cannot be read", 0, exc)
                 del self.current[tp]
             latest = self.metadata.latest(self.current)
+        self.last_latest = dict(latest)
         for tp, end in latest.items():
             if end < self.current[tp]:
                 earliest = self.metadata.earliest([tp])[tp]

@@ -34,6 +34,7 @@ from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Write
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .lifecycle import close_on_stop
+from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
 from .termination import await_termination, register_committer
 
@@ -75,7 +76,7 @@ class BatchIdSink:
         raise NotImplementedError
 
 
-class ExactlyOnceDStream(RangeDStream):
+class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     """A direct stream whose output operations commit results and source positions atomically.
 
     Unit of parallelism: one Spark task per range per batch (a Kafka topic partition, a file).
@@ -100,6 +101,7 @@ class ExactlyOnceDStream(RangeDStream):
         super().__init__(ssc, compute)
         close_on_stop(ssc, committer.close)
         register_committer(ssc, committer)
+        attach_monitoring(ssc, committer)
 
     def await_termination(self, timeout: Optional[float] = None) -> bool:
         """``ssc.awaitTermination()`` with the library's typed error: see
@@ -131,11 +133,16 @@ class ExactlyOnceDStream(RangeDStream):
             batch = committer.batch_at(time)
             if batch is None:
                 return
+            committer.progress.output_started(batch.batch_id)
             try:
                 with user_code(batch):
                     writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                committer.progress.commit_started(batch.batch_id)
                 outcome = committer.call_store(lambda: committer.store.commit(committer.epoch, batch, writes), "commit")
                 committer.committed_batch(outcome, batch)
+                committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
+                                            num_output_rows=writes_size(writes),
+                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED))
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -184,17 +191,18 @@ class ExactlyOnceDStream(RangeDStream):
                 return
             epoch = committer.epoch
 
-            def per_partition(index: int, records: Iterable[Any]) -> Iterable[str]:
+            def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
                 r = batch.ranges[index]
                 if r.count() == 0:
-                    return [CommitOutcome.REPLAYED.value]
+                    return [("empty", 0, 0)]
+                seen = [0]
                 with user_code(batch, [r]):
-                    writes = as_writes(func(records, r, batch), "the commit_each_partition function")
+                    writes = as_writes(func(counted(records, seen), r, batch), "the commit_each_partition function")
                 outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=[r], complete_batch=False),
                                      f"store commit of batch {batch.batch_id} range {r}")
-                return [outcome.value]
+                return [(outcome.value, seen[0], writes_size(writes))]
 
-            _run_partition_job(committer, batch, rdd, per_partition)
+            _run_partition_job(committer, batch, rdd, per_partition, sink="commit_each_partition")
 
         self.foreachRDD(output)
 
@@ -224,11 +232,13 @@ class ExactlyOnceDStream(RangeDStream):
             epoch = committer.epoch
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
+                seen = [0]
                 with user_code(batch, [batch.ranges[index]]):
-                    result = sink.write_partition(store, epoch, batch, index, to_rows(records))
-                return [getattr(result, "outcome", result)]
+                    result = sink.write_partition(store, epoch, batch, index, to_rows(counted(records, seen)))
+                outcome = getattr(result, "outcome", result)
+                return [(getattr(outcome, "value", outcome), seen[0], -1)]
 
-            _run_partition_job(committer, batch, rdd, per_partition,
+            _run_partition_job(committer, batch, rdd, per_partition, sink=type(sink).__name__,
                                before=lambda: sink.recover(store, batch) if committer.is_replay(batch) else None)
 
         self.foreachRDD(output)
@@ -236,18 +246,23 @@ class ExactlyOnceDStream(RangeDStream):
 
 def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: RangeRDD,
                        per_partition: Callable[[int, Iterable[Any]], Iterable[Any]],
-                       before: Optional[Callable[[], Any]] = None) -> None:
+                       before: Optional[Callable[[], Any]] = None, sink: str = "partitions") -> None:
     """Run the per-partition commits as one Spark job, then write the batch's commit-log entry.
 
     Any failure marks the stream failed (no later batch commits) and is re-raised naming the batch;
     an executor's error reaches the driver as Spark's job failure and is wrapped here once.
     """
     try:
+        committer.progress.output_started(batch.batch_id)
         if before is not None:
             before()
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
+        committer.progress.commit_started(batch.batch_id)
         outcome = committer.call_store(lambda: committer.store.mark_committed(committer.epoch, batch), "mark_committed")
         committer.committed_batch(outcome, batch)
+        rows_in, rows_out, replayed = summarize_partitions(outcomes)
+        committer.progress.finished(batch, outcome.value, sink=sink, num_input_rows=rows_in, num_output_rows=rows_out,
+                                    replays_skipped=replayed)
     except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
         err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
         committer.fail(err)
