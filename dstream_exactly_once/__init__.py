@@ -51,6 +51,7 @@ _SPARK_NAMES = {
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "streaming.exactly_once",
     "FileUtils": "streaming.file_utils",
+    "stop_gracefully_on_signals": "streaming.lifecycle",
     "KafkaUtils": "streaming.kafka_utils",
     "await_termination": "streaming.termination",
     "current_offset_range": "streaming.task_context",
@@ -60,6 +61,7 @@ if _TYPE_CHECKING:
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
     from .streaming.file_utils import FileUtils
     from .streaming.kafka_utils import KafkaUtils
+    from .streaming.lifecycle import stop_gracefully_on_signals
     from .streaming.task_context import current_offset_range
     from .streaming.termination import await_termination
 
@@ -123,5 +125,6 @@ __all__ = [
     "current_offset_range",
     "exactly_once",
     "open_store",
+    "stop_gracefully_on_signals",
     "utf8_decoder",
 ]

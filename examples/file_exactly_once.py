@@ -20,7 +20,7 @@ import sys
 from pyspark import SparkContext
 from pyspark.streaming import StreamingContext
 
-from dstream_exactly_once import FileUtils, Writes
+from dstream_exactly_once import FileUtils, Writes, await_termination, stop_gracefully_on_signals
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
@@ -43,5 +43,6 @@ if __name__ == "__main__":
         return Writes().incr("lines", "lines", lines).incr("lines", "words", words)
 
     stream.commit_each_batch(per_batch)
+    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch finishes and commits, then exit 0
     ssc.start()
-    ssc.awaitTermination()
+    await_termination(ssc)

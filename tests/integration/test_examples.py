@@ -160,6 +160,33 @@ def test_exactly_once_wordcount_survives_sigkill(kafka, topic_name, tmp_path):
         assert Counter(store.get_values("words")) == expected
 
 
+def test_exactly_once_wordcount_stops_gracefully_on_sigterm(kafka, topic_name, tmp_path):
+    """SIGTERM to the driver (the Python process only, as a supervisor or Kubernetes sends it): the
+    batch in flight finishes and commits, nothing is left pending, and the process exits 0."""
+    from dstream_exactly_once import open_store
+
+    script = ROOT / "examples" / "exactly_once_wordcount.py"
+    url = f"sqlite:///{tmp_path}/wc.db"
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, ["a b c"] * 300, partitions=2)
+    example = Example(script, kafka.bootstrap, topic_name, url, "wc")
+    try:
+        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
+                           "the first committed batch")
+        kafka.produce(topic_name, ["d e"] * 200, partitions=2)
+        time.sleep(2)  # let the next batch be planned: it is in flight when the signal arrives
+        os.kill(example.proc.pid, signal.SIGTERM)
+        code = example.proc.wait(COUNT_TIMEOUT_S)
+        assert code == 0, example.tail()
+    finally:
+        example.kill()
+    with open_store(url, "wc") as store:
+        assert store.pending_batches() == []  # every logged batch was committed before the exit
+        assert store.last_committed_batch_id() is not None
+        heartbeat = store.load_heartbeat()
+        assert heartbeat is not None and heartbeat.get("stopped") is True  # it stopped, it was not killed
+
+
 def test_file_exactly_once_survives_sigkill_and_rotation(tmp_path):
     """The file example, SIGKILLed after its first batch, the log rotated by rename while it is down,
     restarted: every line counted once."""

@@ -53,6 +53,7 @@ EXPECTED = [
     "current_offset_range",
     "exactly_once",
     "open_store",
+    "stop_gracefully_on_signals",
     "utf8_decoder",
 ]
 
