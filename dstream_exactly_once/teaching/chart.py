@@ -44,7 +44,7 @@ def write_chart(trace: List[Dict[str, Any]], expected: int, path: Path) -> Optio
     ax.set_ylim(0, top * 1.06)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(0.01, 0.82), fontsize=9)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.005, 0.74), fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

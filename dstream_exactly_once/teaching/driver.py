@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
                             {"spark.streaming.kafka.maxRatePerPartition": args.rate})
     ssc = StreamingContext(sc, args.batch_seconds)
     eo = attach(ssc, params, args.topic, plain, eo_store, state, target)
-    print(f"STARTED run={args.run} at_least_once_from={len(plain.offsets())}_stored_offsets "
-          f"exactly_once_epoch={eo.epoch} replaying={len(eo_store.pending_batches())}", flush=True)
+    print(f"STARTED at-least-once resumes from {len(plain.offsets())} stored offsets; exactly-once takes epoch "
+          f"{eo.epoch}, replays {len(eo_store.pending_batches())} logged batch(es)", flush=True)
     ssc.start()
     try:
         while not state.done.is_set():

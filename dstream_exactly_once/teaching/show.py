@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from ..errors import ServiceError
 from .chart import write_chart
 from .driver import APP_ID, plain_store_path, store_url
 from .plain_store import PlainSumStore
@@ -84,7 +85,8 @@ def run_runs(bootstrap: str, out: Path, schedule: List[str], rate: int) -> Dict[
         tail = "\n".join(done.stdout.splitlines()[-5:])
         print(f"[demo] run {run}: the driver stopped unplanned (status {done.returncode}): {tail}", flush=True)
         if failures >= 3:
-            raise RuntimeError(f"the demo driver failed {failures} times; last output:\n{done.stdout[-3000:]}")
+            raise ServiceError(f"the demo driver stopped unplanned {failures} times (last status "
+                               f"{done.returncode!r}); its last output:\n{done.stdout[-3000:]}")
 
 
 def summarize(out: Path, n: int, kills: List[str], runs: int) -> Dict[str, Any]:
