@@ -40,13 +40,22 @@ def probability(text: str) -> float:
 
 def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
     """The ``demo`` subcommand's options."""
-    demo.add_argument("--n", type=int_at_least(1), default=20000,
-                      help="sum the integers 1..N (N >= 1, default 20000)")
-    demo.add_argument("--crashes", type=int_at_least(0), default=3,
-                      help="drivers to SIGKILL before letting one finish (>= 0, default 3)")
-    demo.add_argument("--rate", type=int_at_least(1), default=1000,
-                      help="maxRatePerPartition in records/s (>= 1, default 1000)")
-    demo.add_argument("--seed", type=int, default=7, help="random seed of the kill times (default 7)")
+    demo.add_argument("--n", type=int_at_least(1), default=10000,
+                      help="sum the integers 1..N (N >= 1, default 10000)")
+    demo.add_argument("--crashes", type=int_at_least(0), default=5,
+                      help="drivers to SIGKILL, one per crash point in turn, before letting one finish "
+                           "(>= 0, default 5: every crash point once)")
+    demo.add_argument("--rate", type=int_at_least(1), default=250,
+                      help="maxRatePerPartition in records/s, i.e. records per partition per batch "
+                           "(>= 1, default 250)")
+    demo.add_argument("--seed", type=int, default=0,
+                      help="order of the crash points: 0 = the order of a batch, other values shuffle it (default 0)")
+    demo.add_argument("--out", type=non_empty, default=None,
+                      help="directory for the stores, trace.jsonl, summary.json and the PNG (default: a new "
+                           "temporary directory)")
+    demo.add_argument("--chart", type=non_empty, default=None,
+                      help="where to write the PNG of both running totals (default: OUT/totals.png; needs "
+                           "matplotlib, the 'charts' extra)")
 
 
 def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
@@ -77,8 +86,9 @@ def cli_parser(prog: str = "dstream-eo", *, with_pipeline: bool = False) -> OneL
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=OneLineParser)
     if with_pipeline:
         add_pipeline_arguments(sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline"))
-    add_demo_arguments(sub.add_parser("demo", help="sum 1..N through a local Kafka broker and Spark, "
-                                      "SIGKILL the driver a few times, verify the result is exact"))
+    add_demo_arguments(sub.add_parser("demo", help="sum 1..N through a local Kafka broker and Spark twice "
+                                      "(at-least-once and exactly-once), SIGKILL the driver at each crash "
+                                      "point, compare"))
     if not with_pipeline:
         from ._cli_ops_args import add_operator_commands
 
