@@ -147,7 +147,7 @@ def run_demo(args: argparse.Namespace) -> int:
     n = args.n
     out = Path(args.out) if getattr(args, "out", None) else Path(tempfile.mkdtemp(prefix="deo-demo-"))
     out.mkdir(parents=True, exist_ok=True)
-    for stale in ("trace.jsonl", "at_least_once.db", "exactly_once.db", "summary.json"):
+    for stale in ("trace.jsonl", "progress.jsonl", "at_least_once.db", "exactly_once.db", "summary.json"):
         (out / stale).unlink(missing_ok=True)
     schedule = kill_schedule(args.crashes, args.seed)
     print(f"[demo] two pipelines over the same integers 1..{n}, the driver SIGKILLed {len(schedule)} time(s) "
@@ -168,6 +168,9 @@ def run_demo(args: argparse.Namespace) -> int:
     print()
     print(explain(s))
     print(f"[demo] chart: {chart_path}" if note is None else f"[demo] {note}")
+    if note is None and (out / "progress.jsonl").exists():
+        progress_png = out / "progress.png"
+        _chart_progress(out / "progress.jsonl", progress_png)
     eo, alo = s["exactly_once"], s["at_least_once"]
     exact = eo["sum"] == s["expected_sum"] and eo["count"] == n and eo["batch_rows_count"] == n
     if not exact:
@@ -179,3 +182,14 @@ def run_demo(args: argparse.Namespace) -> int:
         return 1
     print("[demo] verified: the exactly-once pipeline counted every record exactly once")
     return 0
+
+
+def _chart_progress(progress: Path, png: Path) -> None:
+    """The exactly-once pipeline's progress records as ``dstream-eo chart`` draws them."""
+    from .._cli_chart import run_chart
+    from .._cli_common import CliError
+
+    try:
+        run_chart(argparse.Namespace(progress=str(progress), output=str(png), dpi=100))
+    except CliError as exc:
+        print(f"[demo] no progress chart: {exc}")
