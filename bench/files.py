@@ -74,7 +74,7 @@ class DataSet:
 
 def generate(directory: str, n_files: int, bytes_per_file: int, seed: int = 13) -> DataSet:
     """Writes ``n_files`` files ``service.log.<i>`` of at least ``bytes_per_file`` bytes of complete
-    log lines (~100-200 bytes; about one in six carries multi-byte UTF-8)."""
+    log lines (~100-200 bytes; about two in five carry a multi-byte UTF-8 character)."""
     rng = random.Random(seed)
     bodies: List[str] = []
     for _ in range(4096):
