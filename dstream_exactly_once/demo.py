@@ -140,6 +140,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from .kafka.params import parse_kafka_params
     from .stores import open_store
     from .streaming.kafka_utils import KafkaUtils
+    from .streaming.lifecycle import stop_gracefully_on_signals
     from .testing.spark import make_spark_context
 
     random.seed(args.seed if args.seed is not None else os.getpid())
@@ -174,6 +175,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"STARTED {st.app_id} epoch={stream.epoch} pending={len(st.pending_batches())}", flush=True)
         _attach_output(stream, pattern, args, params, executor_prob)
 
+    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch commits, then the stream stops
     ssc.start()
     try:
         while not done["flag"]:

@@ -149,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     from ..kafka.params import parse_kafka_params
     from ..offsets import TopicAndPartition
     from ..stores import open_store
+    from ..streaming.lifecycle import stop_gracefully_on_signals
     from ..testing.spark import make_spark_context
 
     out = Path(args.out)
@@ -177,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
     eo.progress_to(str(out / "progress.jsonl"))  # one JSON line per batch, for dstream-eo chart
     print(f"STARTED at-least-once resumes from {len(plain.offsets())} stored offsets; exactly-once takes epoch "
           f"{eo.epoch}, replays {len(eo_store.pending_batches())} logged batch(es)", flush=True)
+    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch commits, then the stream stops
     ssc.start()
     try:
         while not state.done.is_set():
