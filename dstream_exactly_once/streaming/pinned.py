@@ -45,13 +45,22 @@ def pinned_rdd(sc: SparkContext, items: Sequence[Tuple[Any, Sequence[str]]]) -> 
 
 
 def preferred_locations(rdd: RDD) -> List[List[str]]:
-    """The preferred hosts of each partition of ``rdd`` as the JVM scheduler sees them (of the RDD
-    itself, not of its parents)."""
+    """The preferred hosts of each partition of ``rdd`` as the JVM scheduler finds them: the RDD's own,
+    else (like ``DAGScheduler.getPreferredLocs``) those of its parent through one-to-one dependencies
+    (a Python transformation's ``PythonRDD`` has none of its own)."""
     jrdd = rdd._jrdd.rdd()
     out: List[List[str]] = []
-    for part in jrdd.partitions():
-        locs = jrdd.preferredLocations(part)
-        out.append([str(locs.apply(i)) for i in range(locs.size())])
+    for i in range(len(jrdd.partitions())):
+        node = jrdd
+        hosts: List[str] = []
+        while True:
+            locs = node.preferredLocations(node.partitions()[i])
+            hosts = [str(locs.apply(k)) for k in range(locs.size())]
+            deps = node.dependencies()
+            if hosts or deps.size() != 1 or "OneToOneDependency" not in deps.apply(0).getClass().getName():
+                break
+            node = deps.apply(0).rdd()
+        out.append(hosts)
     return out
 
 

@@ -18,13 +18,19 @@ import uuid
 from pathlib import Path
 
 import pytest
+from pyspark.streaming import StreamingContext
 
+from dstream_exactly_once import ConfigurationError, FileUtils
+from dstream_exactly_once.files import FileRange, FileRangeReader
+from dstream_exactly_once.files.hosts import HostCheckedReader
 from dstream_exactly_once.stores import open_store
+from dstream_exactly_once.streaming.file_utils import FileRDD, _file_rdd
+from dstream_exactly_once.streaming.pinned import pinned_rdd, preferred_locations
 from dstream_exactly_once.testing import LocalSparkCluster
 from dstream_exactly_once.testing._process import ManagedProcess, free_port, wait_until
 from dstream_exactly_once.testing.spark import spark_env, spark_home
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 JOB = Path(__file__).with_name("files_cluster_job.py")
 HOSTS = {"A": "127.0.0.1", "B": "127.0.0.2"}
@@ -47,6 +53,46 @@ def _worker(master_url: str, host: str, source: Path, mount_point: Path) -> Mana
     return w
 
 
+def test_pinned_rdd_has_the_preferred_locations(sc):
+    rdd = pinned_rdd(sc, [({"i": 0}, ["127.0.0.1"]), ({"i": 1}, ["127.0.0.2", "node3"]), ({"i": 2}, [])])
+    assert rdd.getNumPartitions() == 3
+    assert preferred_locations(rdd) == [["127.0.0.1"], ["127.0.0.2", "node3"], []]
+    assert rdd.mapPartitionsWithIndex(lambda i, it: [(i, x) for x in it]).collect() == [
+        (0, {"i": 0}), (1, {"i": 1}), (2, {"i": 2})]  # one pickled value per partition, in order
+
+
+def test_file_rdd_prefers_each_range_host_and_a_misplaced_task_fails(sc, tmp_path):
+    log = tmp_path / "a.log"
+    log.write_text("1\n2\n")
+    st = log.stat()
+    here = FileRange("f1", str(log), 0, 4, dev=st.st_dev, inode=st.st_ino, host="127.0.0.1")
+    reader = HostCheckedReader(FileRangeReader(f"{tmp_path}/*.log"))
+    rdd = _file_rdd(sc, [here], reader)
+    assert isinstance(rdd, FileRDD) and rdd.offsetRanges() == [here]
+    assert preferred_locations(rdd.map(lambda x: x)) == [["127.0.0.1"]]  # what the scheduler follows
+    assert rdd.collect() == ["1", "2"]  # local mode: the executor is on 127.0.0.1 (SPARK_LOCAL_IP)
+    elsewhere = FileRange("f1", str(log), 0, 4, dev=st.st_dev, inode=st.st_ino, host="10.255.0.1")
+    with pytest.raises(Exception, match=r"must run on host '10\.255\.0\.1'.*runs on \['127\.0\.0\.1'\]"):
+        _file_rdd(sc, [elsewhere], reader).collect()
+    assert preferred_locations(_file_rdd(sc, [FileRange("f1", str(log), 0, 4)], reader)) == [[]]  # no host
+
+
+def test_hosts_option_is_checked_before_anything_runs(sc, tmp_path):
+    ssc = StreamingContext(sc, 1)
+    db = tmp_path / "s.db"
+    with pytest.raises(ConfigurationError, match=r"'shared\.filesystem'=true and 'hosts'='n1,n2' contradict"):
+        FileUtils.createExactlyOnceFileStream(ssc, f"{tmp_path}/*.log",
+                                              {"hosts": "n1,n2", "shared.filesystem": True},
+                                              store=f"sqlite:///{db}", app_id="h")
+    with pytest.raises(ConfigurationError, match=r"option 'hosts' must name one or more hosts.*got 'n1,,n2'"):
+        FileUtils.createDirectFileStream(ssc, f"{tmp_path}/*.log", {"hosts": "n1,,n2"})
+    with pytest.raises(ConfigurationError, match=r"option 'spark\.aof\.hosts' must be a comma-separated"):
+        FileUtils.createExactlyOnceFileStream(ssc, f"{tmp_path}/*.log", {"spark.aof.hosts": 5},
+                                              store=f"sqlite:///{db}", app_id="h")
+    assert not db.exists()
+
+
+@pytest.mark.slow
 def test_node_local_files_on_two_hosts_counted_exactly_once(tmp_path, monkeypatch):
     began = time.monotonic()
     monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
