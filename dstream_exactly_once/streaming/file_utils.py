@@ -6,11 +6,12 @@ it to Spark the way :mod:`.kafka_utils` wires Kafka: a :class:`FileDStream` of :
 batches for the direct stream, and an :class:`~.exactly_once.ExactlyOnceDStream` driven by the
 core's :class:`~dstream_exactly_once.core.committer.BatchCommitter` for exactly-once output.
 
-Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host) or a filesystem
+Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host); a filesystem
 every executor sees at the same paths (NFS, a shared volume: declare it with the option
-``shared.filesystem=true``). Node-local files on a multi-host cluster are refused: pinning each
-file's ranges to its host (preferred locations + an executor-side locality check) is not done yet,
-and without it an executor on another host could not read the planned file. See ``docs/files.md``.
+``shared.filesystem=true``); or node-local files on the hosts named by the option ``hosts=h1,h2``:
+each host's files are planned by a task pinned to that host (:mod:`dstream_exactly_once.files.hosts`)
+and each range is read by a task pinned to its host (:mod:`.pinned`) that checks where it runs.
+Any other master without one of the two options is refused. See ``docs/files.md``.
 """
 
 from __future__ import annotations
@@ -23,19 +24,27 @@ from pyspark.streaming import StreamingContext
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import SourceRange
 from ..errors import ConfigurationError
-from ..files import FilePlanner, FileSourceOptions
+from ..files import FilePlanner, FileRange, FileSourceOptions
+from ..files.hosts import HostFilePlanner, parse_hosts
 from ..files.options import CONF_PREFIX
 from ..stores.base import TransactionalStore
 from .dstream import RangeDStream
 from .exactly_once import ExactlyOnceDStream, open_store_arg
 from .lifecycle import close_on_stop
+from .pinned import spark_host_runner
 from .range_rdd import RangeRDD, make_range_rdd
 
-__all__ = ["SHARED_FILESYSTEM", "FileDStream", "FileRDD", "FileUtils"]
+__all__ = ["HOSTS", "SHARED_FILESYSTEM", "FileDStream", "FileRDD", "FileUtils"]
 
 #: The deployment option (also ``spark.aof.shared.filesystem``): ``true`` declares that every
 #: executor sees the same files at the same paths, which allows a master other than local mode.
 SHARED_FILESYSTEM = "shared.filesystem"
+
+#: The deployment option (also ``spark.aof.hosts``): ``h1,h2`` — the files are node-local on these
+#: hosts (named as Spark names their executors); each is planned and read on its host.
+HOSTS = "hosts"
+
+Planner = Union[FilePlanner, HostFilePlanner]
 
 _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
 
@@ -60,11 +69,11 @@ class FileDStream(RangeDStream):
     :meth:`FileUtils.createExactlyOnceFileStream`.
     """
 
-    def __init__(self, ssc: StreamingContext, planner: FilePlanner) -> None:
+    def __init__(self, ssc: StreamingContext, planner: Planner) -> None:
         self.planner = planner
         sc = ssc.sparkContext
         reader = planner.reader()
-        super().__init__(ssc, lambda time: make_range_rdd(sc, planner.plan(time), reader, FileRDD))
+        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader))
 
 
 class FileUtils:
@@ -89,8 +98,7 @@ class FileUtils:
         across driver restarts (this stream stores no positions; a new driver starts again per
         ``starting.offsets``); use :meth:`createExactlyOnceFileStream` for exactly-once.
         """
-        opts = _options(ssc, options)
-        planner = FilePlanner(path, opts)
+        planner = _planner(ssc, path, options)
         planner.start({})  # checks the pattern against the filesystem; nothing is stored
         close_on_stop(ssc, planner.close)
         return FileDStream(ssc, planner)
@@ -126,8 +134,7 @@ class FileUtils:
         are counted in ``stream.committer.source.counters`` and logged, never silently dropped.
         """
         check_retain_batches(retain_batches)
-        opts = _options(ssc, options)
-        planner = FilePlanner(path, opts)
+        planner = _planner(ssc, path, options)
         opened: Optional[TransactionalStore] = None
         try:
             opened = open_store_arg(store, app_id)
@@ -141,13 +148,31 @@ class FileUtils:
         reader = planner.reader()
 
         def make_rdd(ranges: Sequence[SourceRange]) -> FileRDD:
-            return make_range_rdd(sc, ranges, reader, FileRDD)
+            return _file_rdd(sc, ranges, reader)
 
         return ExactlyOnceDStream(ssc, committer, make_rdd)
 
 
-def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> FileSourceOptions:
-    """The stream's validated options (``options`` over ``spark.aof.*`` conf), after the deployment check."""
+def _file_rdd(sc: Any, ranges: Sequence[SourceRange], reader: Any) -> FileRDD:
+    """The batch's RDD; ranges of node-local files (``host`` set) prefer their host."""
+    hosts = [r.host if isinstance(r, FileRange) else None for r in ranges]
+    if ranges and all(h is not None for h in hosts):
+        return make_range_rdd(sc, ranges, reader, FileRDD, locations=[[h] for h in hosts if h is not None])
+    return make_range_rdd(sc, ranges, reader, FileRDD)
+
+
+def _planner(ssc: object, path: str, options: Optional[Mapping[str, Any]]) -> Planner:
+    """The stream's planner: one :class:`FilePlanner`, or a :class:`HostFilePlanner` with option ``hosts``."""
+    opts, hosts = _options(ssc, options)
+    if hosts is None:
+        return FilePlanner(path, opts)
+    assert isinstance(ssc, StreamingContext)
+    return HostFilePlanner(path, hosts, spark_host_runner(ssc.sparkContext), opts)
+
+
+def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[FileSourceOptions, Optional[Tuple[str, ...]]]:
+    """The stream's validated options (``options`` over ``spark.aof.*`` conf) and its ``hosts`` (``None``:
+    one host or a shared filesystem), after the deployment check."""
     if not isinstance(ssc, StreamingContext):
         raise ConfigurationError(f"ssc must be a StreamingContext, got {type(ssc).__name__}")
     if options is not None and not isinstance(options, Mapping):
@@ -155,8 +180,25 @@ def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> FileSourceOpt
     sc = ssc.sparkContext
     conf: Dict[str, Any] = dict(sc.getConf().getAll())
     source_options, shared = _split_shared(dict(options or {}), conf)
-    _check_master(str(sc.master), shared)
-    return FileSourceOptions.from_mapping(source_options, conf)
+    source_options, hosts = _split_hosts(source_options, conf)
+    if hosts is not None and shared:
+        raise ConfigurationError(f"options {SHARED_FILESYSTEM!r}=true and {HOSTS!r}={','.join(hosts)!r} "
+                                 f"contradict each other: the files are either the same everywhere or "
+                                 f"local to each host; set one of them")
+    _check_master(str(sc.master), shared or hosts is not None)
+    return FileSourceOptions.from_mapping(source_options, conf), hosts
+
+
+def _split_hosts(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[Tuple[str, ...]]]:
+    """Removes ``hosts`` from ``options`` and ``conf`` and returns its parsed value (``None`` if unset)."""
+    value: Any = conf.pop(CONF_PREFIX + HOSTS, None)
+    where = f"Spark conf {CONF_PREFIX + HOSTS!r}"
+    for key in (HOSTS, CONF_PREFIX + HOSTS):
+        if key in options:
+            value, where = options.pop(key), f"option {key!r}"
+    if value is None:
+        return options, None
+    return options, parse_hosts(value, where)
 
 
 def _split_shared(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
@@ -174,13 +216,14 @@ def _split_shared(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[s
     return options, value
 
 
-def _check_master(master: str, shared: bool) -> None:
-    """Refuse a multi-host master unless the files are declared shared (node-local files need host
-    pinning, which is not implemented: an executor elsewhere would not see the planned file)."""
-    if shared or _LOCAL_MASTER.fullmatch(master):
+def _check_master(master: str, declared: bool) -> None:
+    """Refuse a multi-host master unless the deployment is declared (``shared.filesystem`` or ``hosts``):
+    otherwise an executor on another host would not see the files the driver planned."""
+    if declared or _LOCAL_MASTER.fullmatch(master):
         return
     raise ConfigurationError(
-        f"file streams read node-local files only in local mode; master {master!r} may run tasks on other "
-        f"hosts, and pinning each file's ranges to its host is not implemented yet. If every executor sees "
-        f"the same files at the same paths (NFS, a shared volume), set option {SHARED_FILESYSTEM!r}=true "
-        f"(or Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}); see docs/files.md")
+        f"master {master!r} may run tasks on other hosts than the driver's, whose files the driver cannot "
+        f"plan. Say where the files are: option {HOSTS!r}='host1,host2' (node-local files on those hosts, "
+        f"planned and read on each host; Spark conf {CONF_PREFIX + HOSTS!r}), or option "
+        f"{SHARED_FILESYSTEM!r}=true if every executor sees the same files at the same paths (NFS, a shared "
+        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}); see docs/files.md")
