@@ -16,11 +16,19 @@ Records (deterministic: the same range always yields the same records):
 - with ``include.file.name`` and/or ``include.byte.offset``: a tuple ``(path, line)``,
   ``(offset, line)`` or ``(path, offset, line)`` — ``path`` is the path the range was planned from,
   ``offset`` the byte offset of the record's first byte.
+
+Two paths give the same records. The general path splits and decodes line by line. With the
+default record shape (``str`` lines under ``strict`` or ``replace``, no file name or byte offset)
+a fast path decodes a block of whole lines at once and splits the text on ``"\\n"``; a block that
+holds a line longer than ``line.max.bytes`` or bytes that are not UTF-8 goes through the general
+path (so a split line, a U+FFFD and a decode error's file and byte are exactly as there), and so
+does the rest of the range once a line longer than a read block (1 MiB) starts.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from itertools import chain
+from typing import Any, Iterable, Iterator, List, Optional
 
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
@@ -47,7 +55,14 @@ class FileRangeReader(RangeReader):
             raise ConfigurationError(f"FileRangeReader reads FileRange values, got {r!r}")
         if r.until_byte == r.from_byte:
             return iter(())
+        if self._fast_path_applies():
+            return chain.from_iterable(self._blocks(r))
         return self._records(r)
+
+    def _fast_path_applies(self) -> bool:
+        """Whether records are bare ``str`` lines, which the block-wise fast path produces."""
+        o = self.options
+        return o.line_decoding != "bytes" and not o.include_file_name and not o.include_byte_offset
 
     # ---------------------------------------------------------------- locating the file
     def locate(self, r: FileRange) -> FileView:
@@ -80,18 +95,78 @@ class FileRangeReader(RangeReader):
             v.close()
         return None
 
-    # ---------------------------------------------------------------- lines
+    # ---------------------------------------------------------------- fast path
+    def _blocks(self, r: FileRange) -> Iterator[Iterable[Any]]:
+        """The records of ``r`` as one iterable per read block (a ``list`` of lines when fast).
+
+        Reads strictly forward (a gzip view re-decompresses on a backward seek): the bytes after a
+        block's last newline are carried into the next block's lines.
+        """
+        line_max = self.options.line_max_bytes
+        with self.locate(r) as view:
+            pos, end = r.from_byte, r.until_byte
+            buf = b""  # the start of a line cut by the previous block; it begins at pos - len(buf)
+            while pos < end:
+                block = view.read(pos, min(_BLOCK, end - pos))
+                if not block:
+                    raise DataLossError(f"{r.describe()}: the file ended at byte {pos} while reading (shrunk "
+                                        f"after it was checked)")
+                cut = block.rfind(b"\n") + 1
+                if cut == 0:  # a line longer than a block: the general path reads the rest of the range
+                    yield self._records_from(view, r, pos + len(block), buf + block)
+                    return
+                start = pos - len(buf)
+                chunk = buf + block[:cut] if buf or cut < len(block) else block
+                buf, pos = block[cut:], pos + len(block)
+                yield self._chunk_records(r, chunk, start, line_max)
+                if len(buf) > line_max:  # the general path emits such a line's pieces before reading on
+                    yield self._records_from(view, r, pos, buf)
+                    return
+            if buf:  # the range ends inside a line: a compressed file's last line
+                yield self._careful(r, buf + b"\n", pos - len(buf), line_max)
+
+    def _chunk_records(self, r: FileRange, chunk: bytes, start: int, line_max: int) -> Iterable[Any]:
+        """The records of ``chunk`` (whole lines, each ending in ``\\n``; its first byte at ``start``)."""
+        if len(chunk) - 1 > line_max and max(map(len, chunk.split(b"\n"))) > line_max:
+            return self._careful(r, chunk, start, line_max)
+        try:
+            lines = chunk.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            return self._careful(r, chunk, start, line_max)
+        lines.pop()  # the empty text after the chunk's last newline
+        return lines
+
+    def _careful(self, r: FileRange, chunk: bytes, start: int, line_max: int) -> Iterator[Any]:
+        """The general path's records of ``chunk`` (whole lines), line by line."""
+        segs = chunk.split(b"\n")
+        segs.pop()
+        for seg in segs:
+            for offset, raw in _pieces(seg, start, line_max):
+                yield self._record(r, offset, raw)
+            start += len(seg) + 1
+
+    # ---------------------------------------------------------------- general path
     def _records(self, r: FileRange) -> Iterator[Any]:
         with self.locate(r) as view:
-            for offset, raw in self._lines(view, r):
-                yield self._record(r, offset, raw)
+            yield from self._records_from(view, r, r.from_byte, b"")
 
-    def _lines(self, view: FileView, r: FileRange) -> Iterator[tuple[int, bytes]]:
-        """``(offset, bytes)`` of each record of ``r``: lines, split when longer than ``line.max.bytes``."""
+    def _records_from(self, view: FileView, r: FileRange, pos: int, buf: bytes) -> Iterator[Any]:
+        for offset, raw in self._lines(view, r, pos, buf):
+            yield self._record(r, offset, raw)
+
+    def _lines(self, view: FileView, r: FileRange, pos: int, buf: bytes) -> Iterator[tuple[int, bytes]]:
+        """``(offset, bytes)`` of each record of ``r`` from ``pos`` on, after ``buf`` (the bytes just before
+        ``pos`` that start a line): lines, split when longer than ``line.max.bytes``."""
         line_max = self.options.line_max_bytes
-        pos, end = r.from_byte, r.until_byte
-        buf, buf_start = b"", pos
-        while pos < end:
+        end = r.until_byte
+        buf_start = pos - len(buf)
+        while True:
+            while len(buf) > line_max:  # a long line: emit its pieces as soon as they are known
+                k = utf8_cut(buf, line_max)
+                yield buf_start, buf[:k]
+                buf, buf_start = buf[k:], buf_start + k
+            if pos >= end:
+                break
             block = view.read(pos, min(_BLOCK, end - pos))
             if not block:
                 raise DataLossError(f"{r.describe()}: the file ended at byte {pos} while reading (shrunk after "
@@ -101,10 +176,6 @@ class FileRangeReader(RangeReader):
             for seg in lines:
                 yield from _pieces(seg, buf_start, line_max)
                 buf_start += len(seg) + 1
-            while len(buf) > line_max:  # a long line: emit its pieces as soon as they are known
-                k = utf8_cut(buf, line_max)
-                yield buf_start, buf[:k]
-                buf, buf_start = buf[k:], buf_start + k
         if buf:  # the range ends inside a line: a split long line, or a compressed file's last line
             yield from _pieces(buf, buf_start, line_max)
 
