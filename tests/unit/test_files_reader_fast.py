@@ -117,19 +117,24 @@ def test_fast_path_equals_general_path_on_a_gzip_file_ending_inside_a_line(tmp_p
             assert general == (["本"], None)  # the last line, without a newline, from inside the line
 
 
-def test_file_shrunk_while_reading_fails_the_same_way(tmp_path, monkeypatch):
-    data = "".join(f"line {i} é\n" for i in range(400)).encode()
+@pytest.mark.parametrize("long_line", [0, 700])
+def test_file_shrunk_while_reading_fails_the_same_way(tmp_path, monkeypatch, long_line):
+    # a long line (bytes 1690-2390) cut by the block ending at 1800: the general path yields its
+    # first piece before the read at 1800 fails
+    data = "".join(f"line {i} é\n" for i in range(150)).encode() + b"x" * long_line
+    data += "".join(f"line {i} é\n" for i in range(200)).encode()
     path = str(tmp_path / "app.log")
     base = _planned(path, data[:-1])
     real_read = FileView.read
     monkeypatch.setattr(FileView, "read",
-                        lambda self, start, n: b"" if start >= 2000 and n > 16 else real_read(self, start, n))
+                        lambda self, start, n: b"" if start >= 1750 and n > 16 else real_read(self, start, n))
     monkeypatch.setattr(reader_mod, "_BLOCK", 300)
-    reader = FileRangeReader(path, FileSourceOptions())
+    reader = FileRangeReader(path, FileSourceOptions(line_max_bytes=100))
     fast, general = _both(reader, _range(base, 0, len(data)))
     assert fast == general
+    assert (fast[0][-1] == "x" * 100) == bool(long_line)
     assert general[1] is not None and general[1][0].__name__ == "DataLossError"
-    assert "the file ended at byte 2100 while reading" in general[1][1]
+    assert "the file ended at byte 1800 while reading" in general[1][1]
 
 
 def test_valid_utf8_with_short_lines_never_takes_the_careful_path(tmp_path, monkeypatch):
