@@ -3,7 +3,7 @@
 ``FileRangeReader.read`` takes the fast path for ``str`` lines without file name or offset; the
 general path is ``FileRangeReader._records``. Random files (multi-byte UTF-8, empty lines, CRLF,
 long lines, bad UTF-8), random ranges (starting and ending anywhere, even inside a character),
-small read blocks and small ``line.max.bytes`` are read both ways and compared: the records, and
+small read blocks and decoded chunks and small ``line.max.bytes`` are read both ways and compared: the records, and
 the error (type and message) with the records yielded before it.
 """
 
@@ -81,8 +81,10 @@ def test_fast_path_equals_general_path_on_random_files_and_ranges(tmp_path, monk
     base = _planned(path, data)
     size = len(data) + 1
     compared = errors = 0
-    for block in (1, 2, 7, 16, 61, 256, 1 << 20):
+    sizes = ((1, 1), (2, 1), (7, 3), (16, 5), (61, 16), (256, 7), (256, 1 << 16), (1 << 20, 50), (1 << 20, 1 << 16))
+    for block, chunk in sizes:  # read block, decoded chunk
         monkeypatch.setattr(reader_mod, "_BLOCK", block)
+        monkeypatch.setattr(reader_mod, "_CHUNK", chunk)
         for decoding, line_max in itertools.product(("strict", "replace"), (1, 3, 8, 40, 1 << 20)):
             opts = FileSourceOptions(line_decoding=decoding, line_max_bytes=line_max)
             reader = FileRangeReader(path, opts)
@@ -92,10 +94,10 @@ def test_fast_path_equals_general_path_on_random_files_and_ranges(tmp_path, monk
                 ranges.append(_range(base, lo, rng.randrange(lo, size + 1)))
             for r in ranges:
                 fast, general = _both(reader, r)
-                assert fast == general, (seed, block, decoding, line_max, r.from_byte, r.until_byte)
+                assert fast == general, (seed, block, chunk, decoding, line_max, r.from_byte, r.until_byte)
                 compared += 1
                 errors += general[1] is not None
-    assert compared == 7 * 10 * 4
+    assert compared == len(sizes) * 10 * 4
     if bad:
         assert errors > 0  # strict decoding met bad UTF-8 at least once
 
@@ -107,8 +109,9 @@ def test_fast_path_equals_general_path_on_a_gzip_file_ending_inside_a_line(tmp_p
     base = _planned(path, data)
     with open(path, "wb") as f:  # the same content, compressed (as logrotate leaves it); no final newline
         f.write(gzip.compress(data))
-    for block in (5, 64, 1 << 20):
+    for block, chunk in ((5, 2), (64, 16), (1 << 20, 1 << 16)):
         monkeypatch.setattr(reader_mod, "_BLOCK", block)
+        monkeypatch.setattr(reader_mod, "_CHUNK", chunk)
         for decoding in ("strict", "replace"):
             reader = FileRangeReader(path, FileSourceOptions(line_decoding=decoding, line_max_bytes=9))
             for lo in (0, 1, len(data) // 2, len(data) - 3):
@@ -129,6 +132,7 @@ def test_file_shrunk_while_reading_fails_the_same_way(tmp_path, monkeypatch, lon
     monkeypatch.setattr(FileView, "read",
                         lambda self, start, n: b"" if start >= 1750 and n > 16 else real_read(self, start, n))
     monkeypatch.setattr(reader_mod, "_BLOCK", 300)
+    monkeypatch.setattr(reader_mod, "_CHUNK", 64)
     reader = FileRangeReader(path, FileSourceOptions(line_max_bytes=100))
     fast, general = _both(reader, _range(base, 0, len(data)))
     assert fast == general
@@ -149,6 +153,7 @@ def test_valid_utf8_with_short_lines_never_takes_the_careful_path(tmp_path, monk
     monkeypatch.setattr(reader, "_careful", careful)
     monkeypatch.setattr(reader, "_records_from", careful)
     monkeypatch.setattr(reader_mod, "_BLOCK", 4096)
+    monkeypatch.setattr(reader_mod, "_CHUNK", 1000)
     assert list(reader.read(_range(base, 0, len(data)))) == data.decode().split("\n")[:-1]
 
 
