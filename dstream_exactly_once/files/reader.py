@@ -19,10 +19,10 @@ Records (deterministic: the same range always yields the same records):
 
 Two paths give the same records. The general path splits and decodes line by line. With the
 default record shape (``str`` lines under ``strict`` or ``replace``, no file name or byte offset)
-a fast path decodes a block of whole lines at once and splits the text on ``"\\n"``; a block that
-holds a line longer than ``line.max.bytes`` or bytes that are not UTF-8 goes through the general
-path (so a split line, a U+FFFD and a decode error's file and byte are exactly as there), and so
-does the rest of the range once a line longer than ``line.max.bytes`` starts.
+a fast path decodes up to 64 KiB of whole lines at once and splits the text on ``"\\n"``; a chunk
+that holds a line longer than ``line.max.bytes`` or bytes that are not UTF-8 goes through the
+general path (so a split line, a U+FFFD and a decode error's file and byte are exactly as there),
+and so does the rest of the range after a read block (1 MiB) that ends inside such a long line.
 """
 
 from __future__ import annotations
