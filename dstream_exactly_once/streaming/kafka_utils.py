@@ -170,7 +170,7 @@ class KafkaUtils:
         for r in offsetRanges:
             if not isinstance(r, OffsetRange):
                 raise ConfigurationError(f"offsetRanges must contain OffsetRange values, got {r!r}")
-        check_ranges(offsetRanges, "offsetRanges")  # two ranges of one partition would read records twice
+        check_ranges(offsetRanges, "offsetRanges", one_per_partition=False)  # overlaps would read records twice
         if isinstance(leaders, LocationStrategy):  # Spark 0-10's createRDD(sc, kafkaParams, ranges, locationStrategy)
             leaders = None
         if leaders is not None:
