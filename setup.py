@@ -27,7 +27,9 @@ setup(
         "spark": ["pyspark>=3.5"],
         "redis": ["redis>=5"],
         "postgres": ["psycopg[binary]>=3.1"],
-        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "ruff", "mypy"],
+        # the teaching demo's PNG (dstream-eo demo); without it only the chart is skipped
+        "charts": ["matplotlib>=3.5"],
+        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "ruff", "mypy", "matplotlib>=3.5"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
     classifiers=[

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from ._version import __version__
+from .core.retry import RetryPolicy
 from .errors import (
     ConfigurationError,
     DataLossError,
@@ -17,14 +18,22 @@ from .errors import (
     FencedError,
     KafkaAuthError,
     KafkaUnavailableError,
+    LoadRejectedError,
     OffsetConflictError,
     OffsetRangeError,
     OutputError,
+    ServiceError,
     SinkError,
+    StoreAuthError,
     StoreError,
+    StoreUnavailableError,
+    StoreVersionError,
+    UnknownKafkaParamError,
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
+from .kafka.commit_queue import CanCommitOffsets
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
+from .kafka.strategies_010 import ConsumerStrategies, LocationStrategies
 from .offsets import (
     Broker,
     HasOffsetRanges,
@@ -41,14 +50,20 @@ _SPARK_NAMES = {
     "BatchIdSink": "streaming.exactly_once",
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "streaming.exactly_once",
+    "FileUtils": "streaming.file_utils",
+    "stop_gracefully_on_signals": "streaming.lifecycle",
     "KafkaUtils": "streaming.kafka_utils",
+    "await_termination": "streaming.termination",
     "current_offset_range": "streaming.task_context",
 }
 
 if _TYPE_CHECKING:
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
+    from .streaming.file_utils import FileUtils
     from .streaming.kafka_utils import KafkaUtils
+    from .streaming.lifecycle import stop_gracefully_on_signals
     from .streaming.task_context import current_offset_range
+    from .streaming.termination import await_termination
 
 
 def __getattr__(name: str) -> _Any:
@@ -70,33 +85,46 @@ __all__ = [
     "Assign",
     "BatchIdSink",
     "Broker",
+    "CanCommitOffsets",
     "CommitOutcome",
     "ConfigurationError",
+    "ConsumerStrategies",
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
     "ExactlyOnceDStream",
     "FencedError",
+    "FileUtils",
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaMessageAndMetadata",
     "KafkaUnavailableError",
     "KafkaUtils",
+    "LoadRejectedError",
+    "LocationStrategies",
     "OffsetConflictError",
     "OffsetRange",
     "OffsetRangeError",
     "OutputError",
     "PlannedBatch",
+    "RetryPolicy",
+    "ServiceError",
     "SinkError",
+    "StoreAuthError",
     "StoreError",
+    "StoreUnavailableError",
+    "StoreVersionError",
     "Subscribe",
     "SubscribePattern",
     "TopicAndPartition",
     "TransactionalStore",
+    "UnknownKafkaParamError",
     "Writes",
     "__version__",
+    "await_termination",
     "current_offset_range",
     "exactly_once",
     "open_store",
+    "stop_gracefully_on_signals",
     "utf8_decoder",
 ]

@@ -1,15 +1,64 @@
-"""``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs)."""
+"""``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
+
+Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (one
+module each: ``_cli_offsets``, ``_cli_batches``, ``_cli_chart``, ``demo``; ``docs/operations.md``).
+Parsing imports neither Spark nor Kafka clients, so ``dstream-eo --help`` and ``--version`` work
+where pyspark is not installed. Exit status: 0 success (dry runs too), 1 the command failed (one
+line on stderr, no traceback), 2 a usage error, 3 refused because a driver is live, 130 interrupted.
+No command prints a password: store URLs are shown redacted.
+"""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import List, Optional
 
+from ._cli_args import parse
+from ._cli_common import CliError
+from .errors import DStreamExactlyOnceError
+from .redaction import redact as redact_text
 
-def main(argv: Optional[List[str]] = None) -> int:
-    from .demo import main as demo_main
 
-    return demo_main(argv)
+def _run(args: argparse.Namespace) -> int:
+    if args.cmd == "demo":
+        from .demo import run_demo
+
+        return run_demo(args)
+    if args.cmd == "chart":
+        from ._cli_chart import run_chart
+
+        return run_chart(args)
+    if args.cmd == "lag":
+        from ._cli_batches import run_lag
+
+        return run_lag(args, args.store)
+    from ._cli_common import open_cli_store
+
+    with open_cli_store(args.store, args.app) as store:
+        if args.cmd == "offsets":
+            from ._cli_offsets import run_offsets
+
+            return run_offsets(args, store)
+        from ._cli_batches import run_batches, run_in_doubt
+
+        return run_batches(args, store) if args.cmd == "batches" else run_in_doubt(args, store)
+
+
+def main(argv: Optional[List[str]] = None, prog: str = "dstream-eo") -> int:
+    """Run ``dstream-eo`` with ``argv`` (``sys.argv[1:]`` when None); return the exit status."""
+    args = parse(prog, argv)
+    try:
+        return _run(args)
+    except CliError as exc:
+        sys.stderr.write(f"{prog}: error: {redact_text(str(exc))}\n")
+        return exc.code
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted\n")
+        return 130
+    except (DStreamExactlyOnceError, OSError, ImportError) as exc:
+        sys.stderr.write(f"{prog}: error: {type(exc).__name__}: {redact_text(str(exc))}\n")
+        return 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 ``python -m dstream_exactly_once.demo pipeline …`` runs one driver of the pipeline (used by the
 demo and by the fault-injection tests, which SIGKILL it at random moments);
-``dstream-eo demo`` (``make demo``) runs the whole show against a local broker and SQLite.
+``dstream-eo demo`` (``make demo``) is the teaching demo in :mod:`.teaching` (an at-least-once
+pipeline beside an exactly-once one, under the same SIGKILLs).
 
 The pipeline reads integers from a topic and commits, per application:
 - ``totals/sum`` and ``totals/count`` (increments),
@@ -19,9 +20,9 @@ import os
 import random
 import signal
 import sys
-import time
 from typing import Any, Dict, Iterable, List, Optional
 
+from ._cli_args import cli_parser
 from .offsets import OffsetRange, TopicAndPartition
 from .stores.base import PlannedBatch, Writes
 
@@ -139,6 +140,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from .kafka.params import parse_kafka_params
     from .stores import open_store
     from .streaming.kafka_utils import KafkaUtils
+    from .streaming.lifecycle import stop_gracefully_on_signals
     from .testing.spark import make_spark_context
 
     random.seed(args.seed if args.seed is not None else os.getpid())
@@ -173,6 +175,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"STARTED {st.app_id} epoch={stream.epoch} pending={len(st.pending_batches())}", flush=True)
         _attach_output(stream, pattern, args, params, executor_prob)
 
+    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch commits, then the stream stops
     ssc.start()
     try:
         while not done["flag"]:
@@ -213,87 +216,15 @@ def verify(store_url: str, app_id: str, n: int, pattern: str) -> List[str]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    import subprocess
-    import tempfile
+    """``dstream-eo demo``: the at-least-once vs exactly-once contrast (:mod:`.teaching.show`)."""
+    from .teaching.show import run_demo as show
 
-    from .testing import LocalKafka
-
-    n = args.n
-    workdir = tempfile.mkdtemp(prefix="deo-demo-")
-    store = f"sqlite:///{workdir}/state.db"
-    print("[demo] starting a local Kafka broker (KRaft, Maven Central jars)…", flush=True)
-    with LocalKafka() as kafka:
-        kafka.create_topic("numbers", 4)
-        print(f"[demo] producing the integers 1..{n} over 4 partitions", flush=True)
-        kafka.produce("numbers", range(1, n + 1), partitions=4)
-        kills = 0
-        runs = 0
-        rng = random.Random(args.seed)
-        while True:
-            runs += 1
-            crash = kills < args.crashes
-            cmd = [sys.executable, "-m", "dstream_exactly_once.demo", "pipeline", "--bootstrap", kafka.bootstrap,
-                   "--topic", "numbers", "--store", store, "--app-id", "demo", "--rate", str(args.rate)]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                    start_new_session=True)
-            deadline = time.monotonic() + (rng.uniform(6, 12) if crash else 300)
-            while proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                kills += 1
-                print(f"[demo] run {runs}: driver killed with SIGKILL (crash {kills}/{args.crashes})", flush=True)
-                continue
-            out = proc.stdout.read() if proc.stdout else ""
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if "DONE" in out:
-                print(f"[demo] run {runs}: the pipeline caught up and exited", flush=True)
-                break
-            print(f"[demo] run {runs}: driver exited early ({proc.returncode}); restarting", flush=True)
-            if runs > args.crashes + 10:
-                print("[demo] giving up: the pipeline keeps failing\n" + out, flush=True)
-                return 1
-    problems = verify(store, "demo", n, "batch")
-    from .stores import open_store
-
-    with open_store(store, "demo") as st:
-        total, count = st.get_value("totals", "sum"), st.get_value("totals", "count")
-        batches = (st.last_committed_batch_id() or 0) + 1
-    print(f"[demo] after {kills} SIGKILLed drivers: sum = {total} (expected n(n+1)/2 = {n * (n + 1) // 2}), "
-          f"count = {count}, batches committed = {batches}, store = {store}")
-    if problems:
-        print("[demo] NOT exact: " + "; ".join(problems))
-        return 1
-    print("[demo] verified: every record counted exactly once")
-    return 0
+    return show(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dstream_exactly_once.demo")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    pipe = sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline")
-    pipe.add_argument("--bootstrap", required=True)
-    pipe.add_argument("--topic", required=True)
-    pipe.add_argument("--store", required=True)
-    pipe.add_argument("--app-id", required=True)
-    pipe.add_argument("--pattern", choices=["batch", "partition", "both", "doris", "kafka"], default="batch")
-    pipe.add_argument("--out-topic", default=None, help="output topic (pattern kafka)")
-    pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
-    pipe.add_argument("--rate", type=int, default=2000, help="maxRatePerPartition (records/s)")
-    pipe.add_argument("--batch-seconds", type=int, default=1)
-    pipe.add_argument("--master", default="local[2]")
-    pipe.add_argument("--crash-prob", type=float, default=0.0)
-    pipe.add_argument("--seed", type=int, default=None)
-    demo = sub.add_parser("demo", help="the whole demonstration on a local broker and SQLite")
-    demo.add_argument("--n", type=int, default=20000)
-    demo.add_argument("--crashes", type=int, default=3)
-    demo.add_argument("--rate", type=int, default=1000)
-    demo.add_argument("--seed", type=int, default=7)
-    return p
+    """The parser of ``python -m dstream_exactly_once.demo`` (``pipeline`` and ``demo``)."""
+    return cli_parser("python -m dstream_exactly_once.demo", with_pipeline=True)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -2,7 +2,8 @@
 
 Usage: exactly_once_wordcount.py <bootstrap.servers> <topic> [store URL] [app id]
 
-Kill it at any moment (even with SIGKILL) and start it again: it resumes from the offsets
+Stop it with SIGTERM (or Ctrl-C) and the batch in flight commits before it exits; kill it at any
+moment (even with SIGKILL) and start it again: it resumes from the offsets
 committed in the store, replays an uncommitted batch with the same ranges, and never counts a
 line twice. Read the counts with ``dstream-eo``-free Python::
 
@@ -15,7 +16,7 @@ import sys
 from pyspark import SparkContext
 from pyspark.streaming import StreamingContext
 
-from dstream_exactly_once import KafkaUtils, Writes
+from dstream_exactly_once import KafkaUtils, Writes, await_termination, stop_gracefully_on_signals
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:
@@ -41,5 +42,6 @@ if __name__ == "__main__":
         return writes
 
     stream.commit_each_batch(per_batch)
+    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch finishes and commits, then exit 0
     ssc.start()
-    ssc.awaitTermination()
+    await_termination(ssc)  # the library's own error (FencedError, ...) if the stream failed

@@ -9,9 +9,10 @@ VENV=${DEO_PYSPARK35_VENV:-$HOME/.cache/dstream-exactly-once/venv-pyspark35}
 if ! "$VENV/bin/python" -c "import pyspark, sys; sys.exit(0 if pyspark.__version__.startswith('3.5') else 1)" 2>/dev/null; then
   echo "[pyspark35] creating $VENV with pyspark 3.5"
   "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check "pyspark>=3.5,<3.6" "kafka-python>=3.0,<3.1" crc32c redis \
-    "psycopg[binary]>=3.1" pytest
 fi
+# The same test dependencies as setup.py's "test" extra, with Spark 3.5 (pip skips what is there).
+"$VENV/bin/pip" install -q --disable-pip-version-check "pyspark>=3.5,<3.6" "kafka-python>=3.0,<3.1" crc32c redis \
+  "psycopg[binary]>=3.1" pytest "matplotlib>=3.5"
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
 echo "[pyspark35] $("$VENV/bin/python" -c 'import pyspark; print("pyspark", pyspark.__version__)')"
 exec "$VENV/bin/python" -m pytest -q tests/unit tests/integration/test_kafka_rdd.py \

@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time as _time
 from collections import OrderedDict, deque
 from datetime import datetime
-from typing import Deque, Dict, List, Optional, Set, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
 from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
 from .driver_ref import DriverOnly
+from .heartbeat import Heartbeat
+from .progress import ProgressTracker
 from .ranges import Position
+from .retry import RetryPolicy, check_retry_policy
 from .source import BatchSource
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BatchCommitter", "check_retain_batches"]
 
 _REMEMBERED_TIMES = 1024
+
+T = TypeVar("T")
 
 
 def check_retain_batches(retain_batches: object) -> int:
@@ -56,22 +62,29 @@ class BatchCommitter(DriverOnly):
     #: Old offset-log / commit-log entries are dropped every this many batch ids.
     PURGE_EVERY = 10
 
-    def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100) -> None:
+    def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100,
+                 retry: Optional[RetryPolicy] = None) -> None:
         if not isinstance(store, TransactionalStore):
             raise ConfigurationError(f"store must be a TransactionalStore, got {store!r}")
         if not isinstance(source, BatchSource):
             raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
         self.retain_batches = check_retain_batches(retain_batches)
+        self.retry = check_retry_policy(retry)
         self.store = store
         self.source = source
         state = self._resume()  # read-only; raises before anything is written
-        self.epoch = store.start_epoch()
+        # a retry after a lost reply takes one more epoch: it fences only this driver's lost attempt
+        self.epoch = self.call_store(store.start_epoch, "start_epoch")
         fresh = self._read_state()
         if fresh != state:  # another driver committed between the read and the epoch
             log.info("the store moved while this driver started; resuming from its newer state")
             state = self._resume(fresh)
         positions, pending, last = state
         self._register()
+        #: progress records (``core/progress.py``) and the driver's heartbeat (``core/heartbeat.py``)
+        self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips)
+        self.heartbeat = Heartbeat(store, self.epoch, 0.0)
+        self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque(pending)
         self.replay_ids: Set[int] = {b.batch_id for b in pending}
         self.next_batch_id = 0 if last is None else last + 1
@@ -86,10 +99,19 @@ class BatchCommitter(DriverOnly):
             log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(pending),
                         [b.batch_id for b in pending])
 
+    # ------------------------------------------------------------ store calls
+    def call_store(self, fn: Callable[[], T], what: str) -> T:
+        """``fn()`` (one store operation), retried within :attr:`retry`'s budget on retriable errors.
+
+        Called inside the batch's planning or commit, so planning stays paused while it retries.
+        """
+        return self.retry.call(fn, f"store {what} of app {self.store.app_id!r}")
+
     # ------------------------------------------------------------ start-up
     def _read_state(self) -> Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]:
         store = self.store
-        return store.load_positions(), store.pending_batches(), store.last_logged_batch_id()
+        return self.call_store(lambda: (store.load_positions(), store.pending_batches(), store.last_logged_batch_id()),
+                               "read of positions and offset log")
 
     def _resume(self, state: Optional[Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]] = None
                 ) -> Tuple[Dict[str, Position], List[PlannedBatch], Optional[int]]:
@@ -123,24 +145,36 @@ class BatchCommitter(DriverOnly):
             elif self._pending:
                 batch = self._pending.popleft()
                 log.info("replaying batch %d with its logged ranges", batch.batch_id)
+                self.progress.planned(batch.batch_id, 0.0, 0.0, self.source.latest_positions(), replayed=True)
             else:
+                started = _time.monotonic()
                 ranges = self.source.plan(time)
-                if not any(r.count() for r in ranges):
-                    batch = None
-                    self.skipped_empty += 1
-                    self._check_epoch()
-                else:
-                    batch = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
-                    self.store.log_batch(self.epoch, batch)
-                    self.next_batch_id += 1
+                planned_at = _time.monotonic()
+                try:
+                    if not any(r.count() for r in ranges):
+                        batch = None
+                        self.skipped_empty += 1
+                        self._check_epoch()
+                    else:
+                        planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
+                        self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
+                        batch = planned
+                        self.next_batch_id += 1
+                        self.progress.planned(planned.batch_id, planned_at - started, _time.monotonic() - planned_at,
+                                              self.source.latest_positions())
+                except BaseException as exc:  # the source moved past ranges no log holds: stop here
+                    self.fail(exc)
+                    raise
             self._by_time[time] = batch
             while len(self._by_time) > _REMEMBERED_TIMES:
                 self._by_time.popitem(last=False)
+            if self.failed is None:
+                self.heartbeat.beat(self.last_committed_id)
             return batch
 
     def _check_epoch(self) -> None:
         """An idle driver still learns within one batch that a newer driver fenced it."""
-        current = self.store.current_epoch()
+        current = self.call_store(self.store.current_epoch, "current_epoch")
         if current != self.epoch:
             err = FencedError(f"app {self.store.app_id!r}: epoch {self.epoch} is fenced, a newer driver took "
                               f"epoch {current}; this driver must stop")
@@ -159,6 +193,7 @@ class BatchCommitter(DriverOnly):
         with self._lock:
             if self.failed is None:
                 self.failed = exc
+                self.progress.failed(exc)
 
     def is_replay(self, batch: PlannedBatch) -> bool:
         """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
@@ -167,6 +202,7 @@ class BatchCommitter(DriverOnly):
     # ------------------------------------------------------------ after a commit
     def committed_batch(self, outcome: CommitOutcome, batch: PlannedBatch) -> None:
         """Count ``batch``'s outcome, run the source's post-commit hook and purge old log entries."""
+        self.last_committed_id = batch.batch_id
         if outcome is CommitOutcome.APPLIED:
             self.committed += 1
         else:
@@ -182,7 +218,7 @@ class BatchCommitter(DriverOnly):
     def _purge(self) -> None:
         """Drop offset-log and commit-log entries older than the newest ``retain_batches`` commits."""
         try:
-            self.purged += self.store.purge_logs(self.epoch, self.retain_batches)
+            self.purged += self.call_store(lambda: self.store.purge_logs(self.epoch, self.retain_batches), "purge_logs")
         except FencedError:
             raise
         except StoreError as exc:  # the logs only grow a little longer; the next purge catches up
@@ -191,6 +227,8 @@ class BatchCommitter(DriverOnly):
     def close(self) -> None:
         """Release the source's and the store's driver-side resources (idempotent)."""
         try:
+            if self.failed is None:  # operators see a stopped driver at once, not after the live window
+                self.heartbeat.beat(self.last_committed_id, force=True, stopped=True)
             self.source.close()
         finally:
             self.store.close()

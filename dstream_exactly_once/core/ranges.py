@@ -142,25 +142,29 @@ def decode_range(obj: Any) -> SourceRange:
     raise ConfigurationError(f"cannot decode an offset-log range from {obj!r}")
 
 
-def check_ranges(ranges: Sequence[SourceRange], what: str) -> List[SourceRange]:
-    """``ranges`` as a list, refusing non-ranges, mixed kinds and two ranges of one stream partition.
+def check_ranges(ranges: Sequence[SourceRange], what: str, *, one_per_partition: bool = True) -> List[SourceRange]:
+    """``ranges`` as a list, refusing non-ranges, mixed kinds and ranges that would read a record twice.
 
-    Two ranges of one partition in one batch would read (and count) the overlap twice, so they are
-    refused with both named, whatever their offsets.
+    With ``one_per_partition`` (a batch: the store keeps one position per partition) two ranges of
+    one partition are refused whatever their offsets; without it (``createRDD``, as in Spark)
+    disjoint ranges of a partition are fine and only duplicate or overlapping ones are refused.
+    Either way the error names both ranges.
     """
     out = list(ranges)
-    seen: Dict[str, SourceRange] = {}
+    by_key: Dict[str, List[SourceRange]] = {}
     kinds = set()
     for r in out:
         if not isinstance(r, SourceRange):
             raise ConfigurationError(f"{what} must contain source ranges (e.g. OffsetRange), got {r!r}")
         kinds.add(r.kind)
-        other = seen.get(r.position_key)
-        if other is not None:
-            raise ConfigurationError(f"{what} hold two ranges of {r.position_key}: {other.describe()} and "
-                                     f"{r.describe()}; "
-                                     f"each partition may appear once (merge them into one range)")
-        seen[r.position_key] = r
+        for other in by_key.get(r.position_key, ()):
+            if one_per_partition:
+                raise ConfigurationError(f"{what} hold two ranges of {r.position_key}: {other.describe()} and "
+                                         f"{r.describe()}; each partition may appear once (merge them into one range)")
+            if other == r or (r.start < other.end and other.start < r.end):
+                raise ConfigurationError(f"{what} hold overlapping ranges of {r.position_key}: {other.describe()} and "
+                                         f"{r.describe()}; the records they share would be read twice")
+        by_key.setdefault(r.position_key, []).append(r)
     if len(kinds) > 1:
         raise ConfigurationError(f"{what} mix range kinds {sorted(kinds)}; a batch reads one source")
     return out

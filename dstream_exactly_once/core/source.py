@@ -83,5 +83,9 @@ class BatchSource(ABC):
         """The newest position of each stream partition the source knows (for lag); empty if unknown."""
         return {}
 
+    def data_loss_skips(self) -> int:
+        """Positions skipped so far because the data was gone (``failOnDataLoss=False``); 0 if none."""
+        return 0
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release driver-side resources (clients, file handles); safe to call twice."""

@@ -381,6 +381,8 @@ class FilePlanner(BatchSource):
         n = min(self.options.sample_length, size)
         fp = scan.view(st).hash(0, n) or ""
         seed = f"{st.path}\0{st.dev}\0{st.inode}\0{fp}\0{n}\0{offset}\0{supersedes}"
+        if self.host is not None:  # per-host planners: the same path and inode on two hosts are two files
+            seed += f"\0{self.host}"
         file_id = content_hash(seed.encode())[:16]
         i = 1
         while FILE_KEY_PREFIX + file_id in self._tracks:

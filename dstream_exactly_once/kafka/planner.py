@@ -141,6 +141,7 @@ class DirectPlanner:
         self.discovery_interval_s = discovery_interval_s
         self.current: Dict[TopicAndPartition, int] = {}
         self.lost_offsets = 0  # offsets skipped under fail_on_data_loss=False
+        self.last_latest: Dict[TopicAndPartition, int] = {}  # the log ends of the last plan (for lag)
         self._last_discovery = 0.0
         self._order = _Order({})
 
@@ -153,6 +154,9 @@ class DirectPlanner:
         tps = parts | set(stored)
         earliest = self.metadata.earliest(tps & parts)
         latest = self.metadata.latest(tps & parts)
+        for tp, off in sorted(self.strategy.offsets.items()):  # checked even where the store's offset wins
+            if tp in parts and not earliest[tp] <= off <= latest[tp]:
+                raise OffsetRangeError(f"fromOffsets[{tp}] = {off} is outside the log [{earliest[tp]}, {latest[tp]}]")
         start: Dict[TopicAndPartition, int] = {}
         for tp in sorted(tps):
             if tp not in parts:
@@ -221,6 +225,7 @@ class DirectPlanner:
                 self._data_loss(f"{tp} was deleted; offsets from {self.current[tp]} on cannot be read", 0, exc)
                 del self.current[tp]
             latest = self.metadata.latest(self.current)
+        self.last_latest = dict(latest)
         for tp, end in latest.items():
             if end < self.current[tp]:
                 earliest = self.metadata.earliest([tp])[tp]

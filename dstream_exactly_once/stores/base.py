@@ -42,14 +42,19 @@ upgrade from version 1 runs in one transaction; stop every process of the older 
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..core.ranges import LEGACY_RANGE_KIND, Position, SourceRange, range_kind
+from ..errors import ConfigurationError
 from . import _commit_rules as rules
 from .batch import CommitOutcome, PlannedBatch, Writes
 
-__all__ = ["SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
+__all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
+
+#: Value namespace the library keeps for itself (SQL stores keep the driver's heartbeat there).
+RESERVED_NAMESPACE = "__deo__"
 
 #: Version of the on-store layout this library writes; a store with a higher one is refused, one
 #: with a lower one is upgraded on its first write (see the module docstring).
@@ -246,6 +251,37 @@ class TransactionalStore(ABC):
     def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
         """The transaction of :meth:`mark_committed`: every range of ``todo`` (the batch's non-empty
         ranges) must be at its ``end``."""
+
+    # ---------------------------------------------------------------- operators: liveness, apps
+    def heartbeat(self, epoch: int, doc: Mapping[str, Any]) -> None:
+        """Record that the driver holding ``epoch`` is alive: ``doc`` (a JSON object: host, pid, last
+        batch, time, …) replaces the previous heartbeat, in its own small epoch-checked transaction.
+
+        A fenced epoch raises :class:`~dstream_exactly_once.errors.FencedError` and writes nothing.
+        Heartbeats touch neither positions, results nor the logs, so they never conflict with a
+        commit (SQL stores keep it as a document in the reserved value namespace ``__deo__``).
+        """
+        epoch = rules.check_epoch_arg(epoch)
+        if not isinstance(doc, Mapping):
+            raise ConfigurationError(f"heartbeat document must be a mapping, got {doc!r}")
+        try:
+            text = json.dumps(dict(doc), separators=(",", ":"), sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"heartbeat document cannot be stored as JSON: {doc!r} ({exc})") from exc
+        self._heartbeat(epoch, text)
+
+    @abstractmethod
+    def _heartbeat(self, epoch: int, doc_json: str) -> None:
+        """The transaction of :meth:`heartbeat` (arguments checked, ``doc_json`` a JSON object)."""
+
+    @abstractmethod
+    def load_heartbeat(self) -> Optional[Dict[str, Any]]:
+        """The last heartbeat document written by :meth:`heartbeat` (``None`` if none was)."""
+
+    @abstractmethod
+    def list_apps(self) -> List[str]:
+        """Every application id with state in this store (the store's own ``app_id`` or not), sorted.
+        An application appears once something was written for it (its first epoch)."""
 
     # ---------------------------------------------------------------- reading results
     @abstractmethod

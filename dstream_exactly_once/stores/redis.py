@@ -10,6 +10,7 @@ so they share one Redis Cluster hash slot and a script may touch all of them::
     {deo:<app>}:batches       zset    offset log: score batch_id, member PlannedBatch JSON
     {deo:<app>}:commits       zset    commit log: score batch_id, member batch_id
     {deo:<app>}:labels        set     labels applied
+    {deo:<app>}:heartbeat     string  the live driver's heartbeat (JSON document; epoch-checked writes)
     {deo:<app>}:vi:<ns>       hash    key -> int part of a value (HINCRBY)
     {deo:<app>}:vf:<ns>       hash    key -> float part of a value (HINCRBYFLOAT)
     {deo:<app>}:vj:<ns>       hash    key -> JSON document (non-numeric puts)
@@ -60,7 +61,7 @@ def _load_scripts() -> Dict[str, Tuple[str, str]]:
     folder = resources.files(__package__) / "lua"
     common = (folder / "common.lua").read_text(encoding="utf-8")
     scripts = {}
-    for name in ("epoch", "log", "commit", "mark", "purge", "reset"):
+    for name in ("epoch", "log", "commit", "mark", "purge", "reset", "heartbeat"):
         text = common + (folder / f"{name}.lua").read_text(encoding="utf-8")
         scripts[name] = (text, hashlib.sha1(text.encode()).hexdigest())
     return scripts
@@ -311,6 +312,24 @@ class RedisStore(TransactionalStore):
             r = next(r for r in todo if r.position_key == status[1])
             raise rules.uncommitted_error(batch.batch_id, r, status[2])
         return CommitOutcome.REPLAYED if status[0] == "replayed" else CommitOutcome.APPLIED
+
+    # ---------------------------------------------------------------- operators: liveness, apps
+    def _heartbeat(self, epoch: int, doc_json: str) -> None:
+        self._run_script("heartbeat", [self._key("heartbeat")], {"doc": doc_json}, epoch)
+
+    def load_heartbeat(self) -> Optional[Dict[str, Any]]:
+        raw = self._call(lambda c: c.get(self._key("heartbeat")))
+        doc = json.loads(raw) if raw else None
+        return doc if isinstance(doc, dict) else None
+
+    def list_apps(self) -> List[str]:
+        """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys of this database (every node of a cluster
+        is not scanned: on Redis Cluster only the node this client talks to)."""
+        def scan(client: Any) -> List[str]:
+            return [str(k) for k in client.scan_iter(match="{deo:*}:epoch", count=1000)]
+
+        keys = self._call(scan)
+        return sorted({k[len("{deo:"):-len("}:epoch")] for k in keys})
 
     # ---------------------------------------------------------------- reading results
     def _values(self, namespace: str, key: Optional[str]) -> Dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tu
 from ..core.ranges import Position, SourceRange
 from ..errors import DStreamExactlyOnceError, OffsetConflictError, StoreError
 from . import _commit_rules as rules
+from ._sql_operators import SQLOperatorMixin
 from ._sql_schema import ABSENT, ensure_layout, read_layout
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 
@@ -138,7 +139,7 @@ class _Cursor:
         return [tuple(r) for r in self._cur.fetchall()]
 
 
-class SQLStore(TransactionalStore):
+class SQLStore(SQLOperatorMixin, TransactionalStore):
     """Common SQL logic; subclasses supply connections, dialect details and error translation."""
 
     int_type = "INTEGER"

@@ -210,6 +210,13 @@ class DirectBatches(DriverOnly, BatchSource):
                 else:
                     _time.sleep(0.5)
 
+    def latest_positions(self) -> Mapping[str, int]:
+        """The log ends the planner's last ListOffsets returned (no extra round trip)."""
+        return {f"{tp.topic}/{tp.partition}": off for tp, off in self.planner.last_latest.items()}
+
+    def data_loss_skips(self) -> int:
+        return int(self.planner.lost_offsets)
+
     def close(self) -> None:
         close_metadata(self.planner.metadata)
 

@@ -27,13 +27,16 @@ from pyspark.streaming import StreamingContext
 from ..core.boundary import as_writes, output_error, user_code
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import SourceRange
+from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .lifecycle import close_on_stop
+from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
+from .termination import await_termination, register_committer
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,7 @@ class BatchIdSink:
         raise NotImplementedError
 
 
-class ExactlyOnceDStream(RangeDStream):
+class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     """A direct stream whose output operations commit results and source positions atomically.
 
     Unit of parallelism: one Spark task per range per batch (a Kafka topic partition, a file).
@@ -97,6 +100,13 @@ class ExactlyOnceDStream(RangeDStream):
 
         super().__init__(ssc, compute)
         close_on_stop(ssc, committer.close)
+        register_committer(ssc, committer)
+        attach_monitoring(ssc, committer)
+
+    def await_termination(self, timeout: Optional[float] = None) -> bool:
+        """``ssc.awaitTermination()`` with the library's typed error: see
+        :func:`~dstream_exactly_once.streaming.termination.await_termination`."""
+        return await_termination(self._ssc, timeout)
 
     @property
     def store(self) -> TransactionalStore:
@@ -123,10 +133,16 @@ class ExactlyOnceDStream(RangeDStream):
             batch = committer.batch_at(time)
             if batch is None:
                 return
+            committer.progress.output_started(batch.batch_id)
             try:
                 with user_code(batch):
                     writes = as_writes(func(batch, rdd), "the commit_each_batch function")
-                committer.committed_batch(committer.store.commit(committer.epoch, batch, writes), batch)
+                committer.progress.commit_started(batch.batch_id)
+                outcome = committer.call_store(lambda: committer.store.commit(committer.epoch, batch, writes), "commit")
+                committer.committed_batch(outcome, batch)
+                committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
+                                            num_output_rows=writes_size(writes),
+                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED))
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -144,10 +160,10 @@ class ExactlyOnceDStream(RangeDStream):
         add_batch = sink.add_batch if isinstance(sink, BatchIdSink) else sink
         if not callable(add_batch):
             raise ConfigurationError(f"foreach_batch needs a BatchIdSink or a function (batch_id, rdd), got {sink!r}")
-        store = self.committer.store
+        committer = self.committer
 
         def func(batch: PlannedBatch, rdd: RDD) -> Optional[Writes]:
-            if store.is_committed(batch.batch_id):
+            if committer.call_store(lambda: committer.store.is_committed(batch.batch_id), "is_committed"):
                 return None  # the commit below reports the replay; add_batch is not called again
             return add_batch(batch.batch_id, rdd)
 
@@ -167,6 +183,7 @@ class ExactlyOnceDStream(RangeDStream):
                                      f"Writes, got {func!r}")
         committer = self.committer
         store = committer.store
+        retry = committer.retry  # pickled into the tasks: executors retry with the driver's budget
 
         def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
@@ -174,15 +191,18 @@ class ExactlyOnceDStream(RangeDStream):
                 return
             epoch = committer.epoch
 
-            def per_partition(index: int, records: Iterable[Any]) -> Iterable[str]:
+            def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
                 r = batch.ranges[index]
                 if r.count() == 0:
-                    return [CommitOutcome.REPLAYED.value]
+                    return [("empty", 0, 0)]
+                seen = [0]
                 with user_code(batch, [r]):
-                    writes = as_writes(func(records, r, batch), "the commit_each_partition function")
-                return [store.commit(epoch, batch, writes, ranges=[r], complete_batch=False).value]
+                    writes = as_writes(func(counted(records, seen), r, batch), "the commit_each_partition function")
+                outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=[r], complete_batch=False),
+                                     f"store commit of batch {batch.batch_id} range {r}")
+                return [(outcome.value, seen[0], writes_size(writes))]
 
-            _run_partition_job(committer, batch, rdd, per_partition)
+            _run_partition_job(committer, batch, rdd, per_partition, sink="commit_each_partition")
 
         self.foreachRDD(output)
 
@@ -212,11 +232,13 @@ class ExactlyOnceDStream(RangeDStream):
             epoch = committer.epoch
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
+                seen = [0]
                 with user_code(batch, [batch.ranges[index]]):
-                    result = sink.write_partition(store, epoch, batch, index, to_rows(records))
-                return [getattr(result, "outcome", result)]
+                    result = sink.write_partition(store, epoch, batch, index, to_rows(counted(records, seen)))
+                outcome = getattr(result, "outcome", result)
+                return [(getattr(outcome, "value", outcome), seen[0], -1)]
 
-            _run_partition_job(committer, batch, rdd, per_partition,
+            _run_partition_job(committer, batch, rdd, per_partition, sink=type(sink).__name__,
                                before=lambda: sink.recover(store, batch) if committer.is_replay(batch) else None)
 
         self.foreachRDD(output)
@@ -224,17 +246,23 @@ class ExactlyOnceDStream(RangeDStream):
 
 def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: RangeRDD,
                        per_partition: Callable[[int, Iterable[Any]], Iterable[Any]],
-                       before: Optional[Callable[[], Any]] = None) -> None:
+                       before: Optional[Callable[[], Any]] = None, sink: str = "partitions") -> None:
     """Run the per-partition commits as one Spark job, then write the batch's commit-log entry.
 
     Any failure marks the stream failed (no later batch commits) and is re-raised naming the batch;
     an executor's error reaches the driver as Spark's job failure and is wrapped here once.
     """
     try:
+        committer.progress.output_started(batch.batch_id)
         if before is not None:
             before()
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
-        committer.committed_batch(committer.store.mark_committed(committer.epoch, batch), batch)
+        committer.progress.commit_started(batch.batch_id)
+        outcome = committer.call_store(lambda: committer.store.mark_committed(committer.epoch, batch), "mark_committed")
+        committer.committed_batch(outcome, batch)
+        rows_in, rows_out, replayed = summarize_partitions(outcomes)
+        committer.progress.finished(batch, outcome.value, sink=sink, num_input_rows=rows_in, num_output_rows=rows_out,
+                                    replays_skipped=replayed)
     except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
         err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
         committer.fail(err)
@@ -251,11 +279,12 @@ StoreLike = Union[str, TransactionalStore]
 
 
 def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] = None, *,
-                 monitor_group: Optional[str] = None, retain_batches: int = 100) -> ExactlyOnceDStream:
+                 monitor_group: Optional[str] = None, retain_batches: int = 100,
+                 store_retry: Optional[RetryPolicy] = None) -> ExactlyOnceDStream:
     """Turn a ``KafkaUtils.createDirectStream`` stream into an exactly-once one (before any output
     is attached and before the context starts): offsets then come from ``store`` (its committed
     offsets win over ``fromOffsets``/``auto.offset.reset``) and uncommitted batches are replayed.
-    ``monitor_group`` and ``retain_batches`` are as in ``KafkaUtils.createExactlyOnceStream``.
+    ``monitor_group``, ``retain_batches`` and ``store_retry`` are as in ``KafkaUtils.createExactlyOnceStream``.
 
     Returns the new stream; the original one must not be used any more (it raises if it is).
     Everything is validated before the store is written: a call that fails leaves it unchanged.
@@ -267,9 +296,10 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
         raise ConfigurationError("exactly_once() must be called before the stream has produced a batch")
     check_monitor_group(monitor_group)
     check_retain_batches(retain_batches)
+    retry = check_retry_policy(store_retry)
     opened = open_store_arg(store, app_id)
     batches.monitor_group = monitor_group
-    committer = BatchCommitter(opened, batches, retain_batches=retain_batches)
+    committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
 
     def detached(_time: datetime) -> RangeRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")

@@ -10,21 +10,24 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Union
 
-from pyspark import SparkContext
+from pyspark import SparkContext, StorageLevel
 from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import check_ranges
+from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError
 from ..kafka.params import parse_kafka_params
 from ..kafka.strategies import ConsumerStrategy
+from ..kafka.strategies_010 import LocationStrategy, direct_stream_args
 from ..offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
 from ..stores.base import TransactionalStore
+from .commit_async import DirectKafkaDStream
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders, check_ranges_in_log
-from .dstream import KafkaDStream
 from .exactly_once import ExactlyOnceDStream, check_monitor_group, open_store_arg
 from .lifecycle import close_on_stop
 from .rdd import KafkaRDD, make_kafka_rdd
+from .receiver_stream import create_stream
 
 __all__ = ["KafkaUtils"]
 
@@ -46,7 +49,7 @@ class KafkaUtils:
         failOnDataLoss: Optional[bool] = None,  # noqa: N803
         poll_timeout_ms: Optional[int] = None,
         discovery_interval_s: float = 5.0,
-    ) -> KafkaDStream:
+    ) -> DirectKafkaDStream:
         """A direct stream over ``topics``: each batch is a KafkaRDD of explicit offset ranges.
 
         Without ``fromOffsets`` every partition of ``topics`` is read, starting at
@@ -57,14 +60,19 @@ class KafkaUtils:
         SubscribePattern, Assign) replaces both. Records are ``(key, value)`` decoded by the
         decoders, or ``messageHandler(KafkaMessageAndMetadata)``.
 
+        Spark 0-10's form ``createDirectStream(ssc, LocationStrategies.PreferConsistent,
+        ConsumerStrategies.Subscribe(topics, kafkaParams))`` works too; ``stream.commitAsync(ranges,
+        callback)`` commits to kafkaParams' ``group.id`` (see docs/porting.md).
+
         Unit of parallelism: one Spark task per topic partition per batch. Delivery:
         at-least-once for outputs across driver restarts; see ``createExactlyOnceStream``.
         """
-        batches = build_direct_batches(ssc, topics, kafkaParams, fromOffsets, keyDecoder, valueDecoder,
+        topics, params, strategy = direct_stream_args(topics, kafkaParams, strategy)
+        batches = build_direct_batches(ssc, topics, params, fromOffsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.start()
         close_on_stop(ssc, batches.close)
-        return KafkaDStream(ssc, batches)
+        return DirectKafkaDStream(ssc, batches)
 
     @staticmethod
     def createExactlyOnceStream(  # noqa: N802
@@ -83,6 +91,7 @@ class KafkaUtils:
         discovery_interval_s: float = 5.0,
         monitor_group: Optional[str] = None,
         retain_batches: int = 100,
+        store_retry: Optional[RetryPolicy] = None,
     ) -> ExactlyOnceDStream:
         """The headline API: a direct stream whose outputs commit results and offsets together.
 
@@ -97,11 +106,20 @@ class KafkaUtils:
         progress — monitoring only, never read back. ``retain_batches``: how many committed batches
         the store's offset log and commit log keep (older entries are dropped every 10 batches, like
         Structured Streaming's ``spark.sql.streaming.minBatchesToRetain``, default 100); results are
-        never dropped.
+        never dropped. ``store_retry``: how long every store operation (offset log, epoch checks,
+        commits on the driver and on executors) is retried while the store is unreachable — a
+        :class:`~dstream_exactly_once.RetryPolicy`, default about 60 s of jittered exponential
+        backoff; when it is spent the stream stops with :class:`StoreUnavailableError`.
+
+        The two middle arguments may also come in ``createDirectStream``'s order,
+        ``(ssc, topics, kafkaParams)``: kafkaParams are the mapping with str keys, so the order is
+        recognised; every argument can be passed by keyword.
 
         Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
         exactly-once for everything written through the store's transaction.
         """
+        if _looks_like_topics(kafkaParams) and _looks_like_kafka_params(topics):
+            kafkaParams, topics = topics, kafkaParams  # type: ignore[assignment]  # noqa: N806
         if isinstance(topics, Mapping):
             from_offsets: Optional[Mapping[TopicAndPartition, int]] = topics
             names: Any = sorted({tp.topic for tp in topics if isinstance(tp, TopicAndPartition)})
@@ -112,12 +130,13 @@ class KafkaUtils:
         # positions in BatchCommitter, which takes the epoch last.
         check_monitor_group(monitor_group)
         check_retain_batches(retain_batches)
+        retry = check_retry_policy(store_retry)
         batches = build_direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
         try:
             opened = open_store_arg(store, app_id)
-            committer = BatchCommitter(opened, batches, retain_batches=retain_batches)
+            committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
         except BaseException:
             batches.close()
             raise
@@ -151,7 +170,9 @@ class KafkaUtils:
         for r in offsetRanges:
             if not isinstance(r, OffsetRange):
                 raise ConfigurationError(f"offsetRanges must contain OffsetRange values, got {r!r}")
-        check_ranges(offsetRanges, "offsetRanges")  # two ranges of one partition would read records twice
+        check_ranges(offsetRanges, "offsetRanges", one_per_partition=False)  # overlaps would read records twice
+        if isinstance(leaders, LocationStrategy):  # Spark 0-10's createRDD(sc, kafkaParams, ranges, locationStrategy)
+            leaders = None
         if leaders is not None:
             if not isinstance(leaders, Mapping) or not all(
                     isinstance(k, TopicAndPartition) and isinstance(v, Broker) for k, v in leaders.items()):
@@ -164,11 +185,40 @@ class KafkaUtils:
                               fail_on_data_loss=opts.fail_on_data_loss)
 
     @staticmethod
-    def createStream(*_args: Any, **_kwargs: Any) -> Any:  # noqa: N802
-        """Spark 2.4's receiver-based stream is not provided: it needs a WAL to avoid data loss.
-        Use :meth:`createDirectStream` (same records, explicit offsets, no receivers)."""
-        raise ConfigurationError(
-            "KafkaUtils.createStream (receiver + ZooKeeper) is not supported; use KafkaUtils.createDirectStream "
-            "with kafkaParams {'bootstrap.servers': ...} — see docs/porting.md")
+    def createStream(  # noqa: N802
+        ssc: StreamingContext,
+        zkQuorum: str,  # noqa: N803
+        groupId: str,  # noqa: N803
+        topics: Mapping[str, int],
+        kafkaParams: Optional[Mapping[str, Any]] = None,  # noqa: N803
+        storageLevel: StorageLevel = StorageLevel.MEMORY_AND_DISK_2,  # noqa: N803
+        keyDecoder: Decoder = utf8_decoder,  # noqa: N803
+        valueDecoder: Decoder = utf8_decoder,  # noqa: N803
+    ) -> DirectKafkaDStream:
+        """Spark 2.4's receiver stream, as consumer group ``groupId`` on the direct machinery.
+
+        ``topics`` is ``{topic: numThreads}`` (thread counts are checked and have no effect).
+        ``zkQuorum`` is accepted and ignored with one warning: the brokers come from kafkaParams'
+        ``bootstrap.servers`` or ``metadata.broker.list`` (required). The stream starts from the
+        group's offsets committed in Kafka, else ``auto.offset.reset`` (``smallest``/``largest``
+        or ``earliest``/``latest``; default ``largest``), and commits each batch's offsets to the
+        group after the batch has completed. ``storageLevel`` has no effect (there are no receiver
+        blocks to store). Records are ``(key, value)`` decoded by the decoders.
+
+        Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
+        at-least-once, as the receiver without a write-ahead log — a crash between a batch's
+        output and its commit reads that batch again. For exactly-once, change the call to
+        ``KafkaUtils.createExactlyOnceStream(ssc, kafkaParams, list(topics), store=..., app_id=...)``.
+        """
+        return create_stream(ssc, zkQuorum, groupId, topics, kafkaParams, storageLevel, keyDecoder, valueDecoder)
 
 
+def _looks_like_kafka_params(value: object) -> bool:
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(k, str) for k in value)
+
+
+def _looks_like_topics(value: object) -> bool:
+    """A topic list/set/tuple, or a ``{TopicAndPartition: offset}`` map (never a kafkaParams dict)."""
+    if isinstance(value, Mapping):
+        return bool(value) and all(isinstance(k, TopicAndPartition) for k in value)
+    return isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(t, str) for t in value)

@@ -10,13 +10,15 @@ depends on it (nothing is committed by closing).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, List
+import signal
+import threading
+from typing import Any, Callable, List, Sequence
 
 from pyspark.streaming import StreamingContext
 
 log = logging.getLogger(__name__)
 
-__all__ = ["close_on_stop"]
+__all__ = ["close_on_stop", "stop_gracefully_on_signals"]
 
 _ATTR = "_deo_close_on_stop"
 
@@ -41,3 +43,28 @@ def close_on_stop(ssc: StreamingContext, close: Callable[[], Any]) -> None:
         ssc.stop = stop  # type: ignore[method-assign]
         setattr(ssc, _ATTR, hooks)
     hooks.append(close)
+
+
+def stop_gracefully_on_signals(ssc: StreamingContext,
+                               signals: Sequence[int] = (signal.SIGTERM, signal.SIGINT)) -> None:
+    """Make SIGTERM (and Ctrl-C) stop ``ssc`` gracefully: no new batch starts, the batches already
+    generated finish and commit, then ``ssc.awaitTermination()`` returns in the main thread.
+
+    Call it from the main thread before ``ssc.awaitTermination()``. A second signal while stopping
+    is ignored (send SIGKILL to give up — still safe: uncommitted batches are replayed). Spark's
+    own ``spark.streaming.stopGracefullyOnShutdown`` does the same when the JVM receives the signal.
+    """
+    stopping = threading.Event()
+
+    def handler(signum: int, _frame: Any) -> None:
+        if stopping.is_set():
+            return
+        stopping.set()
+        log.warning("signal %d: stopping the streaming context gracefully (the in-flight batch commits)", signum)
+        # not a daemon: the interpreter waits for it, so the stop hooks (closing the source and the
+        # store, the final heartbeat) run even when the main thread returns from awaitTermination first
+        threading.Thread(target=ssc.stop, kwargs={"stopSparkContext": True, "stopGraceFully": True},
+                         name="deo-graceful-stop", daemon=False).start()
+
+    for s in signals:
+        signal.signal(s, handler)

@@ -7,13 +7,14 @@ batch) yields the same records, which is what exactly-once output builds on.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Sequence, Type, TypeVar
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Type, TypeVar
 
 from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
+from .pinned import pinned_rdd
 
 __all__ = ["RangeRDD", "make_range_rdd"]
 
@@ -39,8 +40,10 @@ R = TypeVar("R", bound=RangeRDD)
 
 
 def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: RangeReader,
-                   rdd_class: Type[R] = RangeRDD) -> R:  # type: ignore[assignment]
-    """The RDD of ``ranges`` read by ``reader`` (no Spark job runs here)."""
+                   rdd_class: Type[R] = RangeRDD,  # type: ignore[assignment]
+                   locations: Optional[Sequence[Sequence[str]]] = None) -> R:
+    """The RDD of ``ranges`` read by ``reader`` (no Spark job runs here). With ``locations``, partition
+    ``i`` prefers the hosts ``locations[i]`` (Spark preferred locations, see :mod:`.pinned`)."""
     ranges = list(ranges)
 
     def read_partition(index: int, _ignored: Iterable[Any]) -> Iterable[Any]:
@@ -48,5 +51,10 @@ def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: Rang
             return iter(())
         return reader.read(ranges[index])
 
-    base = sc.parallelize(range(max(len(ranges), 1)), max(len(ranges), 1))
+    if locations is not None and ranges:
+        if len(locations) != len(ranges):
+            raise ValueError(f"make_range_rdd: {len(locations)} locations for {len(ranges)} ranges")
+        base = pinned_rdd(sc, [(i, list(hosts)) for i, hosts in enumerate(locations)])
+    else:
+        base = sc.parallelize(range(max(len(ranges), 1)), max(len(ranges), 1))
     return rdd_class(base, read_partition, ranges)

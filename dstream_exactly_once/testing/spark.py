@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -106,17 +107,46 @@ class LocalSparkCluster:
         if bound:
             self.port = int(bound.group(1))
         for i in range(self.workers):
-            w = ManagedProcess(f"spark-worker{i}")
-            self._workers.append(w)
-            w.spawn([self._spark_class(), "org.apache.spark.deploy.worker.Worker",
-                     "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
-                     "--webui-port", str(free_port()), "--work-dir", str(w.workdir / "work"), self.master_url],
-                    env={**env, "SPARK_WORKER_DIR": str(w.workdir / "work")})
-        for w in self._workers:
-            def registered(w: ManagedProcess = w) -> bool:
-                return "Successfully registered with master" in w.log_path.read_text(errors="replace")
+            self._workers.append(ManagedProcess(f"spark-worker{i}"))
+            self._spawn_worker(i, env)
+        for i in range(self.workers):
+            self._wait_registered(i, timeout)
 
-            wait_until(registered, timeout=timeout, what=f"Spark {w.name}", proc=w.proc, log=w.log_path)
+    def _spawn_worker(self, i: int, env: Mapping[str, str]) -> None:
+        w = self._workers[i]
+        w.spawn([self._spark_class(), "org.apache.spark.deploy.worker.Worker",
+                 "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
+                 "--webui-port", str(free_port()), "--work-dir", str(w.workdir / "work"), self.master_url],
+                env={**env, "SPARK_WORKER_DIR": str(w.workdir / "work")})
+
+    def _wait_registered(self, i: int, timeout: float, after: int = 0) -> None:
+        w = self._workers[i]
+
+        def registered() -> bool:
+            return w.log_path.read_text(errors="replace").count("Successfully registered with master") > after
+
+        wait_until(registered, timeout=timeout, what=f"Spark {w.name}", proc=w.proc, log=w.log_path)
+
+    def kill_worker(self, i: int) -> int:
+        """SIGKILL worker ``i``'s JVM and everything it started (its executors): a lost machine; its PID."""
+        w = self._workers[i]
+        if w.proc is None or not w.running:
+            raise ServiceError(f"Spark worker {i} is not running")
+        pid = w.proc.pid
+        os.killpg(pid, signal.SIGKILL)
+        w.proc.wait(10)
+        return pid
+
+    def restart_worker(self, i: int, timeout: float = 60.0) -> int:
+        """Start worker ``i`` again (same work dir) and wait until the master registered it; its PID."""
+        w = self._workers[i]
+        if w.running:
+            raise ServiceError(f"Spark worker {i} is still running")
+        before = w.log_path.read_text(errors="replace").count("Successfully registered with master")
+        self._spawn_worker(i, {**spark_env(), "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_HOST": "127.0.0.1"})
+        self._wait_registered(i, timeout, after=before)
+        assert w.proc is not None
+        return w.proc.pid
 
     def worker_pids(self) -> List[int]:
         """PIDs of the running worker JVMs."""

@@ -10,6 +10,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import (
     ConfigurationError,
+    KafkaUnavailableError,
     KafkaUtils,
     OffsetRange,
     OffsetRangeError,
@@ -254,7 +255,6 @@ def test_bad_arguments_fail_before_the_stream_starts(kafka, topic_name, sc):
 
 
 def test_unreachable_bootstrap_names_the_address(sc):
-    from dstream_exactly_once import KafkaUnavailableError
     from dstream_exactly_once.testing._process import free_port
 
     port = free_port()
@@ -301,3 +301,19 @@ def test_recovering_a_stream_from_a_checkpoint_is_refused_clearly():
     stub = _resolve("not-a-live-token", "DirectBatches")  # what a recovering process gets
     with pytest.raises(ConfigurationError, match="getOrCreate"):
         stub(None)
+
+
+def test_stopping_the_context_closes_the_driver_admin_client(kafka, topic_name, sc):
+    """The driver's metadata client stops with the StreamingContext instead of reconnecting forever."""
+    kafka.create_topic(topic_name, 1)
+    kafka.produce(topic_name, range(10), partition=0)
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createDirectStream(ssc, [topic_name], params(kafka))
+    got = Collector()
+    stream.foreachRDD(lambda rdd: got.values.extend(rdd.collect()))
+    metadata = stream._build.planner.metadata
+    assert not metadata.closed
+    run_until(ssc, lambda: got.total() >= 10)  # ends with ssc.stop(stopSparkContext=False)
+    assert metadata.closed
+    with pytest.raises(KafkaUnavailableError, match="is closed"):
+        metadata.topics()

@@ -75,20 +75,57 @@ def _committed(url, app):
         return None
 
 
+def _epoch(url, app):
+    from dstream_exactly_once.stores import open_store
+
+    try:
+        with open_store(url, app) as store:  # read-only: writes nothing
+            return store.current_epoch()
+    except Exception:  # noqa: BLE001 - a busy SQLite file: ask again
+        return None
+
+
+def _read_epoch(url, app, timeout=60):
+    """The store's epoch, asking again while the SQLite file is busy."""
+    _wait_for(lambda: _epoch(url, app) is not None, timeout, "a readable epoch")
+    epoch = None
+    while epoch is None:
+        epoch = _epoch(url, app)
+    return epoch
+
+
+# The zombie's rate cap: it plans at most ZOMBIE_RATE records per partition per 1-second batch and
+# Spark makes at most one batch per second of wall time, so it cannot read all N records in less
+# than N / (PARTITIONS * ZOMBIE_RATE) = 250 s, however loaded the machine is.
+ZOMBIE_RATE = 100
+
+
 def test_zombie_driver_is_fenced_and_results_stay_exact(kafka, numbers_topic, tmp_path):
+    """A second driver takes a newer epoch; the first (the zombie) is fenced at its next commit.
+
+    Ordered by store state, not by sleeps: the second starts once the first has committed two
+    batches, and the zombie's fate is checked only once the store shows the second's epoch. The
+    zombie is rate-capped so it cannot finish the topic before that (it used to run at the same
+    rate as the second and, under heavy load, could read everything while the second's Spark was
+    still starting, then exit 0 with DONE instead of being fenced).
+    """
     from .faults import kill_group, start_pipeline
 
     url = f"sqlite:///{tmp_path}/zombie.db"
     app = "zombie-" + uuid.uuid4().hex[:6]
-    first = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=1000)
+    first = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=ZOMBIE_RATE)
     second = None
     try:
-        _wait_for(lambda: (_committed(url, app) or -1) >= 1, 120, "the first driver to commit two batches")
-        second = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=1000)
-        out_first, _ = first.communicate(timeout=120)
+        _wait_for(lambda: (_committed(url, app) or -1) >= 1, 300, "the first driver to commit two batches")
+        first_epoch = _read_epoch(url, app)
+        assert first_epoch >= 1
+        assert first.poll() is None, "the rate-capped first driver finished before the second started"
+        second = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=2000)
+        _wait_for(lambda: (_epoch(url, app) or 0) > first_epoch, 300, "the second driver to take a newer epoch")
+        out_first, _ = first.communicate(timeout=300)
         assert first.returncode == 3, out_first[-3000:]
         assert "FencedError" in out_first and "epoch" in out_first, out_first[-3000:]
-        out_second, _ = second.communicate(timeout=240)
+        out_second, _ = second.communicate(timeout=400)
         assert "DONE" in out_second, out_second[-3000:]
     finally:
         kill_group(first)

@@ -280,3 +280,34 @@ def test_old_offset_log_entries_are_dropped_and_the_stream_resumes(kafka, topic_
                                        retain_batches=3).commit_each_batch(per_batch)
     run_until(ssc2, lambda: store.get_value("t", "sum") == sum(range(1, 31)))
     assert store.get_value("t", "sum") == 465 and store.load_offsets() == {TopicAndPartition(topic_name, 0): 30}
+
+
+def test_create_direct_stream_argument_order_and_keywords_are_accepted(kafka, topic_name, sc, tmp_path):
+    """(ssc, topics, kafkaParams) as createDirectStream has them, and keywords, both work; the
+    foreach_batch and commit_each_partition signatures shown in the README are the ones called."""
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, [str(i) for i in range(1, 101)], partitions=2)
+    url = f"sqlite:///{tmp_path}/order.db"
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, [topic_name], params(kafka), store=url, app_id="order")
+    seen_ids = []
+
+    def add_batch(batch_id, rdd):
+        seen_ids.append(batch_id)
+        return Writes().incr("sum", "total", sum(int(v) for _, v in rdd.collect()))
+
+    stream.foreach_batch(add_batch)
+    store = open_store(url, "order")
+    run_until(ssc, lambda: store.get_value("sum", "total") == 5050)
+    assert seen_ids == sorted(set(seen_ids)) and seen_ids[0] == 0
+
+    ssc2 = StreamingContext(sc, 1)
+    by_keyword = KafkaUtils.createExactlyOnceStream(ssc=ssc2, topics=[topic_name], kafkaParams=params(kafka),
+                                                    store=url, app_id="order-kw")
+
+    def per_partition(records, offset_range, batch):
+        return Writes().incr("sum", "total", sum(int(v) for _, v in records))
+
+    by_keyword.commit_each_partition(per_partition)
+    store_kw = open_store(url, "order-kw")
+    run_until(ssc2, lambda: store_kw.get_value("sum", "total") == 5050)

@@ -158,3 +158,72 @@ def test_exactly_once_wordcount_survives_sigkill(kafka, topic_name, tmp_path):
         example.kill()
     with open_store(url, "wc") as store:
         assert Counter(store.get_values("words")) == expected
+
+
+def test_exactly_once_wordcount_stops_gracefully_on_sigterm(kafka, topic_name, tmp_path):
+    """SIGTERM to the driver (the Python process only, as a supervisor or Kubernetes sends it): the
+    batch in flight finishes and commits, nothing is left pending, and the process exits 0."""
+    from dstream_exactly_once import open_store
+
+    script = ROOT / "examples" / "exactly_once_wordcount.py"
+    url = f"sqlite:///{tmp_path}/wc.db"
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, ["a b c"] * 300, partitions=2)
+    example = Example(script, kafka.bootstrap, topic_name, url, "wc")
+    try:
+        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
+                           "the first committed batch")
+        kafka.produce(topic_name, ["d e"] * 200, partitions=2)
+        time.sleep(2)  # let the next batch be planned: it is in flight when the signal arrives
+        os.kill(example.proc.pid, signal.SIGTERM)
+        code = example.proc.wait(COUNT_TIMEOUT_S)
+        assert code == 0, example.tail()
+    finally:
+        example.kill()
+    with open_store(url, "wc") as store:
+        assert store.pending_batches() == []  # every logged batch was committed before the exit
+        assert store.last_committed_batch_id() is not None
+        heartbeat = store.load_heartbeat()
+        assert heartbeat is not None and heartbeat.get("stopped") is True  # it stopped, it was not killed
+
+
+def test_file_exactly_once_survives_sigkill_and_rotation(tmp_path):
+    """The file example, SIGKILLed after its first batch, the log rotated by rename while it is down,
+    restarted: every line counted once."""
+    from dstream_exactly_once import open_store
+
+    script = ROOT / "examples" / "file_exactly_once.py"
+    url = f"sqlite:///{tmp_path}/files.db"
+    log = tmp_path / "service.log"
+    log.write_text("".join(f"line {i} x\n" for i in range(500)))
+    example = Example(script, f"{tmp_path}/service.log*", url, "files")
+    try:
+        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
+                           "the first committed batch")
+    finally:
+        os.killpg(example.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
+        example.kill()
+    with open(log, "a") as f:
+        f.write("".join(f"line {i} x\n" for i in range(500, 700)))
+    log.rename(tmp_path / "service.log.1")
+    log.write_text("".join(f"line {i} x\n" for i in range(700, 1000)))
+    example = Example(script, f"{tmp_path}/service.log*", url, "files")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with open_store(url, "files") as store:
+                if store.get_values("lines").get("lines", 0) >= 1000:
+                    break
+            time.sleep(1)
+    finally:
+        example.kill()
+    with open_store(url, "files") as store:
+        assert store.get_values("lines") == {"lines": 1000, "words": 3000}
+
+
+def test_file_exactly_once_usage():
+    script = ROOT / "examples" / "file_exactly_once.py"
+    proc = subprocess.run([sys.executable, str(script)], cwd=str(ROOT), env=example_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 255
+    assert "Usage: file_exactly_once.py <absolute path glob>" in proc.stderr

@@ -101,6 +101,9 @@ def test_range_kinds_round_trip_and_kafka_keeps_the_version_1_encoding():
 
 def test_two_ranges_of_one_partition_are_refused_naming_both():
     a, b = OffsetRange("t", 0, 0, 10), OffsetRange("t", 0, 5, 15)
+    with pytest.raises(ConfigurationError, match=r"overlapping ranges of t/0: t-0 \[0 -> 10\) and t-0 \[5 -> 15\)"):
+        check_ranges([a, b], "offsetRanges", one_per_partition=False)
+    assert check_ranges([a, OffsetRange("t", 0, 10, 15)], "offsetRanges", one_per_partition=False)
     with pytest.raises(ConfigurationError, match=r"two ranges of t/0: t-0 \[0 -> 10\) and t-0 \[5 -> 15\)"):
         check_ranges([a, b], "offsetRanges")
 

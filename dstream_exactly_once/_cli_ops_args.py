@@ -1,0 +1,99 @@
+"""Argument parsing of the ``dstream-eo`` operator commands (``offsets``, ``batches``, ``lag``,
+``in-doubt``, ``chart``). No Spark import."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._cli_common import EXIT_CODES_HELP
+from ._cli_types import int_at_least, non_empty
+
+__all__ = ["add_operator_commands"]
+
+
+def _store(p: argparse.ArgumentParser, app: bool = True) -> None:
+    p.add_argument("--store", required=True, type=non_empty, metavar="URL",
+                   help="store URL (sqlite:///…, postgresql://…, redis://…); shown redacted")
+    if app:
+        p.add_argument("--app", required=True, type=non_empty, metavar="ID", help="application id in the store")
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+
+
+def _broker(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-servers", metavar="HOST:PORT[,…]", type=non_empty,
+                   help="Kafka brokers, for earliest/latest offsets and lag")
+    p.add_argument("--kafka-params", metavar="FILE", type=non_empty,
+                   help="JSON file of kafkaParams (security settings, isolation.level); instead of or with "
+                        "--bootstrap-servers")
+
+
+def _sub(sub: Any, name: str, help_: str, description: str) -> argparse.ArgumentParser:
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help_, description=description, epilog=EXIT_CODES_HELP,
+                                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    return p
+
+
+def add_operator_commands(sub: Any) -> None:
+    """Add the operator subcommands to the ``dstream-eo`` subparsers ``sub``."""
+    from ._cli_offsets import parse_datetime, parse_duration
+
+    offsets = _sub(sub, "offsets", "show or reset an app's stored positions",
+                   "Show or reset the positions an application resumes from (the store is the source of truth).")
+    osub = offsets.add_subparsers(dest="offsets_cmd", required=True, metavar="ACTION", parser_class=type(offsets))
+    show = _sub(osub, "show", "positions, log ends, lag and last batch per partition",
+                "Per stream partition: stored position, broker earliest/latest (file length), lag, last batch.")
+    _store(show)
+    _broker(show)
+    show.add_argument("--topic", action="append", metavar="T[:P,…]", help="only these topics/partitions")
+    reset = _sub(osub, "reset", "move an app's positions (dry run unless --execute)",
+                 "Plan new positions and print them; --execute applies them in one store transaction after "
+                 "taking a new epoch (a running driver is fenced). Refused while a driver is live unless --force.")
+    _store(reset)
+    _broker(reset)
+    reset.add_argument("--topic", action="append", metavar="T[:P,…]", help="scope (repeatable); default: all")
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the oldest offset still in the log (files: 0)")
+    to.add_argument("--to-latest", action="store_true", help="the end of the log (files: their length)")
+    to.add_argument("--to-datetime", type=parse_datetime, metavar="ISO",
+                    help="the first offset at or after this time (2024-05-01T12:00:00Z; no zone = UTC)")
+    to.add_argument("--by-duration", type=parse_duration, metavar="PnDTnHnMnS",
+                    help="the first offset at or after now minus this duration (PT15M, P1DT2H)")
+    to.add_argument("--shift-by", type=int, metavar="N", help="move each position by N (negative: back)")
+    to.add_argument("--to-offset", type=int_at_least(0), metavar="N", help="this position for every partition")
+    to.add_argument("--from-file", metavar="CSV", type=non_empty,
+                    help="rows topic,partition,offset (or key,position)")
+    reset.add_argument("--execute", action="store_true", help="apply the plan (default: dry run)")
+    reset.add_argument("--force", action="store_true", help="apply even though a driver's heartbeat is fresh")
+
+    batches = _sub(sub, "batches", "the offset log and commit log of an app",
+                   "Newest batches of the offset log: committed or PENDING (replayed at the next start).")
+    _store(batches)
+    batches.add_argument("--limit", type=int_at_least(1), default=20, help="newest N batches (default 20)")
+    batches.add_argument("--ranges", action="store_true", help="show each batch's ranges")
+    batches.add_argument("--label-source", metavar="S", type=non_empty,
+                         help="show the sink labels recorded for this label source (DorisSink: <app>.<table>)")
+
+    lag = _sub(sub, "lag", "every app in a store: lag, last batch, driver",
+               "One line per application found in the store.")
+    _store(lag, app=False)
+    _broker(lag)
+
+    doubt = _sub(sub, "in-doubt", "list/resolve Doris 2PC loads of uncommitted batches",
+                 "Doris two-phase loads of the batches a crash left uncommitted: the store decides (label "
+                 "recorded: commit; else abort). Dry run unless --resolve.")
+    _store(doubt)
+    doubt.add_argument("--fe", required=True, type=non_empty, metavar="URL", help="Doris FE URL (http://host:8030)")
+    doubt.add_argument("--db", required=True, type=non_empty)
+    doubt.add_argument("--table", required=True, type=non_empty)
+    doubt.add_argument("--user", default="root", type=non_empty)
+    doubt.add_argument("--password-env", metavar="VAR", help="environment variable holding the Doris password")
+    doubt.add_argument("--label-app-id", metavar="S", help="the DorisSink's label_app_id, if it set one")
+    doubt.add_argument("--resolve", action="store_true", help="commit/abort them as the store decided")
+    doubt.add_argument("--force", action="store_true", help="resolve even though a driver's heartbeat is fresh")
+
+    chart = _sub(sub, "chart", "plot a progress JSON-lines file (needs matplotlib)",
+                 "Throughput, lag and durations per batch from stream.progress_to(path) output.")
+    chart.add_argument("progress", metavar="PROGRESS.jsonl")
+    chart.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    chart.add_argument("--dpi", type=int_at_least(30), default=100)

@@ -1,0 +1,83 @@
+"""The driver's heartbeat in the store, and how operators judge it (``dstream-eo``).
+
+A running exactly-once driver writes ``{"epoch", "host", "pid", "last_batch", "time",
+"interval_s"}`` with :meth:`~dstream_exactly_once.stores.TransactionalStore.heartbeat` once per
+batch interval (also when a batch is empty), in its own small epoch-checked transaction. A driver
+counts as *live* when its heartbeat is younger than :func:`live_window` (three batch intervals, at
+least 60 s) and carries the store's current epoch. A fenced driver's heartbeat is refused by the
+store; a failing heartbeat is logged, never fails the stream (it changes no data).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time as _time
+from typing import Any, Callable, Dict, Mapping, Optional
+
+from ..errors import DStreamExactlyOnceError
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Heartbeat", "heartbeat_age", "is_live", "live_window"]
+
+MIN_LIVE_WINDOW_S = 60.0
+
+
+def live_window(doc: Mapping[str, Any]) -> float:
+    """Seconds a heartbeat stays fresh: three of its batch intervals, at least 60 s."""
+    interval = doc.get("interval_s")
+    interval = float(interval) if isinstance(interval, (int, float)) and not isinstance(interval, bool) else 0.0
+    return max(3 * interval, MIN_LIVE_WINDOW_S)
+
+
+def heartbeat_age(doc: Mapping[str, Any], now: Optional[float] = None) -> Optional[float]:
+    """Seconds since the heartbeat was written (``None`` if it has no time)."""
+    t = doc.get("time")
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        return None
+    return (now if now is not None else _time.time()) - float(t)
+
+
+def is_live(doc: Optional[Mapping[str, Any]], current_epoch: int, now: Optional[float] = None) -> bool:
+    """Whether ``doc`` is the heartbeat of a driver that is probably still running."""
+    if not doc or doc.get("epoch") != current_epoch or doc.get("stopped"):
+        return False
+    age = heartbeat_age(doc, now)
+    return age is not None and age < live_window(doc)
+
+
+class Heartbeat:
+    """Writes the heartbeat of the driver holding ``epoch``, at most once per ``min_gap_s``."""
+
+    def __init__(self, store: Any, epoch: int, interval_s: float, *, min_gap_s: Optional[float] = None,
+                 clock: Callable[[], float] = _time.time) -> None:
+        self.store = store
+        self.epoch = epoch
+        self.interval_s = float(interval_s)
+        self.min_gap_s = self.interval_s * 0.5 if min_gap_s is None else min_gap_s
+        self._clock = clock
+        self._last = 0.0
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.failures = 0
+
+    def doc(self, last_batch: Optional[int], **extra: Any) -> Dict[str, Any]:
+        return {"epoch": self.epoch, "host": self.host, "pid": self.pid, "last_batch": last_batch,
+                "time": round(self._clock(), 3), "interval_s": self.interval_s, **extra}
+
+    def beat(self, last_batch: Optional[int], *, force: bool = False, **extra: Any) -> bool:
+        """Write the heartbeat if one is due; returns whether it was written. Never raises for a store
+        error (logged); a fenced epoch is left for the next commit or plan to report."""
+        now = self._clock()
+        if not force and now - self._last < self.min_gap_s:
+            return False
+        try:
+            self.store.heartbeat(self.epoch, self.doc(last_batch, **extra))
+        except DStreamExactlyOnceError as exc:
+            self.failures += 1
+            log.warning("could not write the driver heartbeat of app %r: %s", getattr(self.store, "app_id", "?"), exc)
+            return False
+        self._last = now
+        return True

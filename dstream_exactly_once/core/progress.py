@@ -1,0 +1,294 @@
+"""Per-batch progress records, named as Structured Streaming's ``StreamingQueryProgress`` where they apply.
+
+One record per batch that ran an output (empty batches are not planned, so they have none). The
+fields (all JSON; ``docs/operations.md`` has the same table):
+
+``id``
+    the application id (stable across restarts, like a query's checkpointed id).
+``runId``
+    a random id of this driver run (a new one each start, as in Structured Streaming).
+``name``
+    the stream's name (default: the application id).
+``timestamp``
+    the batch time, ISO-8601 UTC (``2024-05-01T12:00:03.000Z``).
+``batchId``
+    the batch id in the offset log (a replayed batch keeps its id).
+``numInputRows``
+    records read by the batch. Exact where the records were counted while being read
+    (``commit_each_partition``, ``write_each_partition``: each task counts what it read). With
+    ``commit_each_batch``/``foreach_batch`` nothing is read by the library itself, so it is the
+    sum of the Kafka ranges' ``untilOffset - fromOffset``: an upper bound, exact unless the log has
+    gaps (transaction markers, aborted records, compaction); ``numInputRowsExact`` says which. For
+    sources whose positions are not record numbers (files: bytes) and uncounted output, ``-1``.
+``inputRowsPerSecond``
+    ``numInputRows`` / seconds since the previous batch's time (the arrival rate).
+``processedRowsPerSecond``
+    ``numInputRows`` / this batch's ``durationMs.triggerExecution`` (the processing rate).
+``durationMs``
+    ``latestOffset`` (planning: the source's look-up of the newest positions and the ranges),
+    ``walCommit`` (writing the offset-log entry), ``addBatch`` (reading and the user's output,
+    including per-partition store commits on executors), ``commitOffsets`` (the driver's commit:
+    results + positions + commit log for ``commit_each_batch``; the commit-log entry for the
+    per-partition patterns), ``triggerExecution`` (from planning to the end of the commit).
+``sources``
+    one entry: ``description``, ``startOffset``/``endOffset`` (Kafka: ``{topic: {partition:
+    offset}}`` as Structured Streaming writes them; other sources ``{position key: position}``),
+    ``latestOffset`` (the newest positions the source saw while planning, ``null`` if unknown),
+    ``numInputRows``, and ``metrics`` ``avgOffsetsBehindLatest``/``maxOffsetsBehindLatest``/
+    ``minOffsetsBehindLatest`` (``latestOffset - endOffset`` over the batch's partitions; numbers,
+    where Structured Streaming writes strings).
+``sink``
+    ``description`` (the output pattern) and ``numOutputRows``: the entries of the committed
+    :class:`~dstream_exactly_once.stores.Writes` (increments, puts, batch rows, labels, SQL
+    statements) — or, for ``write_each_partition``, the rows handed to the sink; ``-1`` when unknown.
+
+Ours: ``replayedBatch`` (this batch was found uncommitted at start and re-run with its logged
+ranges), ``outcome`` (``applied``/``replayed``), ``numReplaysSkipped`` (commits in this run that found
+their batch or range already committed and wrote nothing), ``numFencedAttempts`` (commits or plans
+refused because a newer driver took the epoch) and ``numDataLossSkippedOffsets`` (offsets skipped
+under ``failOnDataLoss=False``) — these three are totals since this driver started.
+
+Nothing here imports Spark; :class:`ProgressTracker` is driven by the committer and the output
+patterns through small hook calls.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time as _time
+import uuid
+from collections import deque
+from datetime import datetime, timezone
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
+
+from ..errors import ConfigurationError, FencedError
+from .ranges import SourceRange
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ProgressTracker", "check_progress_path", "offsets_json"]
+
+ProgressListener = Callable[[Dict[str, Any]], Any]
+
+#: how many records ``recentProgress`` keeps (Structured Streaming's default is 100 as well)
+RECENT = 100
+
+
+def check_progress_path(path: object) -> Optional[str]:
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise ConfigurationError(f"progress_path must be a file path (str) or None, got {path!r}")
+    return os.fspath(path)  # type: ignore[arg-type]
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000.0, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def offsets_json(ranges: Sequence[SourceRange], which: str) -> Dict[str, Any]:
+    """``{topic: {partition: offset}}`` for Kafka ranges, ``{position key: position}`` otherwise;
+    ``which`` is ``"start"`` or ``"end"``."""
+    out: Dict[str, Any] = {}
+    for r in ranges:
+        pos = r.start if which == "start" else r.end
+        topic, partition = getattr(r, "topic", None), getattr(r, "partition", None)
+        if r.kind == "kafka" and topic is not None:
+            out.setdefault(str(topic), {})[str(partition)] = pos
+        else:
+            out[r.position_key] = pos
+    return out
+
+
+def _latest_json(ranges: Sequence[SourceRange], latest: Mapping[str, int]) -> Optional[Dict[str, Any]]:
+    if not latest:
+        return None
+    out: Dict[str, Any] = {}
+    for r in ranges:
+        if r.position_key not in latest:
+            continue
+        topic = getattr(r, "topic", None)
+        if r.kind == "kafka" and topic is not None:
+            out.setdefault(str(topic), {})[str(getattr(r, "partition", ""))] = latest[r.position_key]
+        else:
+            out[r.position_key] = latest[r.position_key]
+    return out or None
+
+
+class _Pending:
+    """What the tracker knows of one batch between planning and its commit."""
+
+    def __init__(self, started: float, planning_ms: float, wal_ms: float, latest: Mapping[str, int],
+                 replayed: bool) -> None:
+        self.started = started
+        self.planning_ms = planning_ms
+        self.wal_ms = wal_ms
+        self.latest = dict(latest)
+        self.replayed = replayed
+        self.output_started: Optional[float] = None
+        self.commit_started: Optional[float] = None
+
+
+class ProgressTracker:
+    """Builds one progress record per batch and hands it to ``lastProgress``/``recentProgress``,
+    listeners, an optional JSON-lines file and one INFO log line.
+
+    Hooks, in batch order: :meth:`planned` (committer, after the offset-log write), :meth:`output_started`,
+    :meth:`commit_started`, :meth:`finished` (output pattern). Listeners run on the driver's batch
+    thread; one that raises is logged and otherwise ignored.
+    """
+
+    def __init__(self, app_id: str, source_description: str, *, name: Optional[str] = None,
+                 progress_path: Optional[str] = None,
+                 data_loss_skips: Optional[Callable[[], int]] = None) -> None:
+        self.id = app_id
+        self.run_id = str(uuid.uuid4())
+        self.name = name or app_id
+        self.source_description = source_description
+        self.progress_path = check_progress_path(progress_path)
+        self._data_loss_skips = data_loss_skips or (lambda: 0)
+        self._lock = threading.RLock()
+        self._pending: Dict[int, _Pending] = {}
+        self._listeners: List[ProgressListener] = []
+        self.recent: Deque[Dict[str, Any]] = deque(maxlen=RECENT)
+        self.replays_skipped = 0
+        self.fenced_attempts = 0
+        self._last_batch_ms: Optional[int] = None
+
+    # ---------------------------------------------------------------- public
+    @property
+    def last(self) -> Optional[Dict[str, Any]]:
+        with self._lock:
+            return self.recent[-1] if self.recent else None
+
+    def add_listener(self, listener: ProgressListener) -> None:
+        if not callable(listener):
+            raise ConfigurationError(f"a progress listener must be a function (progress dict), got {listener!r}")
+        with self._lock:
+            self._listeners.append(listener)
+
+    def set_path(self, path: Optional[str]) -> None:
+        self.progress_path = check_progress_path(path)
+
+    # ---------------------------------------------------------------- hooks
+    def planned(self, batch_id: int, planning_s: float, wal_s: float, latest: Mapping[str, int],
+                replayed: bool = False) -> None:
+        now = _time.monotonic()
+        with self._lock:
+            self._pending[batch_id] = _Pending(now - planning_s - wal_s, planning_s * 1000, wal_s * 1000, latest,
+                                               replayed)
+            while len(self._pending) > 64:  # batches planned but never output (the stream stopped)
+                self._pending.pop(min(self._pending))
+
+    def output_started(self, batch_id: int) -> None:
+        with self._lock:
+            p = self._pending.get(batch_id)
+            if p is not None and p.output_started is None:
+                p.output_started = _time.monotonic()
+
+    def commit_started(self, batch_id: int) -> None:
+        with self._lock:
+            p = self._pending.get(batch_id)
+            if p is not None:
+                p.commit_started = _time.monotonic()
+
+    def fenced(self) -> None:
+        with self._lock:
+            self.fenced_attempts += 1
+
+    def failed(self, exc: BaseException) -> None:
+        """The stream stopped committing because of ``exc`` (counted when it is a fencing)."""
+        if isinstance(exc, FencedError):
+            self.fenced()
+
+    def finished(self, batch: Any, outcome: str, *, sink: str, num_input_rows: Optional[int] = None,
+                 num_output_rows: int = -1, replays_skipped: int = 0) -> Dict[str, Any]:
+        """Build, record and publish the progress of ``batch`` (a committed
+        :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record."""
+        end = _time.monotonic()
+        ranges: Sequence[SourceRange] = batch.ranges
+        with self._lock:
+            p = self._pending.pop(batch.batch_id, None) or _Pending(end, 0.0, 0.0, {}, False)
+            self.replays_skipped += replays_skipped
+            exact = num_input_rows is not None
+            if num_input_rows is None:
+                kafka = bool(ranges) and all(r.kind == "kafka" for r in ranges)
+                num_input_rows = sum(r.count() for r in ranges) if kafka else -1
+            out_start = p.output_started
+            if out_start is None:
+                out_start = p.started + (p.planning_ms + p.wal_ms) / 1e3
+            commit_start = p.commit_started if p.commit_started is not None else end
+            total_ms = (end - p.started) * 1000
+            since = None if self._last_batch_ms is None else (batch.batch_time_ms - self._last_batch_ms) / 1000.0
+            self._last_batch_ms = batch.batch_time_ms
+            behind = [p.latest[r.position_key] - r.end for r in ranges if r.position_key in p.latest]
+            rows = max(num_input_rows, 0)
+            record: Dict[str, Any] = {
+                "id": self.id,
+                "runId": self.run_id,
+                "name": self.name,
+                "timestamp": _iso(batch.batch_time_ms),
+                "batchId": batch.batch_id,
+                "numInputRows": num_input_rows,
+                "numInputRowsExact": exact,
+                "inputRowsPerSecond": round(rows / since, 3) if since else 0.0,
+                "processedRowsPerSecond": round(rows / (total_ms / 1000), 3) if total_ms > 0 else 0.0,
+                "durationMs": {
+                    "latestOffset": round(p.planning_ms), "walCommit": round(p.wal_ms),
+                    "addBatch": round(max(commit_start - out_start, 0) * 1000),
+                    "commitOffsets": round(max(end - commit_start, 0) * 1000),
+                    "triggerExecution": round(total_ms),
+                },
+                "sources": [{
+                    "description": self.source_description,
+                    "startOffset": offsets_json(ranges, "start"),
+                    "endOffset": offsets_json(ranges, "end"),
+                    "latestOffset": _latest_json(ranges, p.latest),
+                    "numInputRows": num_input_rows,
+                    "metrics": {
+                        "avgOffsetsBehindLatest": round(sum(behind) / len(behind), 1) if behind else None,
+                        "maxOffsetsBehindLatest": max(behind) if behind else None,
+                        "minOffsetsBehindLatest": min(behind) if behind else None,
+                    },
+                }],
+                "sink": {"description": sink, "numOutputRows": num_output_rows},
+                "replayedBatch": p.replayed,
+                "outcome": outcome,
+                "numReplaysSkipped": self.replays_skipped,
+                "numFencedAttempts": self.fenced_attempts,
+                "numDataLossSkippedOffsets": self._safe_data_loss(),
+            }
+            self.recent.append(record)
+            listeners = list(self._listeners)
+            path = self.progress_path
+        self._publish(record, listeners, path)
+        return record
+
+    # ---------------------------------------------------------------- publishing
+    def _safe_data_loss(self) -> int:
+        try:
+            return int(self._data_loss_skips())
+        except Exception:  # noqa: BLE001 - a counter must never fail a committed batch
+            return 0
+
+    def _publish(self, record: Dict[str, Any], listeners: List[ProgressListener], path: Optional[str]) -> None:
+        d = record["durationMs"]
+        log.info("batch %d of %s %s: %s input rows (%s/s processed), %s output rows, %d ms (plan %d, log %d, "
+                 "output %d, commit %d), max %s behind latest", record["batchId"], record["name"], record["outcome"],
+                 record["numInputRows"], record["processedRowsPerSecond"], record["sink"]["numOutputRows"],
+                 d["triggerExecution"], d["latestOffset"], d["walCommit"], d["addBatch"], d["commitOffsets"],
+                 record["sources"][0]["metrics"]["maxOffsetsBehindLatest"])
+        if path:
+            try:
+                with open(path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(record, separators=(",", ":")) + "\n")
+            except OSError as exc:
+                log.warning("could not append progress to %s: %s", path, exc)
+        for listener in listeners:
+            try:
+                listener(dict(record))
+            except Exception as exc:  # noqa: BLE001 - a listener must never fail a committed batch
+                log.warning("progress listener %r failed: %r", listener, exc)

@@ -1,0 +1,32 @@
+"""One kafka-python admin client for a driver-side job that is not planning (group offsets,
+timestamp look-ups), built from validated kafkaParams with errors translated at this boundary."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from .errors_map import translate_kafka_error
+from .params import KafkaConfig
+
+__all__ = ["open_admin"]
+
+_DEFAULT_TIMEOUT_MS = 10000
+
+
+def open_admin(config: KafkaConfig, client_id: str, *, timeout_ms: Optional[int] = None) -> Any:
+    """A connected ``KafkaAdminClient`` (raises :class:`KafkaUnavailableError`/:class:`KafkaAuthError`).
+
+    ``timeout_ms`` bounds connecting and each request: kafkaParams' ``request.timeout.ms``, else 10 s.
+    """
+    from kafka.admin import KafkaAdminClient
+
+    if timeout_ms is None:
+        timeout_ms = int(config.client.get("request_timeout_ms", _DEFAULT_TIMEOUT_MS))
+    kw = config.admin_kwargs()
+    kw["request_timeout_ms"] = timeout_ms
+    kw["bootstrap_timeout_ms"] = timeout_ms
+    kw.setdefault("client_id", client_id)
+    try:
+        return KafkaAdminClient(**kw)
+    except Exception as exc:  # noqa: BLE001 - translated at this boundary
+        raise translate_kafka_error(exc, config.bootstrap, "connecting", config) from exc

@@ -1,0 +1,229 @@
+"""``FileUtils``: DStreams over growing append-only files (the ss-aof source) on the shared core.
+
+The Spark-free source lives in :mod:`dstream_exactly_once.files` (``FilePlanner`` plans byte
+ranges on the driver, ``FileRangeReader`` reads one range on an executor); this module only wires
+it to Spark the way :mod:`.kafka_utils` wires Kafka: a :class:`FileDStream` of :class:`FileRDD`
+batches for the direct stream, and an :class:`~.exactly_once.ExactlyOnceDStream` driven by the
+core's :class:`~dstream_exactly_once.core.committer.BatchCommitter` for exactly-once output.
+
+Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host); a filesystem
+every executor sees at the same paths (NFS, a shared volume: declare it with the option
+``shared.filesystem=true``); or node-local files on the hosts named by the option ``hosts=h1,h2``:
+each host's files are planned by a task pinned to that host (:mod:`dstream_exactly_once.files.hosts`)
+and each range is read by a task pinned to its host (:mod:`.pinned`) that checks where it runs.
+Any other master without one of the two options is refused. See ``docs/files.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+from pyspark.streaming import StreamingContext
+
+from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.ranges import SourceRange
+from ..errors import ConfigurationError
+from ..files import FilePlanner, FileRange, FileSourceOptions
+from ..files.hosts import HostFilePlanner, parse_hosts
+from ..files.options import CONF_PREFIX
+from ..stores.base import TransactionalStore
+from .dstream import RangeDStream
+from .exactly_once import ExactlyOnceDStream, open_store_arg
+from .lifecycle import close_on_stop
+from .pinned import spark_host_runner
+from .range_rdd import RangeRDD, make_range_rdd
+
+__all__ = ["HOSTS", "SHARED_FILESYSTEM", "FileDStream", "FileRDD", "FileUtils"]
+
+#: The deployment option (also ``spark.aof.shared.filesystem``): ``true`` declares that every
+#: executor sees the same files at the same paths, which allows a master other than local mode.
+SHARED_FILESYSTEM = "shared.filesystem"
+
+#: The deployment option (also ``spark.aof.hosts``): ``h1,h2`` — the files are node-local on these
+#: hosts (named as Spark names their executors); each is planned and read on its host.
+HOSTS = "hosts"
+
+Planner = Union[FilePlanner, HostFilePlanner]
+
+_LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
+
+
+class FileRDD(RangeRDD):
+    """One batch of a file stream: partition ``i`` reads the bytes of ``offsetRanges()[i]``, a
+    :class:`~dstream_exactly_once.files.FileRange` (``path``, ``fromOffset``, ``untilOffset``).
+
+    Records are lines (``str``; ``bytes`` with ``line.decoding=bytes``), optionally with the file
+    name and/or byte offset (``include.file.name``, ``include.byte.offset``). Unit of parallelism:
+    one task per file range. Delivery: a deterministic read of exactly these bytes — a task that
+    cannot find them fails with a ``DataLossError`` naming the range, it never reads another file.
+    """
+
+
+class FileDStream(RangeDStream):
+    """A direct DStream over growing files; each batch is a :class:`FileRDD` whose ``offsetRanges()``
+    lists the batch's file ranges.
+
+    Unit of parallelism: one Spark task per file range per batch (one range per file that grew).
+    Delivery: at-least-once for outputs across driver restarts (positions are not stored); see
+    :meth:`FileUtils.createExactlyOnceFileStream`.
+    """
+
+    def __init__(self, ssc: StreamingContext, planner: Planner) -> None:
+        self.planner = planner
+        sc = ssc.sparkContext
+        reader = planner.reader()
+        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader))
+
+
+class FileUtils:
+    """Factory methods for append-only file streams (ss-aof); the file counterpart of ``KafkaUtils``."""
+
+    @staticmethod
+    def createDirectFileStream(  # noqa: N802 - named like KafkaUtils.createDirectStream
+        ssc: StreamingContext,
+        path: str,
+        options: Optional[Mapping[str, Any]] = None,
+    ) -> FileDStream:
+        """A direct stream of the lines appended to the files ``path`` names.
+
+        ``path`` is an absolute glob (``/var/log/app/service.log*``) or, with
+        ``path.syntax=regex``, ``/literal/dir/<regex over file names>``. ``options`` (see
+        ``docs/files.md``) override Spark conf ``spark.aof.<name>``; ``starting.offsets`` decides
+        where files present at the start begin (``earliest`` by default). Each batch reads, per
+        file, the complete lines written since the previous batch (at most ``bytes.max`` bytes);
+        rotation by rename or copytruncate neither loses nor doubles lines within one run.
+
+        Unit of parallelism: one Spark task per file range per batch. Delivery: at-least-once
+        across driver restarts (this stream stores no positions; a new driver starts again per
+        ``starting.offsets``); use :meth:`createExactlyOnceFileStream` for exactly-once.
+        """
+        planner = _planner(ssc, path, options)
+        planner.start({})  # checks the pattern against the filesystem; nothing is stored
+        close_on_stop(ssc, planner.close)
+        return FileDStream(ssc, planner)
+
+    @staticmethod
+    def createExactlyOnceFileStream(  # noqa: N802 - named like KafkaUtils.createExactlyOnceStream
+        ssc: StreamingContext,
+        path: str,
+        options: Optional[Mapping[str, Any]] = None,
+        *,
+        store: Union[str, TransactionalStore],
+        app_id: Optional[str] = None,
+        retain_batches: int = 100,
+    ) -> ExactlyOnceDStream:
+        """A file stream whose outputs commit results and byte positions in one store transaction.
+
+        ``path`` and ``options`` as in :meth:`createDirectFileStream`. Positions committed in
+        ``store`` (a URL ``sqlite:///…``, ``postgresql://…``, ``redis://…`` with ``app_id``, or an
+        opened :class:`TransactionalStore`) always win over ``starting.offsets``; each position is
+        stored with the file's identity (content fingerprint, tail hash, device/inode), so a
+        restarted driver finds a renamed or copytruncated file again. Write results with
+        ``commit_each_batch``, ``commit_each_partition``, ``foreach_batch`` or
+        ``write_each_partition``. ``retain_batches``: committed batches kept in the offset and
+        commit logs.
+
+        Everything — options, path, master/deployment, store URL and schema, stored positions — is
+        checked before the store is written; the epoch is taken last.
+
+        Unit of parallelism: one Spark task per file range per batch. Delivery guarantee:
+        exactly-once for everything written through the store's transaction: every complete line
+        counted once across SIGKILLs, replays, zombie drivers and rotation by rename or
+        copytruncate; lines the planner reports lost (a rotated file that left the pattern unread)
+        are counted in ``stream.committer.source.counters`` and logged, never silently dropped.
+        """
+        check_retain_batches(retain_batches)
+        planner = _planner(ssc, path, options)
+        opened: Optional[TransactionalStore] = None
+        try:
+            opened = open_store_arg(store, app_id)
+            committer = BatchCommitter(opened, planner, retain_batches=retain_batches)
+        except BaseException:
+            planner.close()
+            if opened is not None and isinstance(store, str):
+                opened.close()
+            raise
+        sc = ssc.sparkContext
+        reader = planner.reader()
+
+        def make_rdd(ranges: Sequence[SourceRange]) -> FileRDD:
+            return _file_rdd(sc, ranges, reader)
+
+        return ExactlyOnceDStream(ssc, committer, make_rdd)
+
+
+def _file_rdd(sc: Any, ranges: Sequence[SourceRange], reader: Any) -> FileRDD:
+    """The batch's RDD; ranges of node-local files (``host`` set) prefer their host."""
+    hosts = [r.host if isinstance(r, FileRange) else None for r in ranges]
+    if ranges and all(h is not None for h in hosts):
+        return make_range_rdd(sc, ranges, reader, FileRDD, locations=[[h] for h in hosts if h is not None])
+    return make_range_rdd(sc, ranges, reader, FileRDD)
+
+
+def _planner(ssc: object, path: str, options: Optional[Mapping[str, Any]]) -> Planner:
+    """The stream's planner: one :class:`FilePlanner`, or a :class:`HostFilePlanner` with option ``hosts``."""
+    opts, hosts = _options(ssc, options)
+    if hosts is None:
+        return FilePlanner(path, opts)
+    assert isinstance(ssc, StreamingContext)
+    return HostFilePlanner(path, hosts, spark_host_runner(ssc.sparkContext), opts)
+
+
+def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[FileSourceOptions, Optional[Tuple[str, ...]]]:
+    """The stream's validated options (``options`` over ``spark.aof.*`` conf) and its ``hosts`` (``None``:
+    one host or a shared filesystem), after the deployment check."""
+    if not isinstance(ssc, StreamingContext):
+        raise ConfigurationError(f"ssc must be a StreamingContext, got {type(ssc).__name__}")
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigurationError(f"options must be a mapping of option names to values, got {options!r}")
+    sc = ssc.sparkContext
+    conf: Dict[str, Any] = dict(sc.getConf().getAll())
+    source_options, shared = _split_shared(dict(options or {}), conf)
+    source_options, hosts = _split_hosts(source_options, conf)
+    if hosts is not None and shared:
+        raise ConfigurationError(f"options {SHARED_FILESYSTEM!r}=true and {HOSTS!r}={','.join(hosts)!r} "
+                                 f"contradict each other: the files are either the same everywhere or "
+                                 f"local to each host; set one of them")
+    _check_master(str(sc.master), shared or hosts is not None)
+    return FileSourceOptions.from_mapping(source_options, conf), hosts
+
+
+def _split_hosts(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[Tuple[str, ...]]]:
+    """Removes ``hosts`` from ``options`` and ``conf`` and returns its parsed value (``None`` if unset)."""
+    value: Any = conf.pop(CONF_PREFIX + HOSTS, None)
+    where = f"Spark conf {CONF_PREFIX + HOSTS!r}"
+    for key in (HOSTS, CONF_PREFIX + HOSTS):
+        if key in options:
+            value, where = options.pop(key), f"option {key!r}"
+    if value is None:
+        return options, None
+    return options, parse_hosts(value, where)
+
+
+def _split_shared(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
+    """Removes ``shared.filesystem`` from ``options`` and ``conf`` (it is the facade's, not the
+    source's) and returns its value (``options`` over conf, default false)."""
+    value: Any = conf.pop(CONF_PREFIX + SHARED_FILESYSTEM, "false")
+    where = f"Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}"
+    for key in (SHARED_FILESYSTEM, CONF_PREFIX + SHARED_FILESYSTEM):
+        if key in options:
+            value, where = options.pop(key), f"option {key!r}"
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        value = value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{where} must be true or false, got {value!r}")
+    return options, value
+
+
+def _check_master(master: str, declared: bool) -> None:
+    """Refuse a multi-host master unless the deployment is declared (``shared.filesystem`` or ``hosts``):
+    otherwise an executor on another host would not see the files the driver planned."""
+    if declared or _LOCAL_MASTER.fullmatch(master):
+        return
+    raise ConfigurationError(
+        f"master {master!r} may run tasks on other hosts than the driver's, whose files the driver cannot "
+        f"plan. Say where the files are: option {HOSTS!r}='host1,host2' (node-local files on those hosts, "
+        f"planned and read on each host; Spark conf {CONF_PREFIX + HOSTS!r}), or option "
+        f"{SHARED_FILESYSTEM!r}=true if every executor sees the same files at the same paths (NFS, a shared "
+        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}); see docs/files.md")

@@ -1,0 +1,13 @@
+"""The teaching demo: one stream of integers, two pipelines, the same SIGKILLs.
+
+``dstream-eo demo`` (``make demo``) sums the integers 1..N from Kafka twice in one Spark driver:
+an **at-least-once** pipeline written the way receivers and hand-written ``foreachRDD`` loops were
+(add the batch to a running sum, then store the offsets in a second step) and the **exactly-once**
+one (``KafkaUtils.createExactlyOnceStream`` + ``commit_each_batch``). The driver is SIGKILLed on a
+fixed schedule at each crash point of ``docs/walkthrough.md``; the at-least-once sum ends too high,
+the exactly-once sum ends at N(N+1)/2.
+
+Modules: :mod:`.points` (crash points, kill schedule, trace file), :mod:`.plain_store` (the
+at-least-once pipeline's store), :mod:`.driver` (one Spark driver running both pipelines),
+:mod:`.show` (the parent: broker, runs, table), :mod:`.chart` (the PNG, optional matplotlib).
+"""

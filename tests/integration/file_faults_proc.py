@@ -1,0 +1,76 @@
+"""Child processes of the file-source SIGKILL test (``python -m tests.integration.file_faults_proc …``).
+
+- ``writer DIR N PAUSE ROTATE_EVERY``: appends the numbers 1..N (one per line) to ``DIR/service.log`` in
+  chunks, rotating every ``ROTATE_EVERY`` numbers alternately by rename (``service.log`` ->
+  ``service.log.<k>``, a new ``service.log``) and by copytruncate (copy to ``service.log.<k>``, truncate
+  in place); prints ``WRITTEN`` at the end.
+- ``driver GLOB STORE APP N``: one driver of ``createExactlyOnceFileStream`` + ``commit_each_batch``
+  (sum and count of the numbers); prints ``STARTED`` once streaming, ``DONE <count> <sum>`` when the
+  store holds ``N`` numbers (exit 0), ``OVERCOUNT …`` (exit 2) if it ever holds more.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+
+
+def write(directory: str, n: int, pause: float, rotate_every: int, chunk: int = 50) -> None:
+    live = os.path.join(directory, "service.log")
+    k = 0
+    for start in range(1, n + 1, chunk):
+        end = min(start + chunk, n + 1)
+        with open(live, "a", encoding="utf-8") as f:
+            f.write("".join(f"{i}\n" for i in range(start, end)))
+        written = end - 1
+        if written % rotate_every == 0 and written < n:
+            k += 1
+            rotated = os.path.join(directory, f"service.log.{k}")
+            if k % 2:
+                os.rename(live, rotated)
+            else:
+                shutil.copyfile(live, rotated)
+                with open(live, "r+b") as f:
+                    f.truncate(0)
+        time.sleep(pause)
+    print("WRITTEN", flush=True)
+
+
+def drive(pattern: str, store: str, app: str, n: int) -> int:
+    from pyspark.streaming import StreamingContext
+
+    from dstream_exactly_once import FileUtils, Writes, open_store
+    from dstream_exactly_once.testing.spark import make_spark_context
+
+    def sum_and_count(batch, rdd):  # type: ignore[no-untyped-def]
+        total, count = rdd.map(lambda line: (int(line), 1)).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
+        return Writes().incr("numbers", "sum", total).incr("numbers", "count", count)
+
+    sc = make_spark_context("local[2]", "file-faults")
+    ssc = StreamingContext(sc, 0.5)
+    stream = FileUtils.createExactlyOnceFileStream(ssc, pattern, {"bytes.max": 65536}, store=store, app_id=app)
+    stream.commit_each_batch(sum_and_count)
+    ssc.start()
+    print("STARTED", flush=True)
+    with open_store(store, app) as reader:
+        while True:
+            values = reader.get_values("numbers")
+            count = values.get("count", 0)
+            if count > n:
+                print(f"OVERCOUNT {count} {values.get('sum')}", flush=True)
+                return 2
+            if count == n:
+                print(f"DONE {count} {values.get('sum')}", flush=True)
+                ssc.stop(stopSparkContext=True, stopGraceFully=False)
+                return 0
+            time.sleep(0.3)
+
+
+if __name__ == "__main__":
+    mode, *rest = sys.argv[1:]
+    if mode == "writer":
+        write(rest[0], int(rest[1]), float(rest[2]), int(rest[3]))
+    else:
+        sys.exit(drive(rest[0], rest[1], rest[2], int(rest[3])))

@@ -1,0 +1,62 @@
+"""``dstream-eo in-doubt`` against a real SQLite store and the Doris protocol double: two loads a
+crashed driver left pre-committed; the store decides (label recorded: commit, else abort)."""
+
+from __future__ import annotations
+
+import uuid
+
+from dstream_exactly_once.cli import main
+from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
+from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+
+DB, TABLE = "dw", "events"
+SECRET = "s3cret-doris-pw"
+
+
+def _cli(capsys, *argv):
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_in_doubt_lists_then_resolves_as_the_store_decided(tmp_path, capsys, monkeypatch):
+    url, app = f"sqlite:///{tmp_path}/doris.db", "doris-" + uuid.uuid4().hex[:6]
+    batch = PlannedBatch(0, 1_700_000_000_000, (OffsetRange("t", 0, 0, 2), OffsetRange("t", 1, 0, 1)))
+    with DorisProtocolDouble(user="etl", password=SECRET) as doris:
+        client = DorisStreamLoadClient(doris.fe_url, DB, TABLE, user="etl", password=SECRET, column_separator=",")
+        sink = DorisSink(client)
+        store = open_store(url, app)
+        epoch = store.start_epoch()
+        store.log_batch(epoch, batch)
+        label0, label1 = sink.label_for(app, 0, 0), sink.label_for(app, 0, 1)
+        # the crashed driver pre-committed both loads; only partition 1's label reached the store
+        client.precommit(label0, [(0, "a"), (1, "b")])
+        txn1 = client.precommit(label1, [(0, "x")])
+        recorded = Writes().add_label(label1).put(sink.namespace, label1, {"txn_id": txn1})  # as the sink records it
+        store.commit(epoch, batch, recorded, ranges=[batch.ranges[1]], complete_batch=False)
+        monkeypatch.setenv("DORIS_PW", SECRET)
+        args = ("in-doubt", "--store", url, "--app", app, "--fe", doris.fe_url, "--db", DB, "--table", TABLE,
+                "--user", "etl", "--password-env", "DORIS_PW")
+
+        code, out, err = _cli(capsys, *args)
+        assert code == 0, err
+        assert "dry run" in out and label0 in out and label1 in out
+        lines = {label: line for line in out.splitlines() for label in (label0, label1) if label in line}
+        assert "abort" in lines[label0] and "not recorded" in lines[label0]
+        assert "commit" in lines[label1] and "committed" in lines[label1]
+        assert doris.label_state(DB, label0) == doris.label_state(DB, label1) == "PRECOMMITTED"  # dry run: untouched
+        assert store.current_epoch() == epoch
+
+        code, out, err = _cli(capsys, *args, "--resolve")
+        assert code == 0, err
+        assert doris.label_state(DB, label0) == "ABORTED"
+        assert doris.label_state(DB, label1) == "VISIBLE"
+        assert sorted(doris.rows(DB, TABLE)) == [("0", "x")]
+        assert store.current_epoch() == epoch + 1  # the crashed driver (and any zombie) is fenced first
+        assert SECRET not in out + err

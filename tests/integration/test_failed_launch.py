@@ -1,0 +1,153 @@
+"""A failed launch writes nothing and fences nobody (issue #12, defect 1), on every real store.
+
+A healthy driver (``createExactlyOnceStream`` + ``commit_each_batch`` in a running
+StreamingContext) has caught up and is idle. Launches on the same app with a typo'd topic, an
+explicit fromOffsets beyond the log end, ``retain_batches=0``, ``monitor_group=''`` and a bad
+kafkaParam each fail with a clear error; the store is then byte-for-byte what it was (SQLite: the
+file bytes; PostgreSQL: every row of every ``deo_`` table; Redis: every key of the app with its
+serialized value), and the live driver still commits new records. The same launches against a
+fresh store leave nothing (no SQLite file, no tables, no keys).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+from pyspark.streaming import StreamingContext
+
+from dstream_exactly_once import DStreamExactlyOnceError, KafkaUtils, TopicAndPartition
+from dstream_exactly_once.stores import Writes, open_store
+
+pytestmark = [pytest.mark.integration]
+
+
+def _params(kafka, **extra):
+    return {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest", **extra}
+
+
+def bad_launches(kafka, topic: str) -> List[Tuple[str, Dict[str, Any], str]]:
+    """(what, createExactlyOnceStream arguments, a word the error must contain)."""
+    return [
+        ("typo'd topic", {"kafkaParams": _params(kafka), "topics": [topic + "-typo"]}, topic + "-typo"),
+        ("fromOffsets beyond the log end",
+         {"kafkaParams": _params(kafka), "topics": {TopicAndPartition(topic, 0): 10**6}}, "1000000"),
+        ("retain_batches=0", {"kafkaParams": _params(kafka), "topics": [topic], "retain_batches": 0},
+         "retain_batches"),
+        ("monitor_group=''", {"kafkaParams": _params(kafka), "topics": [topic], "monitor_group": ""},
+         "monitor_group"),
+        ("bad kafkaParam", {"kafkaParams": _params(kafka, **{"enable.auto.commit": "true"}), "topics": [topic]},
+         "enable.auto.commit"),
+    ]
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+# ---------------------------------------------------------------- store snapshots
+def _sqlite_snapshot(path: Path) -> Dict[str, bytes]:
+    """The database file and its write-ahead log, byte for byte (``-shm`` is a shared-memory index)."""
+    return {p.name: p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")) if not p.name.endswith("-shm")}
+
+
+def _postgres_snapshot(url: str) -> Dict[str, List[Tuple[Any, ...]]]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+            "AND table_name LIKE 'deo\\_%' ORDER BY table_name")]
+        return {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+
+
+def _redis_snapshot(redis_server, app: str) -> Dict[bytes, Tuple[bytes, int]]:
+    client = redis_server.client()
+    try:
+        keys = sorted(client.scan_iter(match="{deo:" + app + "}*"))
+        return {k: (client.dump(k), client.pttl(k)) for k in keys}
+    finally:
+        client.close()
+
+
+def _store(kind: str, tmp_path: Path, postgres_server, redis_server):
+    """(store URL, snapshot function) for a fresh store of ``kind``."""
+    if kind == "sqlite":
+        path = tmp_path / f"state-{uuid.uuid4().hex[:6]}.db"
+        return f"sqlite:///{path}", lambda app: _sqlite_snapshot(path)
+    if kind == "postgres":
+        url = postgres_server.url(postgres_server.create_database())
+        return url, lambda app: _postgres_snapshot(url)
+    return redis_server.url, lambda app: _redis_snapshot(redis_server, app)
+
+
+def _launch_fails(ssc, store_url: str, app: str, what: str, kwargs: Dict[str, Any], word: str) -> None:
+    with pytest.raises(DStreamExactlyOnceError) as info:
+        KafkaUtils.createExactlyOnceStream(ssc, store=store_url, app_id=app, **kwargs)
+    message = str(info.value)
+    assert word in message, f"{what}: {message}"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_failed_launches_leave_the_store_unchanged_and_do_not_fence_the_live_driver(
+        kind, kafka, topic_name, sc, tmp_path, postgres_server, redis_server):
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, [str(i) for i in range(1, 101)], partitions=2)
+    url, snapshot = _store(kind, tmp_path, postgres_server, redis_server)
+    app = "live-" + uuid.uuid4().hex[:8]
+
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, _params(kafka), [topic_name], store=url, app_id=app)
+
+    def per_batch(batch, rdd):
+        values = rdd.map(lambda kv: int(kv[1])).collect()
+        return Writes().incr("totals", "sum", sum(values)).incr("totals", "count", len(values))
+
+    stream.commit_each_batch(per_batch)
+
+    def count() -> int:
+        with open_store(url, app) as st:  # read-only
+            return st.get_value("totals", "count") or 0
+
+    ssc.start()
+    try:
+        _wait(lambda: count() == 100, 120, "the live driver to commit the first 100 records")
+        time.sleep(2)  # idle batches write nothing; make sure no commit is still in flight
+        epoch_before = stream.epoch
+        before = snapshot(app)
+        assert before, "the snapshot is empty: it would prove nothing"
+        for what, kwargs, word in bad_launches(kafka, topic_name):
+            _launch_fails(ssc, url, app, what, kwargs, word)
+            assert snapshot(app) == before, f"{what}: the failed launch changed the store"
+        with open_store(url, app) as st:
+            assert st.current_epoch() == epoch_before
+        # the live driver is not fenced: it commits new records
+        kafka.produce(topic_name, [str(i) for i in range(101, 151)], partitions=2)
+        _wait(lambda: count() == 150, 120, "the live driver to commit after the failed launches")
+        with open_store(url, app) as st:
+            assert st.get_value("totals", "sum") == 150 * 151 // 2
+            assert st.current_epoch() == epoch_before
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_failed_launch_on_a_fresh_store_leaves_nothing(kind, kafka, topic_name, sc, tmp_path, postgres_server,
+                                                       redis_server):
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, ["1", "2"], partitions=2)
+    url, snapshot = _store(kind, tmp_path, postgres_server, redis_server)
+    app = "fresh-" + uuid.uuid4().hex[:8]
+    ssc = StreamingContext(sc, 1)
+    for what, kwargs, word in bad_launches(kafka, topic_name):
+        _launch_fails(ssc, url, app, what, kwargs, word)
+        assert snapshot(app) == {}, f"{what}: the failed launch wrote {snapshot(app)!r}"
+    if kind == "sqlite":
+        assert list(tmp_path.iterdir()) == [], "a failed launch created a file"
