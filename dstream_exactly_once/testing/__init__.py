@@ -4,6 +4,8 @@
 - :class:`LocalRedis` — Debian ``redis-server`` (optional AOF, ``requirepass``).
 - :class:`LocalPostgres` — Debian PostgreSQL, a throwaway cluster.
 - :class:`LocalSparkCluster` — Spark standalone master + workers from the PySpark install.
+- :class:`LocalYarnCluster` — Hadoop's YARN mini-cluster (ResourceManager + NodeManager, no HDFS)
+  from Maven Central jars, for ``--master yarn``.
 - :class:`FakeKafkaCluster` — an in-memory cluster (topics, partitions, movable earliest/latest)
   behind the planner's metadata seam, for unit tests without a broker.
 """
@@ -13,6 +15,7 @@ from .kafka import LocalKafka, kafka_classpath
 from .postgres import LocalPostgres
 from .redis import LocalRedis
 from .spark import LocalSparkCluster, make_spark_context
+from .yarn import LocalYarnCluster
 
-__all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalSparkCluster", "kafka_classpath",
-           "make_spark_context"]
+__all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalSparkCluster", "LocalYarnCluster",
+           "kafka_classpath", "make_spark_context"]

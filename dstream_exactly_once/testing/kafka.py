@@ -8,7 +8,6 @@ on free loopback ports in a temp dir and is killed (process group) on :meth:`Loc
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import subprocess
 import uuid
@@ -17,10 +16,10 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ServiceError
 from ..offsets import to_bytes
+from ._maven import maven_classpath
 from ._process import ManagedProcess, free_port, port_open, wait_until
 
 POM = Path(__file__).with_name("jvm") / "pom.xml"
-_CLASSPATH_CACHE = Path(os.environ.get("DEO_CACHE_DIR", Path.home() / ".cache" / "dstream-exactly-once"))
 
 LOG4J2 = """\
 status = warn
@@ -38,25 +37,7 @@ logger.kafka.level = info
 
 def kafka_classpath() -> str:
     """The broker classpath, resolving the jars with Maven on first use (idempotent, cached)."""
-    cp_file = _CLASSPATH_CACHE / ("kafka-" + _pom_digest() + ".classpath")
-    if cp_file.exists():
-        cp = cp_file.read_text().strip()
-        if cp and all(Path(p).exists() for p in cp.split(os.pathsep)):
-            return cp
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ServiceError("Maven ('mvn') is needed to resolve the Kafka broker jars; install it "
-                           "(Debian package 'maven') or run 'make deps'")
-    cp_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cp_file.with_suffix(".tmp")
-    proc = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(POM), "dependency:build-classpath", f"-Dmdep.outputFile={tmp}"],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0 or not tmp.exists():
-        raise ServiceError(f"Maven could not resolve the Kafka jars:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
-    tmp.replace(cp_file)
-    return cp_file.read_text().strip()
+    return maven_classpath(POM, "kafka")
 
 
 def _cluster_id() -> str:
@@ -66,12 +47,6 @@ def _cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not cid.startswith("-"):
             return cid
-
-
-def _pom_digest() -> str:
-    import hashlib
-
-    return hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
 
 
 class LocalKafka:
