@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the demo, the tests and the benchmarks need, idempotently:
 #   Debian packages (Java 17, Maven, redis-server, PostgreSQL), this package with its extras (pip),
-#   and the Kafka broker jars (Maven Central, cached in ~/.m2). Safe to run again: it only installs
-#   what is missing and prints what it does.
+#   the Kafka broker and YARN mini-cluster jars (Maven Central, cached in ~/.m2). Safe to run
+#   again: it only installs what is missing and prints what it does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -41,3 +41,6 @@ fi
 
 say "Kafka broker jars (Maven Central, cached)"
 "$PY" -c "from dstream_exactly_once.testing.kafka import kafka_classpath; cp = kafka_classpath(); print('[deps] kafka classpath: %d jars' % len(cp.split(':')))"
+
+say "Hadoop YARN mini-cluster jars at PySpark's Hadoop version (Maven Central, cached)"
+"$PY" -c "from dstream_exactly_once.testing.yarn import hadoop_version, yarn_classpath; cp = yarn_classpath(); print('[deps] hadoop-minicluster %s classpath: %d jars' % (hadoop_version(), len(cp.split(':'))))"
