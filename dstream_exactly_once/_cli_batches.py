@@ -19,6 +19,7 @@ from ._cli_common import (
     print_table,
     refuse_if_live,
 )
+from .errors import ConfigurationError, StoreVersionError
 from .stores.url import redact_url
 
 __all__ = ["run_batches", "run_in_doubt", "run_lag"]
@@ -76,16 +77,20 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
     rows = []
     try:
         for app in apps:
-            with open_store(store_url, app) as store:
-                parts = gather(store, broker)
-                status = driver_status(store)
-                lags = [p["lag"] for p in parts if p.get("lag") is not None]
-                doc = status["heartbeat"] or {}
-                rows.append({"app": app, "partitions": len(parts), "lag": sum(lags) if lags else None,
-                             "last_committed": store.last_committed_batch_id(), "epoch": status["epoch"],
-                             "driver": ("live" if status["live"] else "-") + (f" {doc.get('host')}:{doc.get('pid')}"
-                                                                              if doc else ""),
-                             "heartbeat_age_s": None if status["age_s"] is None else round(status["age_s"])})
+            try:
+                with open_store(store_url, app) as store:
+                    parts = gather(store, broker)
+                    status = driver_status(store)
+                    lags = [p["lag"] for p in parts if p.get("lag") is not None]
+                    doc = status["heartbeat"] or {}
+                    rows.append({"app": app, "partitions": len(parts), "lag": sum(lags) if lags else None,
+                                 "last_committed": store.last_committed_batch_id(), "epoch": status["epoch"],
+                                 "driver": ("live" if status["live"] else "-") + (
+                                     f" {doc.get('host')}:{doc.get('pid')}" if doc else ""),
+                                 "heartbeat_age_s": None if status["age_s"] is None else round(status["age_s"])})
+            except (StoreVersionError, ConfigurationError) as exc:  # one unreadable app does not hide the others
+                rows.append({"app": app, "partitions": None, "lag": None, "last_committed": None, "epoch": None,
+                             "driver": "-", "heartbeat_age_s": None, "error": f"{type(exc).__name__}: {exc}"})
     finally:
         if broker is not None:
             broker.close()
@@ -94,7 +99,8 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
         return EXIT_OK
     sys.stdout.write(f"{len(rows)} app(s) in {redact_url(store_url)}" +
                      ("" if broker is not None else " (no broker given: Kafka lag not shown)") + "\n")
-    print_table(rows, ["app", "partitions", "lag", "last_committed", "epoch", "driver", "heartbeat_age_s"])
+    print_table(rows, ["app", "partitions", "lag", "last_committed", "epoch", "driver", "heartbeat_age_s"]
+                + (["error"] if any("error" in r for r in rows) else []))
     return EXIT_OK
 
 
