@@ -136,11 +136,11 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 def run_pipeline(args: argparse.Namespace) -> int:
     from pyspark.streaming import StreamingContext
 
+    from ._child_driver import run_until_done
     from .kafka.metadata import KafkaMetadata
     from .kafka.params import parse_kafka_params
     from .stores import open_store
     from .streaming.kafka_utils import KafkaUtils
-    from .streaming.lifecycle import stop_gracefully_on_signals
     from .testing.spark import make_spark_context
 
     random.seed(args.seed if args.seed is not None else os.getpid())
@@ -175,19 +175,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(f"STARTED {st.app_id} epoch={stream.epoch} pending={len(st.pending_batches())}", flush=True)
         _attach_output(stream, pattern, args, params, executor_prob)
 
-    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch commits, then the stream stops
-    ssc.start()
-    try:
-        while not done["flag"]:
-            if ssc.awaitTerminationOrTimeout(0.2):  # type: ignore[func-returns-value,arg-type]
-                print("STREAM STOPPED", flush=True)
-                return 2
-    except Exception as exc:  # noqa: BLE001 - report the failure to the parent process clearly
-        print(f"FAILED: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
-        return 3
-    print("DONE", flush=True)
-    sys.stdout.flush()
-    os._exit(0)
+    return run_until_done(ssc, lambda: done["flag"])
 
 
 def verify(store_url: str, app_id: str, n: int, pattern: str) -> List[str]:

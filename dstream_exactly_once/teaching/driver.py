@@ -145,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
     """Run one driver until both pipelines are complete (exit 0) or the planned SIGKILL."""
     from pyspark.streaming import StreamingContext
 
+    from .._child_driver import run_until_done
     from ..kafka.metadata import KafkaMetadata
     from ..kafka.params import parse_kafka_params
     from ..offsets import TopicAndPartition
     from ..stores import open_store
-    from ..streaming.lifecycle import stop_gracefully_on_signals
     from ..testing.spark import make_spark_context
 
     out = Path(args.out)
@@ -178,19 +178,7 @@ def run(args: argparse.Namespace) -> int:
     eo.progress_to(str(out / "progress.jsonl"))  # one JSON line per batch, for dstream-eo chart
     print(f"STARTED at-least-once resumes from {len(plain.offsets())} stored offsets; exactly-once takes epoch "
           f"{eo.epoch}, replays {len(eo_store.pending_batches())} logged batch(es)", flush=True)
-    stop_gracefully_on_signals(ssc)  # SIGTERM: the in-flight batch commits, then the stream stops
-    ssc.start()
-    try:
-        while not state.done.is_set():
-            if ssc.awaitTerminationOrTimeout(0.2):  # type: ignore[func-returns-value,arg-type]
-                print("STREAM STOPPED", flush=True)
-                return 2
-    except Exception as exc:  # noqa: BLE001 - reported to the parent process in one line
-        print(f"FAILED: {type(exc).__name__}: {str(exc)[:2000]}", flush=True)
-        return 3
-    print("DONE", flush=True)
-    sys.stdout.flush()
-    os._exit(0)  # the context's stop is slow and not needed: both stores are complete
+    return run_until_done(ssc, state.done.is_set)
 
 
 def build_parser() -> argparse.ArgumentParser:
