@@ -18,7 +18,7 @@ package root imports every built-in source's range module.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Type
+from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Type
 
 from ..errors import ConfigurationError
 
@@ -29,7 +29,6 @@ __all__ = [
     "check_ranges",
     "decode_range",
     "encode_range",
-    "positions_of",
     "range_kind",
     "register_range_kind",
 ]
@@ -168,9 +167,3 @@ def check_ranges(ranges: Sequence[SourceRange], what: str, *, one_per_partition:
     if len(kinds) > 1:
         raise ConfigurationError(f"{what} mix range kinds {sorted(kinds)}; a batch reads one source")
     return out
-
-
-def positions_of(ranges: Sequence[SourceRange]) -> Mapping[str, int]:
-    """``{position_key: end}``: the positions stored once ``ranges`` commit."""
-    return {r.position_key: r.end for r in ranges}
-
