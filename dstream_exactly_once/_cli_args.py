@@ -65,6 +65,8 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
     pipe.add_argument("--store", required=True, type=non_empty)
     pipe.add_argument("--app-id", required=True, type=non_empty)
     pipe.add_argument("--pattern", choices=["batch", "partition", "both", "doris", "kafka"], default="batch")
+    pipe.add_argument("--offset-log", choices=["ahead", "in_commit"], default="ahead",
+                      help="commit_each_batch's offset_log mode (pattern batch)")
     pipe.add_argument("--out-topic", default=None, help="output topic (pattern kafka)")
     pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
     pipe.add_argument("--rate", type=int_at_least(1), default=2000, help="maxRatePerPartition (records/s)")

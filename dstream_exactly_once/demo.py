@@ -98,7 +98,7 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
                     merged["words"][w] = merged["words"].get(w, 0) + n
             return to_writes(merged, {"batch_id": batch.batch_id, "part": "all"})
 
-        stream.commit_each_batch(per_batch)
+        stream.commit_each_batch(per_batch, offset_log=args.offset_log)
     elif pattern == "doris":
         from .sinks import DorisSink, DorisStreamLoadClient
 

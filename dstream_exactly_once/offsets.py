@@ -112,6 +112,9 @@ class OffsetRange(SourceRange):
                 f"fromOffset {self.fromOffset} > untilOffset {self.untilOffset} "
                 f"for {self.topic}-{self.partition}"
             )
+        # the store key, asked for several times per range by every commit: made once (not a field,
+        # so equality, ordering, hashing and repr are unchanged)
+        object.__setattr__(self, "_position_key", f"{self.topic}/{self.partition}")
 
     @classmethod
     def create(
@@ -135,7 +138,7 @@ class OffsetRange(SourceRange):
     # ---------------------------------------------------------------- SourceRange
     @property
     def position_key(self) -> str:
-        return f"{self.topic}/{self.partition}"
+        return self._position_key  # type: ignore[attr-defined, no-any-return]  # set in __post_init__
 
     @property
     def start(self) -> int:

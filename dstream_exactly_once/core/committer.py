@@ -10,7 +10,9 @@ Driver lifecycle (``DESIGN.md`` §2, §4):
    store moved meanwhile (an old driver's last commit), the source resumes again from the fresh state;
 4. batches in the **offset log** without a **commit log** entry are replayed first, in order,
    with their original ids and ranges; only then are new batches planned;
-5. every new batch is written to the offset log *before* it runs;
+5. every new batch is written to the offset log *before* it runs (:attr:`BatchCommitter.log_ahead`;
+   with ``commit_each_batch(..., offset_log="in_commit")`` the entry is written by the commit
+   transaction instead, and a batch cut short by a crash is planned afresh);
 6. the output commits results + new positions (+ commit-log entry) in one transaction with a
    compare-and-set on the positions; a replayed, already-committed batch is skipped.
 
@@ -91,6 +93,8 @@ class BatchCommitter(DriverOnly):
         self._by_time: OrderedDict[datetime, Optional[PlannedBatch]] = OrderedDict()
         self._lock = threading.RLock()
         self.failed: Optional[BaseException] = None
+        #: write each new batch to the offset log before it runs (False: its commit logs it)
+        self.log_ahead = True
         self.purged = 0
         self.committed = 0
         self.replayed = 0
@@ -157,7 +161,8 @@ class BatchCommitter(DriverOnly):
                         self._check_epoch()
                     else:
                         planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
-                        self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
+                        if self.log_ahead:
+                            self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
                         batch = planned
                         self.next_batch_id += 1
                         self.progress.planned(planned.batch_id, planned_at - started, _time.monotonic() - planned_at,

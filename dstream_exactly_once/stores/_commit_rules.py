@@ -75,7 +75,8 @@ class CommitPlan(NamedTuple):
     ``todo`` are the non-empty ranges (compare-and-set, then store ``end``), ``empty`` the empty ones
     (store ``end`` only for a partition without a position); ``metas`` maps each of their position
     keys to the JSON text of the range's ``position_meta()`` (``None``: no document); ``part`` names
-    the commit's batch rows (``""`` for a whole batch).
+    the commit's batch rows (``""`` for a whole batch); ``log_entry`` says the commit also writes the
+    batch's offset-log entry (idempotent for an identical entry, a conflict for another).
     """
 
     epoch: int
@@ -86,6 +87,7 @@ class CommitPlan(NamedTuple):
     metas: Dict[str, Optional[str]]
     part: str
     complete_batch: bool
+    log_entry: bool = False
 
 
 def batch_ranges(batch: PlannedBatch) -> List[SourceRange]:
@@ -127,13 +129,19 @@ def meta_json(r: SourceRange) -> Optional[str]:
 
 
 def plan_commit(epoch: object, batch: object, writes: object, ranges: Optional[Sequence[SourceRange]],
-                complete_batch: bool) -> CommitPlan:
+                complete_batch: bool, log_entry: bool = False) -> CommitPlan:
     """Check a commit's arguments and work out what it covers (the shared preamble of every backend)."""
     epoch, batch, writes = check_epoch_arg(epoch), check_batch_arg(batch), check_writes_arg(writes)
+    if not isinstance(log_entry, bool) or not isinstance(complete_batch, bool):
+        raise ConfigurationError(f"complete_batch and log_entry must be bools, got {complete_batch!r} and "
+                                 f"{log_entry!r}")
+    if log_entry and (ranges is not None or not complete_batch):
+        raise ConfigurationError("log_entry=True writes a whole batch's offset-log entry: it needs the whole batch "
+                                 "(ranges=None, complete_batch=True)")
     todo, empty = commit_ranges(batch, ranges)
     metas = {r.position_key: meta_json(r) for r in todo + empty}
     return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(todo + empty, complete_batch),
-                      bool(complete_batch))
+                      complete_batch, log_entry)
 
 
 def part_name(ranges: Sequence[SourceRange], complete_batch: bool) -> str:
@@ -161,6 +169,11 @@ def mixed_error(batch_id: int, applied: Iterable[str], done: Iterable[str]) -> O
     return OffsetConflictError(
         f"offset conflict in batch {batch_id}: partitions {sorted(done)} are already at untilOffset but "
         f"{sorted(applied)} are at fromOffset (a commit is all-or-nothing); nothing was written")
+
+
+def logged_conflict_error(batch: PlannedBatch, existing: PlannedBatch) -> OffsetConflictError:
+    return OffsetConflictError(f"batch {batch.batch_id} is already in the offset log as {existing}; refusing to "
+                               f"log it again as {batch}")
 
 
 def uncommitted_error(batch_id: int, r: SourceRange, stored: Optional[int | str]) -> OffsetConflictError:

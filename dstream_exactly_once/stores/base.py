@@ -218,15 +218,20 @@ class TransactionalStore(ABC):
         *,
         ranges: Optional[Sequence[SourceRange]] = None,
         complete_batch: bool = True,
+        log_entry: bool = False,
     ) -> CommitOutcome:
         """Apply ``writes`` and advance the positions of ``ranges`` (default: all of ``batch``) atomically.
 
         ``complete_batch=True`` also writes the commit-log entry of ``batch``. Per-partition
         output passes one range and ``complete_batch=False``; the driver then calls
-        :meth:`mark_committed` once every partition committed. Every argument is checked here,
-        before the backend's transaction (:meth:`_commit`) starts.
+        :meth:`mark_committed` once every partition committed. ``log_entry=True`` (whole batches only)
+        also writes ``batch``'s offset-log entry in the same transaction, instead of an earlier
+        :meth:`log_batch`: one durable transaction per batch (``commit_each_batch(...,
+        offset_log="in_commit")``). An identical entry already logged is fine; another one with
+        the same id is an :class:`OffsetConflictError`. Every argument is checked here, before the
+        backend's transaction (:meth:`_commit`) starts.
         """
-        plan = rules.plan_commit(epoch, batch, writes, ranges, complete_batch)
+        plan = rules.plan_commit(epoch, batch, writes, ranges, complete_batch, log_entry)
         self._check_writes(plan.writes)
         return self._commit(plan)
 

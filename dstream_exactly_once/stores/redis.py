@@ -40,7 +40,6 @@ from ..errors import (
     ConfigurationError,
     DStreamExactlyOnceError,
     FencedError,
-    OffsetConflictError,
     StoreAuthError,
     StoreError,
     StoreUnavailableError,
@@ -221,8 +220,7 @@ class RedisStore(TransactionalStore):
         status = self._run_script("log", [self._key("batches")],
                                   {"batch": str(batch.batch_id), "entry": batch.to_json()}, epoch)
         if status[0] == "exists" and PlannedBatch.from_json(status[1]) != batch:
-            raise OffsetConflictError(f"batch {batch.batch_id} is already in the offset log as "
-                                      f"{PlannedBatch.from_json(status[1])}; refusing to log it again as {batch}")
+            raise rules.logged_conflict_error(batch, PlannedBatch.from_json(status[1]))
 
     def get_batch(self, batch_id: int) -> Optional[PlannedBatch]:
         found = self._call(lambda c: c.zrangebyscore(self._key("batches"), batch_id, batch_id))
@@ -256,7 +254,8 @@ class RedisStore(TransactionalStore):
         groups = self._value_groups(writes)
         namespaces = list(dict.fromkeys([ns for ns, _ in groups] + list(writes.batch_rows)))
         index = {ns: i for i, ns in enumerate(namespaces)}
-        keys = [self._key("commits"), self._key("offsets"), self._key("pmeta"), self._key("labels")]
+        keys = [self._key("commits"), self._key("offsets"), self._key("pmeta"), self._key("labels"),
+                self._key("batches")]
         for ns in namespaces:
             keys += [self._key("vi", ns), self._key("vf", ns), self._key("vj", ns), self._key("rows", ns)]
         metas = plan.metas
@@ -270,9 +269,16 @@ class RedisStore(TransactionalStore):
                      for ns, rows in writes.batch_rows.items()],
             "labels": list(dict.fromkeys(writes.labels)),
         }
+        if plan.log_entry:
+            payload["entry"] = batch.to_json()
         status = self._run_script("commit", keys, payload, plan.epoch)
         if status[0] == "replayed":
             return CommitOutcome.REPLAYED
+        if status[0] == "logged":
+            existing = PlannedBatch.from_json(status[1])
+            if existing != batch:
+                raise rules.logged_conflict_error(batch, existing)
+            return self._commit(plan._replace(log_entry=False))  # the same entry, encoded by another version
         if status[0] == "conflict":
             r = next(r for r in todo if r.position_key == status[1])
             raise rules.conflict_error(batch.batch_id, r, status[2])

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
-from ..errors import DStreamExactlyOnceError, OffsetConflictError, StoreError
+from ..errors import DStreamExactlyOnceError, StoreError
 from . import _commit_rules as rules
 from ._sql_operators import SQLOperatorMixin
 from ._sql_schema import ABSENT, ensure_layout, read_layout
@@ -326,13 +326,16 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
+            self._write_log_entry(cur, batch)
+
+    def _write_log_entry(self, cur: _Cursor, batch: PlannedBatch) -> None:
+        """Insert ``batch``'s offset-log entry; an identical one is kept, another one is a conflict."""
+        if cur.run("INSERT INTO deo_batches (app, batch_id, batch_time_ms, ranges) VALUES (?, ?, ?, ?) "
+                   "ON CONFLICT (app, batch_id) DO NOTHING",
+                   (self.app_id, batch.batch_id, batch.batch_time_ms, batch.ranges_json())) != 1:
             existing = self._get_batch(cur, batch.batch_id)
-            if existing is None:
-                cur.run("INSERT INTO deo_batches (app, batch_id, batch_time_ms, ranges) VALUES (?, ?, ?, ?)",
-                        (self.app_id, batch.batch_id, batch.batch_time_ms, batch.ranges_json()))
-            elif existing != batch:
-                raise OffsetConflictError(f"batch {batch.batch_id} is already in the offset log as {existing}; "
-                                          f"refusing to log it again as {batch}")
+            if existing != batch:
+                raise rules.logged_conflict_error(batch, existing)  # type: ignore[arg-type]
 
     def _get_batch(self, cur: _Cursor, batch_id: int) -> Optional[PlannedBatch]:
         row = cur.one("SELECT batch_time_ms, ranges FROM deo_batches WHERE app = ? AND batch_id = ?",
@@ -395,6 +398,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             self._bulk(cur, _LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
             self._write_positions(cur, _SET_POSITION, self._position_rows(plan, plan.todo))
             self._write_positions(cur, _INIT_POSITION, self._position_rows(plan, plan.empty))
+            if plan.log_entry:
+                self._write_log_entry(cur, batch)
             if plan.complete_batch:
                 cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
                         (self.app_id, batch.batch_id, plan.epoch))

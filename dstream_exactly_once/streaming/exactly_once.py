@@ -40,6 +40,8 @@ from .termination import await_termination, register_committer
 
 log = logging.getLogger(__name__)
 
+_OFFSET_LOG_MODES = ("ahead", "in_commit")
+
 __all__ = ["BatchIdSink", "ExactlyOnceDStream", "PartitionSink", "exactly_once"]
 
 
@@ -93,6 +95,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     def __init__(self, ssc: StreamingContext, committer: BatchCommitter, make_rdd: RddFactory) -> None:
         self.committer = committer
         self._make_rdd = make_rdd
+        self._outputs: list[str] = []
 
         def compute(time: datetime) -> RangeRDD:
             batch = committer.next_batch(time)
@@ -102,6 +105,15 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         close_on_stop(ssc, committer.close)
         register_committer(ssc, committer)
         attach_monitoring(ssc, committer)
+
+    def _add_output(self, pattern: str, log_ahead: bool = True) -> None:
+        """Register an output pattern; an offset log written by the commits allows no other output."""
+        if self._outputs and (not log_ahead or not self.committer.log_ahead):
+            raise ConfigurationError(
+                f"commit_each_batch(offset_log='in_commit') must be the stream's only output; it already has "
+                f"{', '.join(self._outputs)} and {pattern} was added (use offset_log='ahead' for several outputs)")
+        self._outputs.append(pattern)
+        self.committer.log_ahead = log_ahead
 
     def await_termination(self, timeout: Optional[float] = None) -> bool:
         """``ssc.awaitTermination()`` with the library's typed error: see
@@ -117,17 +129,33 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         return self.committer.epoch
 
     # ------------------------------------------------------------------ pattern (a)
-    def commit_each_batch(self, func: BatchFunc) -> None:
+    def commit_each_batch(self, func: BatchFunc, *, offset_log: str = "ahead") -> None:
         """Run ``func(batch, rdd) -> Writes`` on the driver each batch and commit its writes with
         the batch's positions and commit-log entry in ONE transaction.
 
         For results small enough for the driver (aggregates): compute them with Spark inside
         ``func`` (``rdd.reduceByKey(...).collect()``) and return :class:`Writes`. ``func``'s
         exception fails the batch; nothing is committed and the error names the batch and ranges.
+
+        ``offset_log`` says when a batch enters the offset log:
+
+        - ``"ahead"`` (default, Spark's design): before it runs, in its own store transaction. A
+          batch cut short by a crash is replayed by the next driver with the same id and ranges.
+        - ``"in_commit"``: in the commit transaction itself — one durable store transaction per
+          batch instead of two (the original WAL-free design: positions and results together, nothing
+          else). A batch cut short by a crash left nothing in the store; the next driver plans it
+          afresh from the committed positions (same id, possibly longer ranges). The results are
+          exactly-once either way; choose ``"ahead"`` when ``func``'s side effects rely on a batch id
+          always meaning the same records. Then this must be the stream's only output.
         """
         if not callable(func):
             raise ConfigurationError(f"commit_each_batch needs a function (batch, rdd) -> Writes, got {func!r}")
+        if offset_log not in _OFFSET_LOG_MODES:
+            raise ConfigurationError(f"offset_log must be one of {', '.join(map(repr, _OFFSET_LOG_MODES))}, "
+                                     f"got {offset_log!r}")
+        self._add_output("commit_each_batch", log_ahead=offset_log == "ahead")
         committer = self.committer
+        log_entry = offset_log == "in_commit"
 
         def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
@@ -138,7 +166,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 with user_code(batch):
                     writes = as_writes(func(batch, rdd), "the commit_each_batch function")
                 committer.progress.commit_started(batch.batch_id)
-                outcome = committer.call_store(lambda: committer.store.commit(committer.epoch, batch, writes), "commit")
+                outcome = committer.call_store(
+                    lambda: committer.store.commit(committer.epoch, batch, writes, log_entry=log_entry), "commit")
                 committer.committed_batch(outcome, batch)
                 committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
                                             num_output_rows=writes_size(writes),
@@ -181,6 +210,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         if not callable(func):
             raise ConfigurationError(f"commit_each_partition needs a function (records, offset_range, batch) -> "
                                      f"Writes, got {func!r}")
+        self._add_output("commit_each_partition")
         committer = self.committer
         store = committer.store
         retry = committer.retry  # pickled into the tasks: executors retry with the driver's budget
@@ -221,6 +251,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                                      f"(e.g. DorisSink, KafkaTransactionalSink), got {sink!r}")
         if rows is not None and not callable(rows):
             raise ConfigurationError(f"rows must be a function (records) -> rows, or None, got {rows!r}")
+        self._add_output("write_each_partition")
         committer = self.committer
         store = committer.store
         to_rows = rows if rows is not None else (lambda records: records)

@@ -416,6 +416,35 @@ class StoreContract:
             store.log_batch(epoch, PlannedBatch(0, 99, B0.ranges))
         assert store.get_batch(0) == B0
 
+    def test_commit_with_log_entry_logs_the_batch_in_the_same_transaction(self, store: TransactionalStore,
+                                                                          epoch: int) -> None:
+        """``log_entry=True``: one transaction writes the offset-log entry, results and positions."""
+        assert store.commit(epoch, B0, full_writes(), log_entry=True) is APPLIED
+        assert store.get_batch(0) == B0 and store.is_committed(0) and store.last_logged_batch_id() == 0
+        assert store.pending_batches() == []
+        assert store.commit(epoch, B0, full_writes(), log_entry=True) is REPLAYED  # a retry after a lost reply
+        assert store.get_value("counts", "n") == 1
+        store.log_batch(epoch, B1)  # an entry logged ahead (by the other mode) and identical: fine
+        assert store.commit(epoch, B1, Writes().incr("counts", "n"), log_entry=True) is APPLIED
+        assert store.get_batch(1) == B1 and store.get_value("counts", "n") == 2
+
+    def test_commit_with_log_entry_refuses_another_entry_and_writes_nothing(self, store: TransactionalStore,
+                                                                            epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "n"), log_entry=True)
+        other = batch(1, OffsetRange("t", 0, 10, 12))
+        store.log_batch(epoch, other)
+        before = snapshot(store)
+        with pytest.raises(OffsetConflictError, match="batch 1 is already in the offset log"):
+            store.commit(epoch, B1, full_writes("b"), log_entry=True)
+        assert snapshot(store) == before and store.get_batch(1) == other
+        with pytest.raises(FencedError):
+            store.commit(epoch + 1, B1, full_writes("b"), log_entry=True)
+        with pytest.raises(ConfigurationError, match="log_entry"):
+            store.commit(epoch, B1, Writes(), ranges=[B1.ranges[0]], complete_batch=False, log_entry=True)
+        with pytest.raises(ConfigurationError, match="log_entry"):
+            store.commit(epoch, B1, Writes(), log_entry=1)  # type: ignore[arg-type]
+        assert snapshot(store) == before and store.get_batch(1) == other
+
     def test_pending_batches_in_order(self, store: TransactionalStore, epoch: int) -> None:
         assert store.pending_batches() == [] and store.last_logged_batch_id() is None
         b2 = batch(2, OffsetRange("t", 0, 15, 20))

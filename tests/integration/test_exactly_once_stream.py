@@ -311,3 +311,42 @@ def test_create_direct_stream_argument_order_and_keywords_are_accepted(kafka, to
     by_keyword.commit_each_partition(per_partition)
     store_kw = open_store(url, "order-kw")
     run_until(ssc2, lambda: store_kw.get_value("sum", "total") == 5050)
+
+
+def test_offset_log_in_commit_logs_each_batch_with_its_commit(kafka, topic_name, sc, tmp_path):
+    """``commit_each_batch(offset_log="in_commit")``: batches logged ahead by an earlier driver are
+    still replayed with their ranges; new batches enter the offset log only with their commit, so
+    at any moment every logged batch is committed; bad values and a second output are refused
+    before anything is written."""
+    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.stores import PlannedBatch
+
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, range(100), partitions=2)
+    url = f"sqlite:///{tmp_path}/one-tx.db"
+    logged = PlannedBatch(0, 1000, (OffsetRange(topic_name, 0, 0, 10), OffsetRange(topic_name, 1, 0, 5)))
+    with open_store(url, "one-tx") as s:
+        s.log_batch(s.start_epoch(), logged)
+    ssc = StreamingContext(sc, 1)
+    stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="one-tx")
+    with pytest.raises(ConfigurationError, match=r"offset_log must be one of 'ahead', 'in_commit', got 'later'"):
+        stream.commit_each_batch(lambda b, rdd: Writes(), offset_log="later")
+    store = open_store(url, "one-tx")
+    seen, pending_seen = [], []
+
+    def per_batch(batch, rdd):
+        seen.append((batch.batch_id, batch.ranges))
+        pending_seen.append([b.batch_id for b in store.pending_batches()])
+        return Writes().incr("t", "n", rdd.count())
+
+    stream.commit_each_batch(per_batch, offset_log="in_commit")
+    with pytest.raises(ConfigurationError, match="must be the stream's only output"):
+        stream.foreach_batch(lambda batch_id, rdd: None)
+    run_until(ssc, lambda: store.get_value("t", "n") == 100)
+    assert seen[0] == (0, logged.ranges)  # the batch logged ahead is replayed with its ranges
+    assert [b for b, _ in seen] == list(range(len(seen)))
+    assert pending_seen[0] == [0] and all(p == [] for p in pending_seen[1:])  # new batches: not logged ahead
+    assert store.pending_batches() == []
+    assert store.last_logged_batch_id() == store.last_committed_batch_id() == len(seen) - 1
+    assert store.get_batch(1).ranges == seen[1][1]
+    assert store.load_offsets() == {TopicAndPartition(topic_name, 0): 50, TopicAndPartition(topic_name, 1): 50}

@@ -1,5 +1,7 @@
--- commit. KEYS: schema, epoch, commits, offsets, pmeta, labels, then per namespace i (0-based):
--- vi, vf, vj, rows at 7+4i..10+4i.
+-- commit. KEYS: schema, epoch, commits, offsets, pmeta, labels, batches (the offset log), then per
+-- namespace i (0-based): vi, vf, vj, rows at 8+4i..11+4i.
+-- p.entry (optional) = the batch's offset-log entry, written in this commit unless an identical
+-- one is logged (another one is returned as {'logged', existing} and nothing is written).
 -- p.ranges = {position keys, starts, ends, documents ('' = none)} of the non-empty ranges;
 -- p.empty = {{key, end, document}} of the empty ones; p.groups = {{namespace index, kind, keys,
 -- values}} with kind "ai"/"af" (increment an int/float) or "si"/"sf"/"sj" (set an int/float/JSON
@@ -8,6 +10,12 @@
 local f = fenced()
 if f then return f end
 if redis.call('ZSCORE', KEYS[3], p.batch) then return {'replayed'} end
+local log_it = false
+if p.entry then
+  local existing = redis.call('ZRANGEBYSCORE', KEYS[7], p.batch, p.batch)
+  if #existing == 0 then log_it = true
+  elseif existing[1] ~= p.entry then return {'logged', existing[1]} end
+end
 local fields, from, untl, metas = p.ranges[1], p.ranges[2], p.ranges[3], p.ranges[4]
 local applied, done = {}, {}
 local stored = hmget(KEYS[4], fields)
@@ -21,7 +29,7 @@ if #done > 0 then
   return {'mixed', cjson.encode(applied), cjson.encode(done)}
 end
 for _, g in ipairs(p.groups) do
-  local base, kind, keys, values = 6 + 4 * g[1], g[2], g[3], g[4]
+  local base, kind, keys, values = 7 + 4 * g[1], g[2], g[3], g[4]
   if kind == 'ai' or kind == 'af' then
     if redis.call('HLEN', KEYS[base + 3]) > 0 then  -- only namespaces holding JSON documents need the check
       for i, doc in ipairs(hmget(KEYS[base + 3], keys)) do
@@ -43,7 +51,7 @@ for _, g in ipairs(p.groups) do
 end
 upgrade()
 for _, g in ipairs(p.groups) do
-  local base, kind, keys, values = 6 + 4 * g[1], g[2], g[3], g[4]
+  local base, kind, keys, values = 7 + 4 * g[1], g[2], g[3], g[4]
   if kind == 'ai' then
     for i, k in ipairs(keys) do redis.call('HINCRBY', KEYS[base + 1], k, values[i]) end
   elseif kind == 'af' then
@@ -59,8 +67,8 @@ for _, g in ipairs(p.groups) do
   end
 end
 for _, r in ipairs(p.rows) do
-  if r[3] == '[]' then redis.call('HDEL', KEYS[10 + 4 * r[1]], r[2])
-  else redis.call('HSET', KEYS[10 + 4 * r[1]], r[2], r[3]) end
+  if r[3] == '[]' then redis.call('HDEL', KEYS[11 + 4 * r[1]], r[2])
+  else redis.call('HSET', KEYS[11 + 4 * r[1]], r[2], r[3]) end
 end
 chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[6], ...) end)
 local offsets, docs, nodocs = {}, {}, {}
@@ -77,5 +85,6 @@ end
 for _, r in ipairs(p.empty) do
   if redis.call('HSETNX', KEYS[4], r[1], r[2]) == 1 and r[3] ~= '' then redis.call('HSET', KEYS[5], r[1], r[3]) end
 end
+if log_it then redis.call('ZADD', KEYS[7], p.batch, p.entry) end
 if p.complete then redis.call('ZADD', KEYS[3], p.batch, p.batch) end
 return {'applied'}
