@@ -147,6 +147,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     placeholder = "?"
     begin_sql = "BEGIN"
     lock_meta_sql = ""  # appended to the meta-row SELECT that opens every write transaction
+    lock_meta_join_sql = ""  # the same for the commit's SELECT of the meta row (m) joined with its positions
     json_bulk = False  # multi-row inserts as one statement over a JSON array of rows (PostgreSQL)
     # FROM clause of the (key, value) pairs of a JSON object parameter: counters ({key: int} per
     # namespace) are then one statement each instead of one per row, and the positions one
@@ -382,10 +383,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         batch, writes = plan.batch, plan.writes
         sets, adds, counters = self._value_rows(writes)  # raises on bad values before the transaction
         with self._transaction() as cur:
-            self._check_epoch(cur, plan.epoch)
-            if self._is_committed(cur, batch.batch_id):
-                return CommitOutcome.REPLAYED
-            if not rules.decide(batch.batch_id, plan.todo, self._stored_positions(cur)):
+            committed, stored = self._commit_state(cur, plan.epoch, batch.batch_id)
+            if committed or not rules.decide(batch.batch_id, plan.todo, stored):
                 return CommitOutcome.REPLAYED
             self._write_values(cur, sets, adds, counters)
             for statement, params in writes.statements:
@@ -404,6 +403,15 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                 cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
                         (self.app_id, batch.batch_id, plan.epoch))
         return CommitOutcome.APPLIED
+
+    def _commit_state(self, cur: _Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
+        """In a commit's transaction, one statement: the epoch check (locking the app's meta row),
+        whether ``batch_id`` is in the commit log, and the stored positions."""
+        rows = cur.all("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND c.batch_id = ?), "
+                       "p.pkey, p.next_pos FROM deo_meta m LEFT JOIN deo_positions p ON p.app = m.app "
+                       "WHERE m.app = ?" + self.lock_meta_join_sql, (batch_id, self.app_id))
+        rules.check_epoch(self.app_id, int(rows[0][0]) if rows else 0, epoch)
+        return bool(rows[0][1]), {str(k): int(o) for _, _, k, o in rows if k is not None}
 
     @staticmethod
     def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
