@@ -187,18 +187,18 @@ def _pair(res: Results, samples: Dict[str, List[CpuSample]], a: str, b: str, cor
             par.append((y.wall / x.wall) / (cb / ca))
     mid = median(par) if par else float("nan")
     bad = sum(1 for p in par if p > cores * SLACK)
-    invalid = ""
+    invalid = flag = ""
     if mid > cores * SLACK:
-        invalid = (f"the median wall ratio needs {mid:.2f}x parallelism on {cores} cores: not physically true (the "
-                   f"baseline was starved by other load, or CPU escaped the accounting)")
+        invalid = flag = (f"the median wall ratio needs {mid:.2f}x parallelism on {cores} cores: not physically true "
+                          f"(the baseline was starved by other load, or CPU escaped the accounting)")
         verdict = f"FLAGGED: {invalid}"
     elif bad:
-        verdict = (f"median valid; {bad} of {len(par)} rounds not (max parallelism part {max(par):.2f}x > {cores} "
-                   f"cores: those rounds' baseline was starved by other load)")
+        flag = verdict = (f"median valid; {bad} of {len(par)} rounds not (max parallelism part {max(par):.2f}x > "
+                          f"{cores} cores: those rounds' baseline was starved by other load)")
     else:
         verdict = f"valid (no round's parallelism part exceeds {cores} cores)"
-    if invalid or bad:
-        res.note("B6", f"FLAG: {a} / {b}: {verdict}")
+    if flag:
+        res.note("B6", f"FLAG: {a} / {b}: {flag}")
     x2 = "{:.2f}x"
     res.add("B6", f"{a} / {b} lines per wall-second, per round", median(wall), "x",
             f"{spread(wall, x2)}; lines per CPU-second {spread(cpu, x2) if cpu else 'n/a'}; parallelism part "
