@@ -22,7 +22,14 @@ shared machine took meanwhile.
   producer writes to every partition.
 - B5 scaling local[1] -> local[2] of B1(a) and B2 (SQLite), with CPU time; ratios above the core
   count are flagged invalid.
+- B6 file source read throughput (issue 13; ``bench/file_read.py``): the same generated log files
+  read by a bare Python line loop (A), the file source's reader without Spark (B), the file source
+  through Spark (C) and Spark's ``spark.read.text`` (D), interleaved rounds, lines per wall- and
+  CPU-second, per-round ratios split into CPU efficiency and parallelism (a parallelism part above
+  the core count is flagged); run first, before any service starts. ``python3 -m bench.files`` runs
+  it alone.
 
 Real services only (``dstream_exactly_once.testing``): a KRaft Kafka broker, redis-server,
-PostgreSQL and a local Spark, all started here and stopped at the end.
+PostgreSQL and a local Spark, all started here and stopped at the end; B6's files are generated
+into the run's temporary directory.
 """

@@ -3,7 +3,8 @@
 Flags: ``--only B1,B3`` (subset), ``--records N`` (read-topic size, default 2,000,000; small values
 give a quick run; default 1,000,000), ``--quick`` (small sizes: a smoke run in under 3 minutes; its RESULTS section
 and charts go to ``bench/results/quick/`` unless ``--results`` / ``--charts`` say otherwise),
-``--no-jvm`` (skip B1(c)), ``--no-charts``.
+``--file-mb N`` (B6: MiB per generated log file, default 64; --quick 4), ``--no-jvm`` (skip B1(c)),
+``--no-charts``. ``python3 -m bench.files`` is ``python3 -m bench --only B6``.
 """
 
 from __future__ import annotations
@@ -23,18 +24,21 @@ from .common import Context, Results, Settings, cpu_probe, log
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-ALL = ["B1", "B2", "B3", "B4", "B5"]
-RUN_ORDER = ["B1", "B2", "B5", "B3", "B4"]  # the Spark benchmarks first, then Spark is stopped
+ALL = ["B1", "B2", "B3", "B4", "B5", "B6"]
+# B6 first, before any service starts (its C/D CPU is the driver's process tree); then the Kafka
+# Spark benchmarks; then Spark is stopped for the latency benchmarks
+RUN_ORDER = ["B6", "B1", "B2", "B5", "B3", "B4"]
 
 
 def _runners() -> Dict[str, Callable[[Context], None]]:
     from .commit import run_b3
+    from .file_read import run_b6
     from .pipeline import run_b2
     from .planning import run_b4
     from .read import run_b1
     from .scaling import run_b5
 
-    return {"B1": run_b1, "B2": run_b2, "B3": run_b3, "B4": run_b4, "B5": run_b5}
+    return {"B1": run_b1, "B2": run_b2, "B3": run_b3, "B4": run_b4, "B5": run_b5, "B6": run_b6}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=int, default=None,
                    help="records in the B1/B5 read topic (default 1,000,000; --quick 50,000)")
     p.add_argument("--quick", action="store_true", help="small sizes and few repetitions (smoke run, < 3 min)")
+    p.add_argument("--file-mb", type=int, default=None,
+                   help="B6: MiB per generated log file (default 64; --quick 4)")
     p.add_argument("--no-jvm", action="store_true", help="skip B1(c), Spark's JVM Kafka source")
     p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
     p.add_argument("--results", type=Path, default=None,
@@ -76,8 +82,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.records is not None and args.records < 4:
         print("--records must be >= 4 (one record per partition at least)", file=sys.stderr)
         return 2
+    if args.file_mb is not None and args.file_mb < 1:
+        print(f"--file-mb must be >= 1, got {args.file_mb!r}", file=sys.stderr)
+        return 2
     benches = [b for b in ALL if b in only]
-    settings = Settings.make(args.quick, args.records, jvm=not args.no_jvm)
+    settings = Settings.make(args.quick, args.records, jvm=not args.no_jvm, file_mib=args.file_mb)
     out_dir = args.charts or (HERE / "results" / "quick" if args.quick else HERE / "results")
     md_path = args.results or (out_dir / "RESULTS.md" if args.quick else HERE / "RESULTS.md")
     _prepare_env()
@@ -94,8 +103,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     ctx.versions["kafka-python CRC-32C"] = _crc_impl()  # at start: workers and the driver import kafka now
     t_start = time.perf_counter()
-    log(f"running {', '.join(benches)} ({'quick' if args.quick else 'full'}: {settings.records:,} records "
-        f"in the read topic)")
+    sizes = [f"{settings.records:,} records in the read topic"] if set(benches) & {"B1", "B2", "B5"} else []
+    sizes += [f"{settings.b6_files} files x {settings.b6_mib} MiB"] if "B6" in benches else []
+    log(f"running {', '.join(benches)} ({'quick' if args.quick else 'full'}: {', '.join(sizes) or 'no read data'})")
     interrupted = False
     try:
         for b in [b for b in RUN_ORDER if b in benches]:
@@ -132,7 +142,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         log("interrupted: nothing written")
         return 130
     title = ("quick smoke run (`--quick`, sizes too small to be representative)" if args.quick
-             else f"full run ({settings.records:,} records)")
+             else f"full run ({', '.join(sizes) or 'no read data'})")
     subtitle = f"{env['date']}, {env['machine'].split(',')[0]}, PySpark {env['PySpark']}" + \
         (" (quick)" if args.quick else "")
     charts = {} if args.no_charts else report.draw_charts(results, benches, out_dir, subtitle)

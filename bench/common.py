@@ -184,16 +184,19 @@ class Settings:
     b4_partitions: Sequence[int]
     b4_reps: int
     jvm: bool               # run B1(c) (Spark's JVM Kafka source)
+    b6_files: int = 4       # B6 generated log files (= partitions on both Spark sides)
+    b6_mib: int = 64        # B6 MiB per file
+    b6_rounds: int = 5      # B6 timed rounds after one warm-up round, cases A B C D in each (>= 5 in a full run)
 
     @classmethod
-    def make(cls, quick: bool, records: Optional[int], jvm: bool = True) -> Settings:
+    def make(cls, quick: bool, records: Optional[int], jvm: bool = True, file_mib: Optional[int] = None) -> Settings:
         if quick:  # a smoke run: every code path, tiny sizes (B3 uses 10k instead of 100k keys)
             n = records or 50_000
             return cls(True, n, 2, max(4, min(n, 20_000)), 2, 2, 2, (10, 100, 1000), (1_000, 10_000), 10, 2,
-                       (10, 100, 1000), 10, jvm)
+                       (10, 100, 1000), 10, jvm, 4, file_mib or 4, 2)
         n = records or 1_000_000
         return cls(False, n, 5, max(4, min(n, 200_000)), 10, 5, 5, (10, 100, 1000), (1_000, 100_000), 50, 3,
-                   (10, 100, 1000), 100, jvm)
+                   (10, 100, 1000), 100, jvm, 4, file_mib or 64, 5)
 
 
 # ------------------------------------------------------------------------------------------ context
@@ -266,6 +269,11 @@ class Context:
             server.start()
             self._postgres = server
         return self._postgres
+
+    def services_running(self) -> List[str]:
+        """The services started so far (their idle CPU counts in every process-tree measurement)."""
+        return [name for name, svc in (("Kafka", self._kafka), ("Redis", self._redis), ("PostgreSQL", self._postgres))
+                if svc is not None]
 
     def store_url(self, kind: str) -> str:
         """A fresh store location of ``kind`` (sqlite, postgresql, redis)."""

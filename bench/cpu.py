@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 _TICK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+TICKS_PER_SECOND = _TICK  #: /proc counts CPU time in these ticks (the resolution of every CPU figure)
 
 
 def _stat(pid: int) -> Optional[Tuple[int, float, float]]:
@@ -78,6 +79,7 @@ class CpuSample:
     ours: float        # every process of the benchmark's tree (+ extra roots)
     broker: float      # of which the Kafka broker
     machine: float     # all processes of the machine
+    driver: float = 0.0  # of which this Python process alone (own + reaped children): B6 charges A/B with it
 
     @property
     def others(self) -> float:
@@ -94,7 +96,7 @@ class CpuSample:
 
     def as_dict(self) -> Dict[str, float]:
         return {"wall": self.wall, "cpu": self.ours, "broker_cpu": self.broker, "machine_cpu": self.machine,
-                "others_cpu": self.others}
+                "others_cpu": self.others, "driver_cpu": self.driver}
 
 
 class CpuMeter:
@@ -103,14 +105,16 @@ class CpuMeter:
     def __init__(self, broker_pid: Optional[int] = None) -> None:
         self.broker_pid = broker_pid
         self._t0 = 0.0
-        self._snap: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._snap: Tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
-    def _snapshot(self) -> Tuple[float, float, float]:
+    def _snapshot(self) -> Tuple[float, float, float, float]:
         procs = _all_processes()
-        roots = [os.getpid()] + ([self.broker_pid] if self.broker_pid else [])
+        me = os.getpid()
+        roots = [me] + ([self.broker_pid] if self.broker_pid else [])
         ours = sum(procs[p][1] + procs[p][2] for p in _tree(procs, roots))
         broker = sum(procs[p][1] + procs[p][2] for p in _tree(procs, [self.broker_pid])) if self.broker_pid else 0.0
-        return ours, broker, _machine_busy()
+        driver = procs[me][1] + procs[me][2] if me in procs else 0.0
+        return ours, broker, _machine_busy(), driver
 
     def start(self) -> CpuMeter:
         self._snap = self._snapshot()
@@ -119,6 +123,6 @@ class CpuMeter:
 
     def stop(self) -> CpuSample:
         wall = time.perf_counter() - self._t0
-        ours, broker, machine = self._snapshot()
-        o0, b0, m0 = self._snap
-        return CpuSample(wall, ours - o0, broker - b0, machine - m0)
+        ours, broker, machine, driver = self._snapshot()
+        o0, b0, m0, d0 = self._snap
+        return CpuSample(wall, ours - o0, broker - b0, machine - m0, driver - d0)

@@ -21,9 +21,10 @@ TITLES = {
     "B3": "B3 commit latency",
     "B4": "B4 driver planning latency per batch",
     "B5": "B5 scaling local[1] -> local[2]",
+    "B6": "B6 file source read throughput (log lines, one range/partition per file)",
 }
 CHARTS = {"B1": "b1_read.png", "B2": "b2_end_to_end.png", "B3": "b3_commit_latency.png",
-          "B4": "b4_planning.png", "B5": "b5_scaling.png"}
+          "B4": "b4_planning.png", "B5": "b5_scaling.png", "B6": "b6_files.png"}
 
 
 # ------------------------------------------------------------------------------------------ environment
@@ -251,29 +252,43 @@ def draw_charts(results: Results, benches: List[str], outdir: Path, subtitle: st
     return drawn
 
 
-def _label_bars(ax: Any, bars: Any, fmt: str = "{:,.0f}") -> None:
-    for bar in bars:
-        w = bar.get_width()
-        ax.text(w, bar.get_y() + bar.get_height() / 2, " " + fmt.format(w), va="center", fontsize=8)
+def _si(x: float, _pos: Any = None) -> str:
+    return "0" if x == 0 else f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
 
 
-def _chart_b1(plt: Any, res: Results) -> Any:
-    rows = res.of("B1")
+def _rate_bars(plt: Any, rows: List[Any], unit: str, cpu_label: str, labels: Optional[List[str]] = None) -> Any:
+    """Two panels of horizontal bars, per wall-second and per CPU-second: median, whiskers min–max."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.6 * len(rows) + 2), sharey=True)
     colors = ["#4c72b0", "#64b5cd", "#dd8452", "#55a868", "#8fd175"]
-    labels = [m.case for m in rows][::-1]
-    for ax, key, xlabel in ((axes[0], "rates", "records per wall-second"),
-                            (axes[1], "cpu_rates", "records per CPU-second (all processes, broker included)")):
+    labels = (labels or [m.case for m in rows])[::-1]
+    for ax, key, xlabel in ((axes[0], "rates", f"{unit} per wall-second"),
+                            (axes[1], "cpu_rates", f"{unit} per CPU-second\n({cpu_label})")):
         vals = [m.extra.get(key) or [m.value] for m in rows][::-1]
         med = [sorted(v)[len(v) // 2] if len(v) % 2 else (sorted(v)[len(v) // 2 - 1] + sorted(v)[len(v) // 2]) / 2
                for v in vals]
         err = [[md - min(v) for md, v in zip(med, vals, strict=True)],
                [max(v) - md for md, v in zip(med, vals, strict=True)]]
         bars = ax.barh(labels, med, xerr=err, capsize=3, color=colors[: len(rows)][::-1])
-        _label_bars(ax, bars)
+        for bar, md, v in zip(bars, med, vals, strict=True):  # the median, right of its whisker
+            ax.text(max(v), bar.get_y() + bar.get_height() / 2, f"  {md:,.0f}", va="center", fontsize=8)
         ax.set_xlabel(xlabel + "\n(median, whiskers min–max over rounds)")
         ax.set_xlim(0, max(max(v) for v in vals) * 1.35)
+        ax.xaxis.set_major_formatter(_si)
     return fig
+
+
+def _chart_b1(plt: Any, res: Results) -> Any:
+    return _rate_bars(plt, res.of("B1"), "records", "all processes, broker included")
+
+
+def _chart_b6(plt: Any, res: Results) -> Any:
+    rows = [m for m in res.of("B6") if "case_id" in m.extra]  # the cases, not the ratio rows
+    if not rows:
+        return None
+    from .file_cases import SHORT
+
+    return _rate_bars(plt, rows, "lines", "A, B: the driver; C, D: driver + JVM + workers",
+                      [SHORT[m.extra["case_id"]] for m in rows])
 
 
 def _chart_b2(plt: Any, res: Results) -> Any:
@@ -373,7 +388,7 @@ def _chart_b5(plt: Any, res: Results) -> Any:
     return fig
 
 
-_CHART = {"B1": _chart_b1, "B2": _chart_b2, "B3": _chart_b3, "B4": _chart_b4, "B5": _chart_b5}
+_CHART = {"B1": _chart_b1, "B2": _chart_b2, "B3": _chart_b3, "B4": _chart_b4, "B5": _chart_b5, "B6": _chart_b6}
 
 
 def load_results(path: Path) -> Results:
