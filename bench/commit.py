@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from functools import partial
 from typing import Any, Callable, Dict, List, Tuple
 
 from .common import Context, log, percentile
@@ -60,11 +61,11 @@ def measure_case(ctx: Context, kind: str, url: str, plain: PlainWriter, partitio
                                  tuple(OffsetRange("bench-b3", p, 10 * b, 10 * b + 10) for p in range(partitions)))
             timed: Dict[str, Any] = {}
             peers: List[Tuple[str, Callable[[], Any]]] = [
-                ("ahead", lambda bt=batch: _exactly_once(stores["ahead"], epochs["ahead"], bt, writes,
-                                                         CommitOutcome.APPLIED)),
-                ("one_tx", lambda bt=batch: _one_transaction(stores["in_commit"], epochs["in_commit"], bt, writes,
-                                                             CommitOutcome.APPLIED)),
-                ("plain", lambda: _plain(plain, counts)),
+                ("ahead", partial(_exactly_once, stores["ahead"], epochs["ahead"], batch, writes,
+                                  CommitOutcome.APPLIED)),
+                ("one_tx", partial(_one_transaction, stores["in_commit"], epochs["in_commit"], batch, writes,
+                                   CommitOutcome.APPLIED)),
+                ("plain", partial(_plain, plain, counts)),
             ]
             for name, run in peers[b % 3:] + peers[:b % 3]:
                 timed[name] = run()
