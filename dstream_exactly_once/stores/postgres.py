@@ -58,7 +58,7 @@ class PostgresStore(SQLStore):
     float_type = "DOUBLE PRECISION"
     placeholder = "%s"
     lock_meta_sql = " FOR UPDATE"
-    lock_meta_join_sql = " FOR UPDATE OF m"
+    positions_agg = "json_object_agg(p.pkey, p.next_pos)"
     json_bulk = True
     json_pairs = "json_each_text(?::json)"
     # every commit rewrites its counters and offsets: free space on each page keeps those updates HOT

@@ -147,7 +147,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     placeholder = "?"
     begin_sql = "BEGIN"
     lock_meta_sql = ""  # appended to the meta-row SELECT that opens every write transaction
-    lock_meta_join_sql = ""  # the same for the commit's SELECT of the meta row (m) joined with its positions
+    positions_agg = "json_group_object(p.pkey, p.next_pos)"  # the app's positions as one JSON object
     json_bulk = False  # multi-row inserts as one statement over a JSON array of rows (PostgreSQL)
     # FROM clause of the (key, value) pairs of a JSON object parameter: counters ({key: int} per
     # namespace) are then one statement each instead of one per row, and the positions one
@@ -165,6 +165,10 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         positions = ("INSERT INTO deo_positions (app, pkey, next_pos, meta) SELECT ?, json_extract(value, '$[0]'), "
                      f"json_extract(value, '$[1]'), json_extract(value, '$[2]') {pairs} ")
         self._positions_sql = {spec: positions + spec.tail for spec in (_SET_POSITION, _INIT_POSITION)}
+        # positions without documents (Kafka's): one JSON object {key: next position}, like the counters
+        bare = (f"INSERT INTO deo_positions (app, pkey, next_pos, meta) SELECT ?, key, CAST(value AS BIGINT), NULL "
+                f"{pairs} ")
+        self._bare_positions_sql = {spec: bare + spec.tail for spec in (_SET_POSITION, _INIT_POSITION)}
         self._lock = threading.RLock()
         self._conn: Any = None
         self._pid = 0
@@ -407,11 +411,18 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     def _commit_state(self, cur: _Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
         """In a commit's transaction, one statement: the epoch check (locking the app's meta row),
         whether ``batch_id`` is in the commit log, and the stored positions."""
-        rows = cur.all("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND c.batch_id = ?), "
-                       "p.pkey, p.next_pos FROM deo_meta m LEFT JOIN deo_positions p ON p.app = m.app "
-                       "WHERE m.app = ?" + self.lock_meta_join_sql, (batch_id, self.app_id))
-        rules.check_epoch(self.app_id, int(rows[0][0]) if rows else 0, epoch)
-        return bool(rows[0][1]), {str(k): int(o) for _, _, k, o in rows if k is not None}
+        if not self.json_pairs:  # an SQLite built without JSON functions: three statements
+            self._check_epoch(cur, epoch)
+            return self._is_committed(cur, batch_id), self._stored_positions(cur)
+        row = cur.one("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND c.batch_id = ?), "
+                      f"(SELECT {self.positions_agg} FROM deo_positions p WHERE p.app = m.app) "
+                      "FROM deo_meta m WHERE m.app = ?" + self.lock_meta_sql, (batch_id, self.app_id))
+        rules.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
+        assert row is not None
+        stored = row[2]
+        if isinstance(stored, (str, bytes)):
+            stored = json.loads(stored)
+        return bool(row[1]), {str(k): int(o) for k, o in (stored or {}).items()}
 
     @staticmethod
     def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
@@ -422,6 +433,11 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         statement where the dialect can (PostgreSQL ``json_to_recordset``, SQLite ``json_each``)."""
         if not rows:
             return
+        if self.json_pairs and all(meta is None for _, _, meta in rows):
+            bare = json.dumps({key: pos for key, pos, _ in rows}, ensure_ascii=False, separators=(",", ":"))
+            if "\\u0000" not in bare:  # NUL in a key: bound row by row below (SQLite's JSON stops at it)
+                cur.run(self._bare_positions_sql[spec], (self.app_id, bare))
+                return
         if self.json_bulk or not self.json_pairs:
             self._bulk(cur, spec, [(self.app_id, *row) for row in rows])
             return

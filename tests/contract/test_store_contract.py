@@ -533,6 +533,10 @@ class SQLContract:
         store.commit(epoch, B1, Writes().incr("counts", "a", 3).incr("other", "c", 4))
         assert store.get_values("counts") == {"a": 5, "b": 1, "doc": [1]}
         assert store.get_values("other") == {"c": 4}
+        assert store.load_offsets() == {P0: 15, P1: 5}
+        assert store.commit(epoch, B1, Writes().incr("counts", "a")) is REPLAYED
+        with pytest.raises(OffsetConflictError):
+            store.commit(epoch, batch(2, OffsetRange("t", 0, 16, 17)), Writes().incr("counts", "a"))
         before = snapshot(store)
         with pytest.raises(StoreError, match="counts/doc"):
             store.commit(epoch, batch(2, OffsetRange("t", 0, 15, 17)),
