@@ -254,7 +254,11 @@ def value_ops(writes: Writes) -> List[ValueOp]:
 def split_increments(writes: Writes) -> Tuple[Dict[str, Dict[str, int]], List[Tuple[str, str, float]]]:
     """``({namespace: {key: int amount}}, [(namespace, key, float amount)])``: the increments of
     ``writes`` without puts (counters), int and float apart, with the 64-bit check of
-    :func:`value_ops`. The SQL stores send each namespace's ints as one JSON object."""
+    :func:`value_ops`. The SQL stores send each namespace's ints as one JSON object.
+    The dicts returned may be the ones ``writes`` holds: read them, never modify them."""
+    counters = writes.counters()
+    if counters is not None:  # ints only, every total in range: kept that way by Writes.incr
+        return counters, []
     ints: Dict[str, Dict[str, int]] = {}
     floats: List[Tuple[str, str, float]] = []
     last_ns: Optional[str] = None

@@ -9,8 +9,8 @@ from __future__ import annotations
 import enum
 import json
 import math
-from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import SourceRange, decode_range, encode_range
 from ..errors import ConfigurationError
@@ -18,6 +18,8 @@ from ..errors import ConfigurationError
 __all__ = ["CommitOutcome", "Number", "PlannedBatch", "Writes"]
 
 Number = float | int
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,30 @@ def _check_key(what: str, key: Any) -> str:
     return key
 
 
-@dataclass
+class IncrementsView(Mapping[Tuple[str, str], Number]):
+    """A read-only ``{(namespace, key): amount}`` view of a :class:`Writes`' increments."""
+
+    __slots__ = ("_by_ns",)
+
+    def __init__(self, by_ns: Dict[str, Dict[str, Number]]) -> None:
+        self._by_ns = by_ns
+
+    def __getitem__(self, item: Tuple[str, str]) -> Number:
+        ns, key = item
+        return self._by_ns[ns][key]
+
+    def __iter__(self) -> Iterator[Tuple[str, str]]:
+        for ns, amounts in self._by_ns.items():
+            for key in amounts:
+                yield ns, key
+
+    def __len__(self) -> int:
+        return sum(map(len, self._by_ns.values()))
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
 class Writes:
     """The results of one batch (or one partition of it), applied in the commit transaction.
 
@@ -84,13 +109,32 @@ class Writes:
     - :meth:`add_label` records a label as applied (label-idempotent sinks).
 
     Values are validated eagerly: anything JSON cannot hold raises before anything is written.
+    Increments are kept per namespace (the stores write each namespace's counters as one JSON
+    object); :attr:`increments` is a read-only ``{(namespace, key): amount}`` view of them.
     """
 
-    increments: Dict[Tuple[str, str], Number] = field(default_factory=dict)
-    puts: Dict[Tuple[str, str], str] = field(default_factory=dict)
-    batch_rows: Dict[str, List[str]] = field(default_factory=dict)
-    labels: List[str] = field(default_factory=list)
-    statements: List[Tuple[str, Tuple[Any, ...]]] = field(default_factory=list)
+    def __init__(self, increments: Optional[Mapping[Tuple[str, str], Number]] = None,
+                 puts: Optional[Dict[Tuple[str, str], str]] = None, batch_rows: Optional[Dict[str, List[str]]] = None,
+                 labels: Optional[List[str]] = None,
+                 statements: Optional[List[Tuple[str, Tuple[Any, ...]]]] = None) -> None:
+        self._counters: Dict[str, Dict[str, Number]] = {}
+        self._plain_ints = True  # every increment so far is an int and every total fits 64 bits
+        self.puts: Dict[Tuple[str, str], str] = puts if puts is not None else {}
+        self.batch_rows: Dict[str, List[str]] = batch_rows if batch_rows is not None else {}
+        self.labels: List[str] = labels if labels is not None else []
+        self.statements: List[Tuple[str, Tuple[Any, ...]]] = statements if statements is not None else []
+        for (ns, key), amount in (increments or {}).items():
+            self.incr(ns, key, amount)
+
+    @property
+    def increments(self) -> Mapping[Tuple[str, str], Number]:
+        """``{(namespace, key): amount}`` (read-only; add with :meth:`incr`)."""
+        return IncrementsView(self._counters)
+
+    def counters(self) -> Optional[Dict[str, Dict[str, int]]]:
+        """``{namespace: {key: amount}}`` when every increment is an int and every total fits in 64
+        bits (the stores' fast path; do not modify it), else ``None``."""
+        return self._counters if self._plain_ints else None  # type: ignore[return-value]
 
     def incr(self, namespace: str, key: str, amount: Number = 1) -> Writes:
         _check_key("namespace", namespace)
@@ -99,9 +143,26 @@ class Writes:
             isinstance(amount, float) and not math.isfinite(amount)
         ):
             raise ConfigurationError(f"increment for {namespace}/{key} must be a finite number, got {amount!r}")
-        k = (namespace, key)
-        self.increments[k] = self.increments.get(k, 0) + amount
+        amounts = self._counters.get(namespace)
+        if amounts is None:
+            amounts = self._counters[namespace] = {}
+        total = amounts.get(key, 0) + amount
+        amounts[key] = total
+        if self._plain_ints and (type(total) is not int or not _INT64_MIN <= total <= _INT64_MAX):
+            self._plain_ints = False
         return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Writes):
+            return NotImplemented
+        return (self._counters, self.puts, self.batch_rows, self.labels, self.statements) == (
+            other._counters, other.puts, other.batch_rows, other.labels, other.statements)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return (f"Writes(increments={dict(self.increments.items())!r}, puts={self.puts!r}, "
+                f"batch_rows={self.batch_rows!r}, labels={self.labels!r}, statements={self.statements!r})")
 
     def put(self, namespace: str, key: str, value: Any) -> Writes:
         _check_key("namespace", namespace)
@@ -134,8 +195,11 @@ class Writes:
 
     def copy(self) -> Writes:
         """An independent copy (sinks add their labels to a copy of the user's writes)."""
-        return Writes(dict(self.increments), dict(self.puts), {k: list(v) for k, v in self.batch_rows.items()},
-                      list(self.labels), list(self.statements))
+        out = Writes(None, dict(self.puts), {k: list(v) for k, v in self.batch_rows.items()}, list(self.labels),
+                     list(self.statements))
+        out._counters = {ns: dict(amounts) for ns, amounts in self._counters.items()}
+        out._plain_ints = self._plain_ints
+        return out
 
     def __bool__(self) -> bool:
-        return bool(self.increments or self.puts or self.batch_rows or self.labels or self.statements)
+        return bool(self._counters or self.puts or self.batch_rows or self.labels or self.statements)
