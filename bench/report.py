@@ -51,6 +51,7 @@ def environment(ctx: Context) -> Dict[str, str]:
     env["kafka-python CRC-32C"] = _crc_impl()
     env["Kafka broker"] = _kafka_version()
     env["Java"] = _cmd(["java", "-version"])
+    env["confluent-kafka (B1 a-ck)"] = _confluent_version()
     for mod, name in (("redis", "redis-py"), ("psycopg", "psycopg")):
         try:
             env[name] = importlib.import_module(mod).__version__
@@ -69,6 +70,15 @@ def environment(ctx: Context) -> Dict[str, str]:
         f"; poll max_records={POLL_RECORDS} (receive.buffer.bytes -1 = OS default)"
     env.update(ctx.versions)
     return env
+
+
+def _confluent_version() -> str:
+    """confluent-kafka's and its bundled librdkafka's versions, or 'not installed'."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return "not installed"
+    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
 
 
 def _crc_impl() -> str:
@@ -260,7 +270,7 @@ def _label_bars(ax: Any, bars: Any, fmt: str = "{:,.0f}") -> None:
 def _chart_b1(plt: Any, res: Results) -> Any:
     rows = res.of("B1")
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.6 * len(rows) + 2), sharey=True)
-    colors = ["#4c72b0", "#64b5cd", "#dd8452", "#55a868", "#8fd175"]
+    colors = ["#4c72b0", "#64b5cd", "#8172b3", "#b3a2e0", "#dd8452", "#55a868", "#8fd175"]
     labels = [m.case for m in rows][::-1]
     for ax, key, xlabel in ((axes[0], "rates", "records per wall-second"),
                             (axes[1], "cpu_rates", "records per CPU-second (all processes, broker included)")):
