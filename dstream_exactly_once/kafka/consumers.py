@@ -36,12 +36,15 @@ class ConsumerCache:
     """An LRU of idle assign-only consumers keyed by (config, topic, partition), per process.
 
     ``create`` makes a consumer (default: a kafka-python ``KafkaConsumer``), ``close`` closes one
-    without committing and without raising (default: :func:`close_consumer`).
+    without committing and without raising (default: :func:`close_consumer`). ``share_idle=False``
+    reuses a consumer only for the partition it last read (for clients that keep fetching in the
+    background, whose fetch parked at the broker would delay another partition's first fetch).
     """
 
     def __init__(self, capacity: int = _CACHE_CAPACITY, *, create: Optional[ConsumerFactory] = None,
-                 close: Optional[Callable[[Any], None]] = None) -> None:
+                 close: Optional[Callable[[Any], None]] = None, share_idle: bool = True) -> None:
         self.capacity = capacity
+        self.share_idle = share_idle
         self._create: ConsumerFactory = create or _kafka_python_consumer
         self._close: Callable[[Any], None] = close or close_consumer
         self._items: OrderedDict[Tuple[Any, ...], Any] = OrderedDict()
@@ -64,7 +67,7 @@ class ConsumerCache:
         k = self.key(config, r)
         with self._lock:
             consumer = self._items.pop(k, None)
-            if consumer is None and not fresh:
+            if consumer is None and not fresh and self.share_idle:
                 same_config = next((key for key in self._items if key[:2] == k[:2]), None)
                 if same_config is not None:
                     consumer = self._items.pop(same_config)

@@ -11,8 +11,11 @@ never by counting records; a range may end on a marker. Nothing is committed and
 
 Each ``consume`` result (up to 10000 messages, all of the one assigned partition) becomes one
 :class:`RecordBlock`, built list-wise from the messages' C accessors. Consumers come from a
-per-process :class:`~.consumers.ConsumerCache` of their own; an idle cached consumer is unassigned
-so librdkafka stops prefetching for it. A retry (``attempt > 0``) gets a fresh consumer.
+per-process :class:`~.consumers.ConsumerCache` of their own, one per partition (librdkafka leaves a
+fetch parked at the broker for up to ``fetch.max.wait.ms`` after a range that ends at the log end;
+a consumer moved to another partition would wait for it, the same partition's next range does not:
+new records answer it); an idle cached consumer is unassigned so librdkafka stops prefetching for
+it. A retry (``attempt > 0``) gets a fresh consumer.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ def _close(holder: Any) -> None:
 
 
 #: The process-wide cache of this reader's consumers.
-CONSUMERS = ConsumerCache(create=_Consumer, close=_close)
+CONSUMERS = ConsumerCache(create=_Consumer, close=_close, share_idle=False)
 
 
 def read_range(config: KafkaConfig, r: OffsetRange, *, poll_timeout_ms: int = 120000,

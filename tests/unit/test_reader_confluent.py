@@ -130,3 +130,21 @@ def test_unreachable_broker_is_kafka_unavailable_after_the_poll_timeout():
     assert CONSUMERS.created == created + 1
     assert isinstance(CONSUMERS, ConsumerCache) and not CONSUMERS._items  # the failed consumer was not kept
     assert list(read_range(config, OffsetRange("t", 0, 5, 5))) == []  # an empty range reads nothing
+
+
+def test_the_confluent_cache_reuses_a_consumer_only_for_its_own_partition():
+    from dstream_exactly_once.kafka.consumers import ConsumerCache
+    from dstream_exactly_once.kafka.reader_confluent import CONSUMERS
+
+    assert CONSUMERS.share_idle is False
+    made = []
+    cache = ConsumerCache(create=lambda config, r: made.append(r) or object(), close=lambda c: None,
+                          share_idle=False)
+    config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
+    a = cache.acquire(config, OffsetRange("t", 0, 0, 5), fresh=False)
+    cache.release(config, OffsetRange("t", 0, 0, 5), a)
+    b = cache.acquire(config, OffsetRange("t", 1, 0, 5), fresh=False)  # not a: its fetch may be parked
+    assert b is not a and cache.created == 2
+    cache.release(config, OffsetRange("t", 1, 0, 5), b)
+    assert cache.acquire(config, OffsetRange("t", 0, 5, 9), fresh=False) is a  # its own partition: reused
+    assert cache.created == 2
