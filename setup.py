@@ -29,7 +29,10 @@ setup(
         "postgres": ["psycopg[binary]>=3.1"],
         # the teaching demo's PNG (dstream-eo demo); without it only the chart is skipped
         "charts": ["matplotlib>=3.5"],
-        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "ruff", "mypy", "matplotlib>=3.5"],
+        # the optional librdkafka executor reader (spark.streaming.kafka.reader=confluent-kafka)
+        "confluent": ["confluent-kafka>=2.3"],
+        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "ruff", "mypy", "matplotlib>=3.5",
+                 "confluent-kafka>=2.3"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
     classifiers=[

@@ -7,6 +7,9 @@ settings (:data:`bench.common.READ_SETTINGS`, printed in the report):
      every record decoded to a ``(key, value)`` str pair;
 (a′) the same with a ``messageHandler`` returning ``(offset, timestamp, key, value)`` — how a
      Spark 2.4 app gets metadata; the parity case of (c′);
+(a-ck), (a′-ck) the same two with the optional confluent-kafka (librdkafka) executor reader
+     (``spark.streaming.kafka.reader=confluent-kafka``, same kafkaParams, same fetch sizes); left
+     out, with a note, when confluent-kafka is not installed;
 (b)  a bare single-process kafka-python loop: assign + seek + poll until each partition's
      position reaches its end, decoding key/value like (a) (its ``ConsumerRecord`` already
      carries offset, timestamp and headers);
@@ -41,6 +44,8 @@ from .jvm_connector import Connector, resolve_connector
 CASES: Dict[str, str] = {
     "a": "(a) KafkaRDD createRDD().count(), local[1]",
     "a'": "(a') KafkaRDD + messageHandler (offset, timestamp, key, value), local[1]",
+    "a-ck": "(a-ck) KafkaRDD createRDD().count(), confluent-kafka reader, local[1]",
+    "a'-ck": "(a'-ck) KafkaRDD + messageHandler, confluent-kafka reader, local[1]",
     "b": "(b) bare kafka-python loop, 1 process",
     "c": "(c) Spark JVM source load().count(), local[1]",
     "c'": "(c') Spark JVM source, offset + timestamp + key/value as strings, local[1]",
@@ -54,13 +59,30 @@ def metadata_handler(m: Any) -> Tuple[int, int, Any, Any]:
 
 
 # ------------------------------------------------------------------------------------------ (a), (a')
-def kafkardd_pass(ctx: Context, master: str, handler: bool = False) -> int:
+def kafkardd_pass(ctx: Context, master: str, handler: bool = False, reader: str = "kafka-python") -> int:
+    """One ``createRDD(...).count()``; ``reader`` is set as ``spark.streaming.kafka.reader`` on the running
+    context's conf for this call only (the driver reads it when the RDD is made)."""
     from dstream_exactly_once import KafkaUtils
+    from dstream_exactly_once.kafka.readers import READER_KEY
 
     topic = ctx.read_topic()
     sc = ctx.spark(master)
     kw: Dict[str, Any] = {"messageHandler": metadata_handler} if handler else {}
-    return int(KafkaUtils.createRDD(sc, ctx.kafka_params(), topic.ranges(), **kw).count())
+    sc._conf.set(READER_KEY, reader)
+    try:
+        rdd = KafkaUtils.createRDD(sc, ctx.kafka_params(), topic.ranges(), **kw)
+    finally:
+        sc._conf._jconf.remove(READER_KEY)
+    return int(rdd.count())
+
+
+def confluent_problem() -> str:
+    """Why the confluent-kafka cases cannot run here ('' when they can)."""
+    try:
+        import confluent_kafka
+    except ImportError as exc:
+        return f"confluent-kafka is not installed ({exc}); pip install dstream-exactly-once[confluent]"
+    return "" if confluent_kafka else "confluent-kafka did not import"
 
 
 def timed_pass(ctx: Context, fn: Callable[[], int], label: str) -> CpuSample:
@@ -199,8 +221,12 @@ def run_b1(ctx: Context) -> None:
         runners: Dict[str, Callable[[], int]] = {
             "a": lambda: kafkardd_pass(ctx, MASTER),
             "a'": lambda: kafkardd_pass(ctx, MASTER, handler=True),
-            "b": bare.run,
         }
+        ck_problem = confluent_problem()
+        if not ck_problem:
+            runners["a-ck"] = lambda: kafkardd_pass(ctx, MASTER, reader="confluent-kafka")
+            runners["a'-ck"] = lambda: kafkardd_pass(ctx, MASTER, handler=True, reader="confluent-kafka")
+        runners["b"] = bare.run
         if jvm is not None and jvm.ok:
             runners["c"] = lambda: jvm.request("count")
             runners["c'"] = lambda: jvm.request("columns")
@@ -240,6 +266,12 @@ def run_b1(ctx: Context) -> None:
     rates = {c: _add(ctx, c, n, samples[c]) for c in samples}
     _ratio(ctx, "(a) / (b): KafkaRDD vs bare kafka-python loop", samples, "a", "b", 3.0)
     _ratio(ctx, "(a') / (b): KafkaRDD with metadata handler vs bare kafka-python loop", samples, "a'", "b", 2.0)
+    if "a-ck" in samples:
+        _ratio(ctx, "(a-ck) / (a): confluent-kafka reader vs kafka-python reader, count", samples, "a-ck", "a", 1.0)
+        _ratio(ctx, "(a'-ck) / (a'): confluent-kafka reader vs kafka-python reader, metadata handler", samples,
+               "a'-ck", "a'", 1.0)
+    else:
+        res.note("B1", f"(a-ck)/(a'-ck) confluent-kafka reader not measured: {ck_problem}")
     if "c'" in rates:
         _ratio(ctx, "(a') / (c'): KafkaRDD vs Spark's JVM source, same columns", samples, "a'", "c'", 1.0,
                "" if jvm is None or jvm.connector.exact else "connector is not the exact PySpark version")

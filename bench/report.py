@@ -52,6 +52,7 @@ def environment(ctx: Context) -> Dict[str, str]:
     env["kafka-python CRC-32C"] = _crc_impl()
     env["Kafka broker"] = _kafka_version()
     env["Java"] = _cmd(["java", "-version"])
+    env["confluent-kafka (B1 a-ck)"] = _confluent_version()
     for mod, name in (("redis", "redis-py"), ("psycopg", "psycopg")):
         try:
             env[name] = importlib.import_module(mod).__version__
@@ -70,6 +71,15 @@ def environment(ctx: Context) -> Dict[str, str]:
         f"; poll max_records={POLL_RECORDS} (receive.buffer.bytes -1 = OS default)"
     env.update(ctx.versions)
     return env
+
+
+def _confluent_version() -> str:
+    """confluent-kafka's and its bundled librdkafka's versions, or 'not installed'."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return "not installed"
+    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
 
 
 def _crc_impl() -> str:
@@ -259,7 +269,7 @@ def _si(x: float, _pos: Any = None) -> str:
 def _rate_bars(plt: Any, rows: List[Any], unit: str, cpu_label: str, labels: Optional[List[str]] = None) -> Any:
     """Two panels of horizontal bars, per wall-second and per CPU-second: median, whiskers min–max."""
     fig, axes = plt.subplots(1, 2, figsize=(12, 0.6 * len(rows) + 2), sharey=True)
-    colors = ["#4c72b0", "#64b5cd", "#dd8452", "#55a868", "#8fd175"]
+    colors = ["#4c72b0", "#64b5cd", "#8172b3", "#b3a2e0", "#dd8452", "#55a868", "#8fd175"]
     labels = (labels or [m.case for m in rows])[::-1]
     for ax, key, xlabel in ((axes[0], "rates", f"{unit} per wall-second"),
                             (axes[1], "cpu_rates", f"{unit} per CPU-second\n({cpu_label})")):

@@ -2,7 +2,8 @@
 
 Consumers are reused by later tasks: the one last used for the task's partition if there is one,
 else any idle one with the same client config (the reader reassigns it); a task retry always gets a
-fresh one. Only kafka-python's public API is used here.
+fresh one. Only kafka-python's public API is used here; the cache itself does not depend on the
+client library (the confluent-kafka reader keeps its own instance with its own ``create``/``close``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from ..offsets import OffsetRange
 from .errors_map import translate_kafka_error
@@ -18,7 +19,7 @@ from .params import KafkaConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONSUMERS", "EXECUTOR_FETCH_BYTES", "ConsumerCache", "close_consumer"]
+__all__ = ["CONSUMERS", "EXECUTOR_FETCH_BYTES", "ConsumerCache", "ConsumerFactory", "close_consumer"]
 
 _CACHE_CAPACITY = 64
 #: max.partition.fetch.bytes of executor consumers unless kafkaParams set it (kafka-python: 1 MiB).
@@ -27,11 +28,25 @@ _CACHE_CAPACITY = 64
 EXECUTOR_FETCH_BYTES = 4 * 1024 * 1024
 
 
-class ConsumerCache:
-    """An LRU of idle assign-only consumers keyed by (config, topic, partition), per process."""
+#: ``create(config, r)``: a new consumer for reading ``r`` under ``config`` (errors already translated)
+ConsumerFactory = Callable[[KafkaConfig, OffsetRange], Any]
 
-    def __init__(self, capacity: int = _CACHE_CAPACITY) -> None:
+
+class ConsumerCache:
+    """An LRU of idle assign-only consumers keyed by (config, topic, partition), per process.
+
+    ``create`` makes a consumer (default: a kafka-python ``KafkaConsumer``), ``close`` closes one
+    without committing and without raising (default: :func:`close_consumer`). ``share_idle=False``
+    reuses a consumer only for the partition it last read (for clients that keep fetching in the
+    background, whose fetch parked at the broker would delay another partition's first fetch).
+    """
+
+    def __init__(self, capacity: int = _CACHE_CAPACITY, *, create: Optional[ConsumerFactory] = None,
+                 close: Optional[Callable[[Any], None]] = None, share_idle: bool = True) -> None:
         self.capacity = capacity
+        self.share_idle = share_idle
+        self._create: ConsumerFactory = create or _kafka_python_consumer
+        self._close: Callable[[Any], None] = close or close_consumer
         self._items: OrderedDict[Tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
         self.created = 0
@@ -52,24 +67,21 @@ class ConsumerCache:
         k = self.key(config, r)
         with self._lock:
             consumer = self._items.pop(k, None)
-            if consumer is None and not fresh:
+            if consumer is None and not fresh and self.share_idle:
                 same_config = next((key for key in self._items if key[:2] == k[:2]), None)
                 if same_config is not None:
                     consumer = self._items.pop(same_config)
         if consumer is not None and fresh:
-            close_consumer(consumer)
+            self._close(consumer)
             consumer = None
         if consumer is None:
-            from kafka import KafkaConsumer
-
-            kwargs = config.consumer_kwargs(client_id="dstream-exactly-once-executor")
-            kwargs.setdefault("max_partition_fetch_bytes", EXECUTOR_FETCH_BYTES)
-            try:
-                consumer = KafkaConsumer(**kwargs)
-            except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}", config) from exc
+            consumer = self._create(config, r)
             self.created += 1
         return consumer
+
+    def discard(self, consumer: Any) -> None:
+        """Close a consumer that failed (it is not put back)."""
+        self._close(consumer)
 
     def release(self, config: KafkaConfig, r: OffsetRange, consumer: Any) -> None:
         """Put a consumer that read ``r`` without error back; the least recently used beyond capacity closes."""
@@ -83,7 +95,7 @@ class ConsumerCache:
             while len(self._items) > self.capacity:
                 evicted.append(self._items.popitem(last=False)[1])
         for c in evicted:
-            close_consumer(c)
+            self._close(c)
 
     def clear(self) -> None:
         """Close every idle consumer."""
@@ -91,7 +103,19 @@ class ConsumerCache:
             items = list(self._items.values())
             self._items.clear()
         for c in items:
-            close_consumer(c)
+            self._close(c)
+
+
+def _kafka_python_consumer(config: KafkaConfig, r: OffsetRange) -> Any:
+    """An assign-only kafka-python consumer for the executors (4 MiB partition fetches by default)."""
+    from kafka import KafkaConsumer
+
+    kwargs = config.consumer_kwargs(client_id="dstream-exactly-once-executor")
+    kwargs.setdefault("max_partition_fetch_bytes", EXECUTOR_FETCH_BYTES)
+    try:
+        return KafkaConsumer(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - translated at this boundary
+        raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}", config) from exc
 
 
 def close_consumer(consumer: Any) -> None:

@@ -25,14 +25,14 @@ from typing import Any, Callable, Iterator, Optional
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
 from ..offsets import OffsetRange
 from . import _fetch
-from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache, close_consumer
+from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
 from .errors_map import translate_kafka_error
 from .params import KafkaConfig
 from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range"]
+__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "skip_lost_offsets"]
 
 #: ``on_data_loss(skipped_offsets)``: told of each skip of vanished offsets (failOnDataLoss=False)
 DataLossCallback = Callable[[int], None]
@@ -112,12 +112,27 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
         if ok:
             cache.release(config, r, consumer)
         else:
-            close_consumer(consumer)
+            cache.discard(consumer)
 
 
 def _handle_out_of_range(consumer: Any, tp: Any, r: OffsetRange, pos: int, fail_on_data_loss: bool,
                          exc: BaseException, on_data_loss: Optional[DataLossCallback]) -> int:
     earliest = int(consumer.beginning_offsets([tp])[tp])
+    lost_until = skip_lost_offsets(r, pos, earliest, fail_on_data_loss, exc, on_data_loss)
+    if earliest < r.untilOffset:
+        consumer.seek(tp, earliest)
+    return lost_until
+
+
+def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss: bool, exc: BaseException,
+                      on_data_loss: Optional[DataLossCallback]) -> int:
+    """The data-loss policy for a read of ``r`` at ``pos`` that found the log starting at ``earliest``.
+
+    Raises :class:`DataLossError` (``fail_on_data_loss``), else logs, reports the skipped count to
+    ``on_data_loss`` and returns where reading goes on (``min(earliest, untilOffset)``; the caller
+    moves its consumer there). An out-of-range ``pos`` not below the log start is a truncated log
+    (:class:`KafkaUnavailableError`). Shared by every reader (kafka-python, confluent-kafka).
+    """
     if earliest <= pos:
         raise KafkaUnavailableError(f"offset {pos} of {r} is out of range but not below the log start "
                                     f"{earliest}: the log was truncated") from exc
@@ -130,6 +145,4 @@ def _handle_out_of_range(consumer: Any, tp: Any, r: OffsetRange, pos: int, fail_
                 r.partition, earliest)
     if on_data_loss is not None:
         on_data_loss(lost_until - pos)
-    if earliest < r.untilOffset:
-        consumer.seek(tp, earliest)
     return lost_until

@@ -23,6 +23,7 @@ from ..errors import ConfigurationError, OffsetRangeError
 from ..kafka.metadata import KafkaMetadata, close_metadata
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.planner import DirectPlanner, RateLimit
+from ..kafka.readers import DEFAULT_READER, READER_KEY, check_reader
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
 from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
 from .backpressure import rate_controller_from_conf
@@ -37,10 +38,14 @@ Handler = Optional[Callable[[KafkaMessageAndMetadata], Any]]
 
 
 class ReadOptions:
-    """Executor read settings resolved from SparkConf and keyword arguments."""
+    """Executor read settings resolved from SparkConf and keyword arguments.
+
+    ``reader``: the executor reader (``spark.streaming.kafka.reader``: ``kafka-python``, the default,
+    or ``confluent-kafka``), checked against ``config`` (the parsed kafkaParams) here on the driver.
+    """
 
     def __init__(self, conf: Any, *, poll_timeout_ms: Optional[int] = None,
-                 fail_on_data_loss: Optional[bool] = None) -> None:
+                 fail_on_data_loss: Optional[bool] = None, config: Optional[KafkaConfig] = None) -> None:
         def conf_get(key: str, default: str) -> str:
             return str(conf.get(key, default)) if conf is not None else default
 
@@ -62,6 +67,10 @@ class ReadOptions:
         self.poll_timeout_ms = poll_timeout_ms
         self.fail_on_data_loss = fail_on_data_loss
         self.rate = RateLimit.from_spark_conf(conf)
+        raw_reader = conf.get(READER_KEY, None) if conf is not None else None
+        self.reader = DEFAULT_READER if raw_reader is None else raw_reader
+        if config is not None:
+            self.reader = check_reader(self.reader, config)
 
 
 def _int_conf(key: str, raw: str) -> int:
@@ -108,7 +117,8 @@ def build_direct_batches(ssc: StreamingContext, topics: Any, kafkaParams: Mappin
             strategy = Subscribe(names)
     elif not isinstance(strategy, ConsumerStrategy):
         raise ConfigurationError(f"strategy must be Subscribe, SubscribePattern or Assign, got {strategy!r}")
-    opts = ReadOptions(ssc.sparkContext.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss)
+    opts = ReadOptions(ssc.sparkContext.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss,
+                       config=config)
     planner = DirectPlanner(KafkaMetadata(config), strategy, auto_offset_reset=config.auto_offset_reset,
                             fail_on_data_loss=opts.fail_on_data_loss, rate=opts.rate,
                             discovery_interval_s=discovery_interval_s)
@@ -189,7 +199,8 @@ class DirectBatches(DriverOnly, BatchSource):
 
     def reader(self) -> RangeReader:
         return KafkaRangeReader(self.config, poll_timeout_ms=self.opts.poll_timeout_ms,
-                                fail_on_data_loss=self.opts.fail_on_data_loss, **self.decoders)
+                                fail_on_data_loss=self.opts.fail_on_data_loss, reader=self.opts.reader,
+                                **self.decoders)
 
     def after_commit(self, ranges: Sequence[SourceRange]) -> None:
         if self.monitor_group:
@@ -224,7 +235,8 @@ class DirectBatches(DriverOnly, BatchSource):
     def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:
         return make_kafka_rdd(self.sc, self.config, [r for r in ranges if isinstance(r, OffsetRange)],
                               poll_timeout_ms=self.opts.poll_timeout_ms,
-                              fail_on_data_loss=self.opts.fail_on_data_loss, **self.decoders)
+                              fail_on_data_loss=self.opts.fail_on_data_loss, reader=self.opts.reader,
+                              **self.decoders)
 
     def __call__(self, time: datetime) -> KafkaRDD:
         return self.rdd(self.plan(time))

@@ -178,11 +178,12 @@ class KafkaUtils:
                     isinstance(k, TopicAndPartition) and isinstance(v, Broker) for k, v in leaders.items()):
                 raise ConfigurationError("leaders must be a dict {TopicAndPartition: Broker}")
         check_decoders(keyDecoder, valueDecoder, messageHandler)
-        opts = ReadOptions(sc.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss)
+        opts = ReadOptions(sc.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss,
+                           config=config)
         check_ranges_in_log(config, offsetRanges)
         return make_kafka_rdd(sc, config, offsetRanges, key_decoder=keyDecoder, value_decoder=valueDecoder,
                               message_handler=messageHandler, poll_timeout_ms=opts.poll_timeout_ms,
-                              fail_on_data_loss=opts.fail_on_data_loss)
+                              fail_on_data_loss=opts.fail_on_data_loss, reader=opts.reader)
 
     @staticmethod
     def createStream(  # noqa: N802

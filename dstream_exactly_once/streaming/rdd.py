@@ -1,4 +1,5 @@
-"""KafkaRDD: one Spark partition per :class:`OffsetRange`, read by kafka-python on executors.
+"""KafkaRDD: one Spark partition per :class:`OffsetRange`, read on executors by kafka-python (default)
+or confluent-kafka (``spark.streaming.kafka.reader``, :mod:`dstream_exactly_once.kafka.readers`).
 
 Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
 Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
@@ -22,7 +23,8 @@ from ..core.ranges import SourceRange
 from ..core.source import RangeReader
 from ..errors import DecodeError
 from ..kafka.params import KafkaConfig
-from ..kafka.reader import RecordBlock, read_range
+from ..kafka.readers import DEFAULT_READER, range_reader
+from ..kafka.records import RecordBlock
 from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
 from .range_rdd import RangeRDD, make_range_rdd
 from .task_context import remember_current
@@ -202,14 +204,17 @@ class KafkaRangeReader(RangeReader):
     Each read records its range for :func:`~.task_context.current_offset_range`, passes the task's
     attempt number (a retry gets a fresh consumer) and, under ``fail_on_data_loss=False``, adds the
     offsets it had to skip to the driver-side count (:meth:`KafkaRDD.data_loss_skipped`).
+    ``reader`` names the executor reader (checked on the driver, resolved in the task).
     """
 
     def __init__(self, config: KafkaConfig, *, key_decoder: Decoder = utf8_decoder,
                  value_decoder: Decoder = utf8_decoder,
                  message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                  poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
-                 skips: Optional[Accumulator[_Skips]] = None, key: int = -1) -> None:
+                 skips: Optional[Accumulator[_Skips]] = None, key: int = -1,
+                 reader: str = DEFAULT_READER) -> None:
         self.config = config
+        self.reader = reader
         self.decode = _Decoding(key_decoder, value_decoder, message_handler)
         self.poll_timeout_ms = poll_timeout_ms
         self.fail_on_data_loss = fail_on_data_loss
@@ -230,6 +235,7 @@ class KafkaRangeReader(RangeReader):
                 skipped[0] += n
                 skips.add({entry: skipped[0]})
 
+        read_range = range_reader(self.reader)
         return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
                                       fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata,
                                       attempt=attempt, on_data_loss=on_data_loss))
@@ -238,14 +244,17 @@ class KafkaRangeReader(RangeReader):
 def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[OffsetRange], *,
                    key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
                    message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
-                   poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True) -> KafkaRDD:
-    """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task."""
+                   poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
+                   reader: str = DEFAULT_READER) -> KafkaRDD:
+    """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task,
+    reading with the executor reader named ``reader`` (already checked on the driver)."""
     ranges = list(ranges)
     skips = None if fail_on_data_loss else _skips_accumulator(sc)
-    reader = KafkaRangeReader(config, key_decoder=key_decoder, value_decoder=value_decoder,
+    task_reader = KafkaRangeReader(config, key_decoder=key_decoder, value_decoder=value_decoder,
                               message_handler=message_handler, poll_timeout_ms=poll_timeout_ms,
-                              fail_on_data_loss=fail_on_data_loss, skips=skips, key=next(_RDD_KEYS))
-    reader.indexes = {r.position_key: i for i, r in enumerate(ranges)}
-    rdd = make_range_rdd(sc, ranges, reader, KafkaRDD)
-    rdd._skips, rdd._key = skips, reader.key
+                              fail_on_data_loss=fail_on_data_loss, skips=skips, key=next(_RDD_KEYS),
+                              reader=reader)
+    task_reader.indexes = {r.position_key: i for i, r in enumerate(ranges)}
+    rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD)
+    rdd._skips, rdd._key = skips, task_reader.key
     return rdd
