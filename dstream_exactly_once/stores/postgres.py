@@ -7,7 +7,8 @@ import math
 from typing import Any, Optional, Tuple
 
 from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
-from .sql import SQLStore, _Cursor
+from ._sql_statements import Cursor
+from .sql import SQLStore
 from .url import check_options, float_option, parse_url, redact_url
 
 __all__ = ["PostgresStore"]
@@ -113,7 +114,7 @@ class PostgresStore(SQLStore):
         return psycopg.connect(self.url, autocommit=True, connect_timeout=self._connect_timeout,
                                application_name="dstream-exactly-once")
 
-    def _lock_schema(self, cur: _Cursor) -> None:
+    def _lock_schema(self, cur: Cursor) -> None:
         cur.run("SELECT pg_advisory_xact_lock(hashtext('dstream_exactly_once.schema'))")
 
     def _is_broken(self, conn: Any) -> bool:

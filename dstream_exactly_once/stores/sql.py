@@ -22,121 +22,27 @@ import sys
 import threading
 from abc import abstractmethod
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..errors import DStreamExactlyOnceError, StoreError
 from . import _commit_rules as rules
 from ._sql_operators import SQLOperatorMixin
 from ._sql_schema import ABSENT, ensure_layout, read_layout
+from ._sql_statements import (
+    ADD_VALUE,
+    BATCH_ROWS,
+    INIT_POSITION,
+    LABELS,
+    SET_POSITION,
+    SET_VALUE,
+    Bulk,
+    Counters,
+    Cursor,
+)
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 
 __all__ = ["SQLStore"]
-
-
-@dataclass(frozen=True)
-class _Bulk:
-    """A multi-row ``INSERT`` into one table, run as one statement per call where the dialect can.
-
-    ``columns`` pairs each column with its PostgreSQL type (to cast the fields of a JSON row);
-    ``tail`` is the ``ON CONFLICT`` clause, which may refer to the table and to ``excluded``.
-    """
-
-    table: str
-    columns: Tuple[Tuple[str, str], ...]
-    tail: str
-
-    @cached_property
-    def row_sql(self) -> str:
-        """One row per execution: ``INSERT … VALUES (?, …) <tail>``."""
-        names = ", ".join(c for c, _ in self.columns)
-        return f"INSERT INTO {self.table} ({names}) VALUES ({', '.join('?' * len(self.columns))}) {self.tail}"
-
-    @cached_property
-    def json_sql(self) -> str:
-        """All rows at once as one JSON parameter: ``INSERT … SELECT * FROM json_to_recordset(?) AS x(c0 t, …)``.
-
-        One parameter and one statement whatever the row count: the ``json`` module encodes it in
-        C, and the server parses it in one pass — much faster than binding thousands of parameters.
-        """
-        names = ", ".join(c for c, _ in self.columns)
-        fields = ", ".join(f"c{i} {t}" for i, (_, t) in enumerate(self.columns))
-        return f"INSERT INTO {self.table} ({names}) SELECT * FROM json_to_recordset(?::json) AS x({fields}) {self.tail}"
-
-    def json_param(self, rows: Sequence[Sequence[Any]]) -> str:
-        """``rows`` as the JSON array of objects ``{"c0": …, "c1": …}`` that :meth:`json_sql` reads."""
-        names = [f"c{i}" for i in range(len(self.columns))]
-        return json.dumps([dict(zip(names, row, strict=True)) for row in rows], separators=(",", ":"), allow_nan=False)
-
-
-_VALUE_COLUMNS = (("app", "text"), ("ns", "text"), ("k", "text"), ("inum", "numeric"), ("fnum", "float8"))
-_SET_VALUE = _Bulk("deo_values", _VALUE_COLUMNS + (("doc", "text"),),
-                   "ON CONFLICT (app, ns, k) DO UPDATE SET inum = excluded.inum, fnum = excluded.fnum, "
-                   "doc = excluded.doc")
-# An increment is skipped (and the commit refused, see _write_values) when the row holds a JSON
-# document or the sum would leave the 64-bit integer range or the finite doubles: SQLite would turn
-# an overflowing integer into an inexact REAL (PostgreSQL NUMERIC would grow past what Redis holds),
-# so every store keeps one 64-bit contract. The tests are written so that they cannot overflow
-# themselves; the float one halves both terms (max double / 2 = 8.988465674311579e307).
-_ADD_VALUE = _Bulk("deo_values", _VALUE_COLUMNS,  # doc stays NULL
-                   "ON CONFLICT (app, ns, k) DO UPDATE SET inum = COALESCE(deo_values.inum, 0) + excluded.inum, "
-                   "fnum = CASE WHEN deo_values.fnum IS NULL AND excluded.fnum IS NULL THEN NULL "
-                   "ELSE COALESCE(deo_values.fnum, 0) + COALESCE(excluded.fnum, 0) END "
-                   "WHERE deo_values.doc IS NULL "
-                   "AND ((excluded.inum >= 0 "
-                   "AND COALESCE(deo_values.inum, 0) <= 9223372036854775807 - excluded.inum) "
-                   "OR (excluded.inum < 0 "
-                   "AND COALESCE(deo_values.inum, 0) >= -9223372036854775807 - 1 - excluded.inum)) "
-                   "AND (excluded.fnum IS NULL "
-                   "OR abs(COALESCE(deo_values.fnum, 0) / 2 + excluded.fnum / 2) <= 8.988465674311579e307)")
-_POSITION_COLUMNS = (("app", "text"), ("pkey", "text"), ("next_pos", "bigint"), ("meta", "text"))
-_SET_POSITION = _Bulk("deo_positions", _POSITION_COLUMNS,
-                      "ON CONFLICT (app, pkey) DO UPDATE SET next_pos = excluded.next_pos, meta = excluded.meta")
-_INIT_POSITION = _Bulk("deo_positions", _POSITION_COLUMNS, "ON CONFLICT (app, pkey) DO NOTHING")
-_BATCH_ROWS = _Bulk("deo_batch_rows", (("app", "text"), ("ns", "text"), ("batch_id", "bigint"), ("part", "text"),
-                                       ("seq", "integer"), ("doc", "text")), "")
-_LABELS = _Bulk("deo_labels", (("app", "text"), ("label", "text")), "ON CONFLICT (app, label) DO NOTHING")
-
-
-class _Counters(NamedTuple):
-    """The int increments of one namespace, and the same ``{key: amount}`` as JSON text."""
-
-    namespace: str
-    amounts: Dict[str, int]
-    json: str
-
-
-class _Cursor:
-    """A DB-API cursor speaking ``?`` placeholders whatever the driver's paramstyle."""
-
-    def __init__(self, cursor: Any, placeholder: str) -> None:
-        self._cur = cursor
-        self._ph = placeholder
-
-    def _q(self, sql: str) -> str:
-        return sql if self._ph == "?" else sql.replace("?", self._ph)
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        self._cur.execute(self._q(sql), tuple(params))
-        return int(self._cur.rowcount)
-
-    def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Run ``sql`` once per row; returns the total row count."""
-        if not rows:
-            return 0
-        self._cur.executemany(self._q(sql), rows)
-        return int(self._cur.rowcount)
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> Optional[Tuple[Any, ...]]:
-        self._cur.execute(self._q(sql), tuple(params))
-        row = self._cur.fetchone()
-        return None if row is None else tuple(row)
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
-        self._cur.execute(self._q(sql), tuple(params))
-        return [tuple(r) for r in self._cur.fetchall()]
 
 
 class SQLStore(SQLOperatorMixin, TransactionalStore):
@@ -161,14 +67,14 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         super().__init__(url, app_id)
         pairs = f"FROM {self.json_pairs} WHERE true"  # WHERE: SQLite would read ON CONFLICT as a join clause
         self._counters_sql = (f"INSERT INTO deo_values (app, ns, k, inum, fnum) SELECT ?, ?, key, "
-                              f"CAST(value AS {self.int_type}), NULL {pairs} {_ADD_VALUE.tail}")
+                              f"CAST(value AS {self.int_type}), NULL {pairs} {ADD_VALUE.tail}")
         positions = ("INSERT INTO deo_positions (app, pkey, next_pos, meta) SELECT ?, json_extract(value, '$[0]'), "
                      f"json_extract(value, '$[1]'), json_extract(value, '$[2]') {pairs} ")
-        self._positions_sql = {spec: positions + spec.tail for spec in (_SET_POSITION, _INIT_POSITION)}
+        self._positions_sql = {spec: positions + spec.tail for spec in (SET_POSITION, INIT_POSITION)}
         # positions without documents (Kafka's): one JSON object {key: next position}, like the counters
         bare = (f"INSERT INTO deo_positions (app, pkey, next_pos, meta) SELECT ?, key, CAST(value AS BIGINT), NULL "
                 f"{pairs} ")
-        self._bare_positions_sql = {spec: bare + spec.tail for spec in (_SET_POSITION, _INIT_POSITION)}
+        self._bare_positions_sql = {spec: bare + spec.tail for spec in (SET_POSITION, INIT_POSITION)}
         self._lock = threading.RLock()
         self._conn: Any = None
         self._pid = 0
@@ -190,7 +96,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         """Whether ``conn`` must be replaced after an error."""
         return False
 
-    def _lock_schema(self, cur: _Cursor) -> None:
+    def _lock_schema(self, cur: Cursor) -> None:
         """Serialize concurrent schema creation (PostgreSQL); SQLite's BEGIN IMMEDIATE suffices."""
 
     # ---------------------------------------------------------------- connection + error boundary
@@ -222,11 +128,11 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                 raise err from exc
 
     @contextmanager
-    def _transaction(self) -> Iterator[_Cursor]:
+    def _transaction(self) -> Iterator[Cursor]:
         """One write transaction. The first one of a connection creates or upgrades the layout in it
         (a write that fails leaves no layout behind either)."""
         with self._boundary():
-            cur = _Cursor(self._connection(True).cursor(), self.placeholder)
+            cur = Cursor(self._connection(True).cursor(), self.placeholder)
             cur.run(self.begin_sql)
             try:
                 if not self._ready:
@@ -239,7 +145,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             self._layout, self._ready = SCHEMA_VERSION, True
 
     @contextmanager
-    def _read(self) -> Iterator[Tuple[Optional[_Cursor], int]]:
+    def _read(self) -> Iterator[Tuple[Optional[Cursor], int]]:
         """``(cursor, layout version)`` for autocommit reads; ``(None, ABSENT)`` while the store has no
         layout (read as empty). Never writes."""
         with self._boundary():
@@ -247,14 +153,14 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             if conn is None:
                 yield None, ABSENT
                 return
-            cur = _Cursor(conn.cursor(), self.placeholder)
+            cur = Cursor(conn.cursor(), self.placeholder)
             layout = self._layout
             if layout != SCHEMA_VERSION:
                 layout = read_layout(cur, self.tables_sql, self.url)
                 self._layout = SCHEMA_VERSION if layout == SCHEMA_VERSION else None
             yield (None if layout == ABSENT else cur), layout
 
-    def _rollback(self, cur: _Cursor) -> None:
+    def _rollback(self, cur: Cursor) -> None:
         try:
             cur.run("ROLLBACK")
         except Exception:  # noqa: BLE001 - the connection may be gone; the server rolls back then
@@ -274,7 +180,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                 self._discard()
             self._conn, self._layout, self._ready = None, None, False
 
-    def _setup(self, cur: _Cursor) -> None:
+    def _setup(self, cur: Cursor) -> None:
         """In a write transaction: create or upgrade the layout, and this app's meta row."""
         self._lock_schema(cur)
         ensure_layout(cur, read_layout(cur, self.tables_sql, self.url), int_type=self.int_type,
@@ -282,7 +188,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         cur.run("INSERT INTO deo_meta (app, schema_version, epoch) VALUES (?, ?, 0) ON CONFLICT (app) DO NOTHING",
                 (self.app_id, SCHEMA_VERSION))
 
-    def _bulk(self, cur: _Cursor, spec: _Bulk, rows: Sequence[Sequence[Any]]) -> int:
+    def _bulk(self, cur: Cursor, spec: Bulk, rows: Sequence[Sequence[Any]]) -> int:
         """Insert ``rows`` (tuples in ``spec.columns`` order); returns the rows inserted or updated."""
         if not rows:
             return 0
@@ -291,7 +197,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         return cur.many(spec.row_sql, rows)
 
     # ---------------------------------------------------------------- epochs
-    def _check_epoch(self, cur: _Cursor, epoch: int) -> None:
+    def _check_epoch(self, cur: Cursor, epoch: int) -> None:
         row = cur.one("SELECT epoch FROM deo_meta WHERE app = ?" + self.lock_meta_sql, (self.app_id,))
         rules.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
 
@@ -308,7 +214,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         return int(row[0]) if row else 0
 
     # ---------------------------------------------------------------- positions and logs
-    def _stored_positions(self, cur: _Cursor) -> Dict[str, int]:
+    def _stored_positions(self, cur: Cursor) -> Dict[str, int]:
         rows = cur.all("SELECT pkey, next_pos FROM deo_positions WHERE app = ?", (self.app_id,))
         return {str(k): int(o) for k, o in rows}
 
@@ -326,14 +232,14 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     def _reset_positions(self, epoch: int, positions: Dict[str, int]) -> None:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
-            self._write_positions(cur, _SET_POSITION, [(key, pos, None) for key, pos in positions.items()])
+            self._write_positions(cur, SET_POSITION, [(key, pos, None) for key, pos in positions.items()])
 
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
             self._write_log_entry(cur, batch)
 
-    def _write_log_entry(self, cur: _Cursor, batch: PlannedBatch) -> None:
+    def _write_log_entry(self, cur: Cursor, batch: PlannedBatch) -> None:
         """Insert ``batch``'s offset-log entry; an identical one is kept, another one is a conflict."""
         if cur.run("INSERT INTO deo_batches (app, batch_id, batch_time_ms, ranges) VALUES (?, ?, ?, ?) "
                    "ON CONFLICT (app, batch_id) DO NOTHING",
@@ -342,7 +248,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             if existing != batch:
                 raise rules.logged_conflict_error(batch, existing)  # type: ignore[arg-type]
 
-    def _get_batch(self, cur: _Cursor, batch_id: int) -> Optional[PlannedBatch]:
+    def _get_batch(self, cur: Cursor, batch_id: int) -> Optional[PlannedBatch]:
         row = cur.one("SELECT batch_time_ms, ranges FROM deo_batches WHERE app = ? AND batch_id = ?",
                       (self.app_id, batch_id))
         return None if row is None else PlannedBatch(batch_id, int(row[0]), PlannedBatch.ranges_from_json(row[1]))
@@ -362,7 +268,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     def last_committed_batch_id(self) -> Optional[int]:
         return self._max("deo_commits")
 
-    def _is_committed(self, cur: _Cursor, batch_id: int) -> bool:
+    def _is_committed(self, cur: Cursor, batch_id: int) -> bool:
         return cur.one("SELECT 1 FROM deo_commits WHERE app = ? AND batch_id = ?", (self.app_id, batch_id)) is not None
 
     def is_committed(self, batch_id: int) -> bool:
@@ -396,11 +302,11 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             for ns, rows in writes.batch_rows.items():
                 cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
                         (self.app_id, ns, batch.batch_id, plan.part))
-                self._bulk(cur, _BATCH_ROWS, [(self.app_id, ns, batch.batch_id, plan.part, i, row)
+                self._bulk(cur, BATCH_ROWS, [(self.app_id, ns, batch.batch_id, plan.part, i, row)
                                               for i, row in enumerate(rows)])
-            self._bulk(cur, _LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
-            self._write_positions(cur, _SET_POSITION, self._position_rows(plan, plan.todo))
-            self._write_positions(cur, _INIT_POSITION, self._position_rows(plan, plan.empty))
+            self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
+            self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
+            self._write_positions(cur, INIT_POSITION, self._position_rows(plan, plan.empty))
             if plan.log_entry:
                 self._write_log_entry(cur, batch)
             if plan.complete_batch:
@@ -408,7 +314,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                         (self.app_id, batch.batch_id, plan.epoch))
         return CommitOutcome.APPLIED
 
-    def _commit_state(self, cur: _Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
+    def _commit_state(self, cur: Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
         """In a commit's transaction, one statement: the epoch check (locking the app's meta row),
         whether ``batch_id`` is in the commit log, and the stored positions."""
         if not self.json_pairs:  # an SQLite built without JSON functions: three statements
@@ -428,7 +334,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
         return [(r.position_key, r.end, plan.metas[r.position_key]) for r in ranges]
 
-    def _write_positions(self, cur: _Cursor, spec: _Bulk, rows: Sequence[Tuple[str, int, Optional[str]]]) -> None:
+    def _write_positions(self, cur: Cursor, spec: Bulk, rows: Sequence[Tuple[str, int, Optional[str]]]) -> None:
         """Store ``(key, next position, document JSON)`` rows with ``spec``'s conflict rule, in one
         statement where the dialect can (PostgreSQL ``json_to_recordset``, SQLite ``json_each``)."""
         if not rows:
@@ -447,8 +353,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         else:
             cur.run(self._positions_sql[spec], (self.app_id, param))
 
-    def _value_rows(self, writes: Writes) -> Tuple[List[Tuple[Any, ...]], List[Tuple[Any, ...]], List[_Counters]]:
-        """``(sets, adds, counters)``: rows for the ``_SET_VALUE`` and ``_ADD_VALUE`` upserts, and the
+    def _value_rows(self, writes: Writes) -> Tuple[List[Tuple[Any, ...]], List[Tuple[Any, ...]], List[Counters]]:
+        """``(sets, adds, counters)``: rows for the ``SET_VALUE`` and ``ADD_VALUE`` upserts, and the
         int increments of each namespace as one JSON object (see :attr:`json_pairs`)."""
         app = self.app_id
         if not writes.puts:
@@ -469,12 +375,12 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         return sets, adds, self._counters(by_ns)
 
     @staticmethod
-    def _counters(by_ns: Dict[str, Dict[str, int]]) -> List[_Counters]:
-        return [_Counters(ns, amounts, rules.counters_json(amounts)) for ns, amounts in by_ns.items()]
+    def _counters(by_ns: Dict[str, Dict[str, int]]) -> List[Counters]:
+        return [Counters(ns, amounts, rules.counters_json(amounts)) for ns, amounts in by_ns.items()]
 
-    def _write_values(self, cur: _Cursor, sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]],
-                      counters: List[_Counters]) -> None:
-        self._bulk(cur, _SET_VALUE, sets)
+    def _write_values(self, cur: Cursor, sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]],
+                      counters: List[Counters]) -> None:
+        self._bulk(cur, SET_VALUE, sets)
         rows, written, expected = list(adds), 0, len(adds)
         for c in counters:
             expected += len(c.amounts)
@@ -482,11 +388,11 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                 written += cur.run(self._counters_sql, (self.app_id, c.namespace, c.json))
             else:
                 rows += [(self.app_id, c.namespace, key, amount, None) for key, amount in c.amounts.items()]
-        written += self._bulk(cur, _ADD_VALUE, rows)
+        written += self._bulk(cur, ADD_VALUE, rows)
         if written != expected:  # the upsert skips rows holding a JSON document or leaving the 64-bit range
             raise StoreError(f"cannot increment {self._refused_increments(cur, adds, counters)}; nothing was written")
 
-    def _refused_increments(self, cur: _Cursor, adds: List[Tuple[Any, ...]], counters: List[_Counters]) -> str:
+    def _refused_increments(self, cur: Cursor, adds: List[Tuple[Any, ...]], counters: List[Counters]) -> str:
         """Which increments the upsert skipped, and why (for the error; the transaction is rolled back).
 
         Read inside the failed transaction: a key that was incremented there and is now within one
@@ -507,7 +413,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         return ", ".join(bad) or "some keys (their values changed meanwhile)"
 
     @staticmethod
-    def _increments(adds: List[Tuple[Any, ...]], counters: List[_Counters]) -> Iterator[Tuple[str, str, int, Any]]:
+    def _increments(adds: List[Tuple[Any, ...]], counters: List[Counters]) -> Iterator[Tuple[str, str, int, Any]]:
         """``(namespace, key, int amount, float amount or None)`` of every increment of a commit."""
         for _, ns, k, inum, fnum in adds:
             yield ns, k, int(inum), fnum
