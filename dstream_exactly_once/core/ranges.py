@@ -150,6 +150,11 @@ def check_ranges(ranges: Sequence[SourceRange], what: str, *, one_per_partition:
     Either way the error names both ranges.
     """
     out = list(ranges)
+    types = set(map(type, out))
+    if len(types) == 1 and issubclass(next(iter(types)), SourceRange):  # one kind: only duplicates can be wrong
+        keys = [r.position_key for r in out]
+        if len(set(keys)) == len(keys):
+            return out
     by_key: Dict[str, List[SourceRange]] = {}
     kinds = set()
     for r in out:
