@@ -15,6 +15,8 @@ so they share one Redis Cluster hash slot and a script may touch all of them::
     {deo:<app>}:vf:<ns>       hash    key -> float part of a value (HINCRBYFLOAT)
     {deo:<app>}:vj:<ns>       hash    key -> JSON document (non-numeric puts)
     {deo:<app>}:rows:<ns>     hash    "<batch_id>/<part>" -> JSON array of the rows (part "" = whole batch)
+    {deo:<app>}:vb:<ns>       string  an upper bound of the magnitudes in vi:<ns> (kept by the commit
+                                      script so that increments skip the per-key overflow check)
 
 A value is the JSON document if there is one, else int part + float part (a float if a float
 part exists, an int otherwise). Numbers are 64-bit as in Redis itself.
@@ -67,6 +69,11 @@ def _load_scripts() -> Dict[str, Tuple[str, str]]:
 
 
 _SCRIPTS = _load_scripts()
+
+
+def _largest(texts: List[str]) -> str:
+    """The largest magnitude among integers given as text (the commit script's overflow bound)."""
+    return str(max(map(abs, map(int, texts)))) if texts else "0"
 
 
 class RedisStore(TransactionalStore):
@@ -251,20 +258,22 @@ class RedisStore(TransactionalStore):
 
     def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
         batch, writes, todo = plan.batch, plan.writes, plan.todo
-        groups = self._value_groups(writes)
+        groups, largest = self._value_groups(writes)
         namespaces = list(dict.fromkeys([ns for ns, _ in groups] + list(writes.batch_rows)))
         index = {ns: i for i, ns in enumerate(namespaces)}
         keys = [self._key("commits"), self._key("offsets"), self._key("pmeta"), self._key("labels"),
                 self._key("batches")]
         for ns in namespaces:
-            keys += [self._key("vi", ns), self._key("vf", ns), self._key("vj", ns), self._key("rows", ns)]
+            keys += [self._key("vi", ns), self._key("vf", ns), self._key("vj", ns), self._key("rows", ns),
+                     self._key("vb", ns)]
         metas = plan.metas
         payload = {
             "batch": str(batch.batch_id), "complete": plan.complete_batch,
             "ranges": [[r.position_key for r in todo], [str(r.start) for r in todo], [str(r.end) for r in todo],
                        [metas[r.position_key] or "" for r in todo]],
             "empty": [[r.position_key, str(r.end), metas[r.position_key] or ""] for r in plan.empty],
-            "groups": [[index[ns], kind, keys_, texts] for (ns, kind), (keys_, texts) in groups.items()],
+            "groups": [[index[ns], kind, keys_, texts] + ([largest.get(ns) or _largest(texts)] if kind == "ai" else [])
+                       for (ns, kind), (keys_, texts) in groups.items()],
             "rows": [[index[ns], f"{batch.batch_id}/{plan.part}", "[" + ",".join(rows) + "]"]
                      for ns, rows in writes.batch_rows.items()],
             "labels": list(dict.fromkeys(writes.labels)),
@@ -292,24 +301,27 @@ class RedisStore(TransactionalStore):
         return CommitOutcome.APPLIED
 
     @staticmethod
-    def _value_groups(writes: Writes) -> Dict[Tuple[str, str], Tuple[List[str], List[str]]]:
-        """Value writes grouped by ``(namespace, kind)`` (see ``_COMMIT``): ``(keys, values as Redis text)``."""
+    def _value_groups(writes: Writes) -> Tuple[Dict[Tuple[str, str], Tuple[List[str], List[str]]], Dict[str, str]]:
+        """Value writes grouped by ``(namespace, kind)`` (see ``lua/commit.lua``): ``(keys, values as Redis
+        text)``; and, where already at hand, the largest magnitude of each namespace's int increments."""
         groups: Dict[Tuple[str, str], Tuple[List[str], List[str]]] = {}
         if not writes.puts:  # counters: the common case, without building ValueOps
             ints, floats = rules.split_increments(writes)
+            largest: Dict[str, str] = {}
             for ns, amounts in ints.items():
                 groups[(ns, "ai")] = (list(amounts), list(map(int.__repr__, amounts.values())))
+                largest[ns] = str(max(max(amounts.values()), -min(amounts.values())))
             for ns, key, amount in floats:
                 keys, texts = groups.setdefault((ns, "af"), ([], []))
                 keys.append(key)
                 texts.append(float.__repr__(amount))
-            return groups
+            return groups, largest
         for op in rules.value_ops(writes):
             keys, texts = groups.setdefault((op.namespace, ("a" if op.op == "add" else "s") + op.kind), ([], []))
             keys.append(op.key)
             texts.append(op.value if op.kind == "j" else
                          float.__repr__(op.value) if op.kind == "f" else int.__repr__(op.value))
-        return groups
+        return groups, {}
 
     def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
         payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo]}

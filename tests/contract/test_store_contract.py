@@ -640,6 +640,37 @@ class TestRedisStore(StoreContract):
             store.commit(epoch, B0, full_writes().execute("SELECT 1"))
         assert snapshot(store) == before
 
+    def test_overflow_bound_is_made_from_the_values_kept_and_refuses_like_the_exact_check(
+            self, store: TransactionalStore, epoch: int, redis_url: str) -> None:
+        """The per-namespace bound ``vb`` lets small increments skip the per-key pre-read; a namespace
+        written before the bound existed gets one from its values (HVALS), and int puts raise it."""
+        import redis
+
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        prefix = "{deo:" + store.app_id + "}:"
+        store.commit(epoch, B0, Writes().incr("counts", "a", 5).incr("counts", "b", -7))
+        assert float(client.get(prefix + "vb:counts")) >= 7
+        # an older library's namespace: a big value and no bound key
+        client.hset(prefix + "vi:old", mapping={"big": str(2**63 - 10), "small": "1"})
+        before = snapshot(store)
+        with pytest.raises(StoreError, match="old/big: it would leave the 64-bit range"):
+            store.commit(epoch, B1, Writes().incr("old", "small", 1).incr("old", "big", 20))
+        assert snapshot(store) == before and client.hget(prefix + "vi:old", "small") == "1"
+        assert client.get(prefix + "vb:old") is None  # nothing written, the bound neither
+        store.commit(epoch, B1, Writes().incr("old", "small", 1))  # from HVALS: stays exact near the limit
+        assert float(client.get(prefix + "vb:old")) >= 2**63 - 10
+        b2 = batch(2, OffsetRange("t", 0, 15, 17))
+        with pytest.raises(StoreError, match="old/big"):
+            store.commit(epoch, b2, Writes().incr("old", "big", 20))
+        # an int put raises the bound of a namespace that has one, in the same commit as increments too
+        store.commit(epoch, b2, Writes().put("counts", "huge", 2**63 - 3).incr("counts", "a", 1))
+        assert float(client.get(prefix + "vb:counts")) >= 2**63 - 3
+        before = snapshot(store)
+        with pytest.raises(StoreError, match="counts/huge"):
+            store.commit(epoch, batch(3, OffsetRange("t", 0, 17, 18)), Writes().incr("counts", "huge", 5))
+        assert snapshot(store) == before
+        assert store.get_value("counts", "a") == 6 and store.get_value("old", "small") == 2
+
     def test_all_keys_share_the_app_hash_tag(self, store: TransactionalStore, epoch: int, redis_url: str) -> None:
         import redis
         from redis.crc import key_slot
@@ -650,7 +681,7 @@ class TestRedisStore(StoreContract):
         keys = set(client.scan_iter(match="{deo:" + store.app_id + "}:*"))
         prefix = "{deo:" + store.app_id + "}:"
         assert {prefix + k for k in ("schema", "epoch", "offsets", "batches", "commits", "labels", "vi:counts",
-                                     "vf:counts", "vj:docs", "rows:rows")} == keys
+                                     "vf:counts", "vb:counts", "vj:docs", "rows:rows")} == keys
         assert len({key_slot(k.encode()) for k in keys}) == 1
         assert client.zrange(prefix + "batches", 0, -1) == [B0.to_json()]
 

@@ -1,11 +1,14 @@
 -- commit. KEYS: schema, epoch, commits, offsets, pmeta, labels, batches (the offset log), then per
--- namespace i (0-based): vi, vf, vj, rows at 8+4i..11+4i.
+-- namespace i (0-based): vi, vf, vj, rows, vb at 8+5i..12+5i. vb holds an upper bound of the
+-- magnitudes in vi (absent: not known yet; made from HVALS by the next increment of the namespace),
+-- so an increment needs the exact per-key overflow check (one HMGET) only when bound + its largest
+-- amount could reach 9.0e18.
 -- p.entry (optional) = the batch's offset-log entry, written in this commit unless an identical
 -- one is logged (another one is returned as {'logged', existing} and nothing is written).
 -- p.ranges = {position keys, starts, ends, documents ('' = none)} of the non-empty ranges;
 -- p.empty = {{key, end, document}} of the empty ones; p.groups = {{namespace index, kind, keys,
--- values}} with kind "ai"/"af" (increment an int/float) or "si"/"sf"/"sj" (set an int/float/JSON
--- document). Everything is checked before the first write (a Lua script is not rolled back on
+-- values[, largest magnitude of the values ("ai")]}} with kind "ai"/"af" (increment an int/float)
+-- or "si"/"sf"/"sj" (set an int/float/JSON document). Everything is checked before the first write (a Lua script is not rolled back on
 -- error), with one HMGET per hash rather than one call per key.
 local f = fenced()
 if f then return f end
@@ -28,15 +31,32 @@ if #done > 0 then
   if #applied == 0 then return {'replayed'} end
   return {'mixed', cjson.encode(applied), cjson.encode(done)}
 end
+local function largest(texts)  -- the largest magnitude of some integers given as text
+  local m = 0
+  for _, t in ipairs(texts) do m = math.max(m, math.abs(tonumber(t))) end
+  return m
+end
+local put_max, bounds = {}, {}  -- per namespace index: largest int put of this commit; vb key -> new bound
 for _, g in ipairs(p.groups) do
-  local base, kind, keys, values = 7 + 4 * g[1], g[2], g[3], g[4]
+  if g[2] == 'si' then put_max[g[1]] = math.max(put_max[g[1]] or 0, largest(g[4])) end
+end
+for _, g in ipairs(p.groups) do
+  local base, kind, keys, values = 7 + 5 * g[1], g[2], g[3], g[4]
   if kind == 'ai' or kind == 'af' then
     if redis.call('HLEN', KEYS[base + 3]) > 0 then  -- only namespaces holding JSON documents need the check
       for i, doc in ipairs(hmget(KEYS[base + 3], keys)) do
         if doc then return {'notnumber', keys[i]} end
       end
     end
-    local olds = hmget(KEYS[base + ((kind == 'ai') and 1 or 2)], keys)
+    local exact = kind == 'af'
+    if kind == 'ai' then
+      local b = tonumber(redis.call('GET', KEYS[base + 5]) or '-1')
+      if b < 0 then b = largest(redis.call('HVALS', KEYS[base + 1])) end
+      b = math.max(b, put_max[g[1]] or 0) + tonumber(g[5])
+      bounds[KEYS[base + 5]] = b
+      exact = b >= 9.0e18
+    end
+    local olds = exact and hmget(KEYS[base + ((kind == 'ai') and 1 or 2)], keys) or {}
     for i, old in ipairs(olds) do
       local v = values[i]
       -- integers of at most 18 characters are below 10^18 in magnitude: their sum cannot overflow
@@ -49,9 +69,17 @@ for _, g in ipairs(p.groups) do
     end
   end
 end
+for _, g in ipairs(p.groups) do  -- int puts into a namespace with a known bound and no increment here
+  local vb = KEYS[7 + 5 * g[1] + 5]
+  if g[2] == 'si' and not bounds[vb] then
+    local b = redis.call('GET', vb)
+    if b then bounds[vb] = math.max(tonumber(b), put_max[g[1]]) end
+  end
+end
 upgrade()
+for vb, b in pairs(bounds) do redis.call('SET', vb, string.format('%.17g', b)) end
 for _, g in ipairs(p.groups) do
-  local base, kind, keys, values = 7 + 4 * g[1], g[2], g[3], g[4]
+  local base, kind, keys, values = 7 + 5 * g[1], g[2], g[3], g[4]
   if kind == 'ai' then
     for i, k in ipairs(keys) do redis.call('HINCRBY', KEYS[base + 1], k, values[i]) end
   elseif kind == 'af' then
@@ -67,8 +95,8 @@ for _, g in ipairs(p.groups) do
   end
 end
 for _, r in ipairs(p.rows) do
-  if r[3] == '[]' then redis.call('HDEL', KEYS[11 + 4 * r[1]], r[2])
-  else redis.call('HSET', KEYS[11 + 4 * r[1]], r[2], r[3]) end
+  if r[3] == '[]' then redis.call('HDEL', KEYS[11 + 5 * r[1]], r[2])
+  else redis.call('HSET', KEYS[11 + 5 * r[1]], r[2], r[3]) end
 end
 chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[6], ...) end)
 local offsets, docs, nodocs = {}, {}, {}
