@@ -126,6 +126,35 @@ def test_message_handler_decodes_lazily_and_names_a_bad_record():
         [clean])) == [(4, 1, "k", "v")]
 
 
+def test_handler_messages_behave_as_user_built_ones():
+    import pickle
+
+    from dstream_exactly_once import KafkaMessageAndMetadata, utf8_decoder
+    from dstream_exactly_once.kafka.records import RecordBlock
+    from dstream_exactly_once.streaming.rdd import _Decoding
+
+    block = RecordBlock("t", 2, [4, 6], [None, b"k"], [b"v", "\u00e9".encode()], [10, 11], [0, 1],
+                        [[], [("h", b"x")]])
+    decoded = list(_Decoding(utf8_decoder, utf8_decoder, lambda m: m)([block]))  # pre-decoded messages
+    lazy = list(_Decoding(utf8_decoder, lambda raw: raw, lambda m: m)([block]))  # a custom decoder: lazy
+    built = [KafkaMessageAndMetadata("t", 2, 4, None, b"v", 10, 0, []),
+             KafkaMessageAndMetadata("t", 2, 6, b"k", "\u00e9".encode(), 11, 1, [("h", b"x")])]
+    assert decoded == built and lazy == built
+    assert [(m.key, m.message) for m in decoded] == [(None, "v"), ("k", "\u00e9")]
+    assert [(m.key, m.message) for m in lazy] == [(None, b"v"), ("k", "\u00e9".encode())]
+    for m, b in zip(decoded + lazy, built + built, strict=True):
+        assert isinstance(m, KafkaMessageAndMetadata) and repr(m) == repr(b) and str(m) == str(b)
+        assert (m.topic, m.partition, m.offset, m.timestamp, m.timestampType, m.headers, m._rawKey, m._rawMessage) \
+            == (b.topic, b.partition, b.offset, b.timestamp, b.timestampType, b.headers, b._rawKey, b._rawMessage)
+        copy = pickle.loads(pickle.dumps(m))  # raw bytes travel; the copy decodes with the default decoders
+        assert type(copy) is KafkaMessageAndMetadata and copy == m and copy.message == b.message
+        with pytest.raises(TypeError):
+            hash(m)
+    with pytest.raises(DecodeError, match=r"t-2 offset 6: ValueError: invalid literal"):
+        list(_Decoding(utf8_decoder, lambda raw: raw.decode("ascii") if raw == b"v" else int("x"),
+                       lambda m: m.message)([block]))
+
+
 def test_corrupt_batches_raise_corrupt_record_error():
     from kafka.errors import CorruptRecordError
 
