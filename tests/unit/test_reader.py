@@ -83,6 +83,35 @@ def _log_append_time(batch):
     return DefaultRecordBatch(bytes(raw))
 
 
+def test_varint_width_boundaries_decode_as_kafka_python_does():
+    """Every field at the one/two/three-byte varint boundaries (zigzag 63/64, 8191/8192), negative
+    timestamp deltas and offset gaps; the decoders inline one- and two-byte varints."""
+    import random
+
+    from dstream_exactly_once.kafka._fetch import Batch
+
+    rng = random.Random(16)
+    sizes = [-1, 0, 1, 63, 64, 65, 8191, 8192, 8193]
+    records, delta = [], 0
+    for i in range(120):
+        delta += rng.choice([1, 1, 1, 2, 60, 8000])
+
+        def blob(size, fill):
+            return None if size < 0 else bytes([fill]) * size
+
+        headers = [(f"h{j}", blob(rng.choice(sizes), 104)) for j in range(rng.choice([0, 0, 1, 2, 70]))]
+        records.append((delta, 1_700_000_000_000 + rng.choice([0, 63, 64, -64, -65, 8191, 8192, -8193, 10 ** 7]),
+                        blob(rng.choice(sizes), 107), blob(rng.choice(sizes), 118), headers))
+    expected = list(_batch(records, 0, 5000))
+    for metadata in (False, True):
+        block = Batch(_batch(records, 0, 5000)).block("t", 0, 0, 10 ** 9, metadata)
+        assert block.offsets == [r.offset for r in expected] and block.keys == [r.key for r in expected]
+        assert block.values == [r.value for r in expected]
+        if metadata:
+            assert block.timestamps == [r.timestamp for r in expected]
+            assert block.headers == [r.headers for r in expected]
+
+
 def test_log_append_time_batches_give_every_record_the_batch_time():
     from dstream_exactly_once.kafka._fetch import Batch
 
