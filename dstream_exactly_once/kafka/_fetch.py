@@ -235,8 +235,7 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
     offsets: List[int] = [0] * count
     keys: List[Optional[bytes]] = [None] * count
     values: List[Optional[bytes]] = [None] * count
-    create_time = log_append_time is None
-    stamps: List[int] = [first_timestamp if log_append_time is None else log_append_time] * count
+    stamps: List[int] = [0] * count  # a log-append-time batch's are replaced after the loop
     headers: List[List[Tuple[str, Optional[bytes]]]] = [[]] * count  # each slot replaced below
     zz = _ZIGZAG
     try:
@@ -256,18 +255,15 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
             z = buf[pos + 1]  # TimestampDelta, after Attributes
             if z < 0x80:
                 pos += 2
-                if create_time:
-                    stamps[i] += zz[z]
+                stamps[i] = first_timestamp + zz[z]
             else:
                 c = buf[pos + 2]
                 if c < 0x80:
                     pos += 3
-                    if create_time:
-                        stamps[i] += zz[(c << 7) | (z & 0x7F)]
+                    stamps[i] = first_timestamp + zz[(c << 7) | (z & 0x7F)]
                 else:
                     z, pos = _varint(buf, pos + 1)
-                    if create_time:
-                        stamps[i] += (z >> 1) ^ -(z & 1)
+                    stamps[i] = first_timestamp + ((z >> 1) ^ -(z & 1))
             z = buf[pos]  # OffsetDelta
             if z < 0x80:
                 pos += 1
@@ -345,6 +341,8 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
         from kafka.errors import CorruptRecordError
 
         raise CorruptRecordError(f"Found invalid record structure: {err!r}") from None
+    if log_append_time is not None:
+        stamps = [log_append_time] * count
     return offsets, keys, values, stamps, headers
 
 

@@ -93,7 +93,7 @@ def test_varint_width_boundaries_decode_as_kafka_python_does():
     rng = random.Random(16)
     sizes = [-1, 0, 1, 63, 64, 65, 8191, 8192, 8193]
     records, delta = [], 0
-    for i in range(120):
+    for _ in range(120):
         delta += rng.choice([1, 1, 1, 2, 60, 8000])
 
         def blob(size, fill):
