@@ -134,76 +134,76 @@ def parse_v2(buf: bytes, pos: int, count: int, base_offset: int
 
     Record => Length Attributes:int8 TimestampDelta OffsetDelta KeyLength Key ValueLength Value
     HeaderCount [Header], every length, delta and count a zigzag varint. The one- and two-byte
-    varints that almost all records use are decoded inline; the timestamp is skipped and the
-    headers are stepped over with the record length. Malformed data raises CorruptRecordError.
+    varints that almost all records use are decoded inline (zigzag through :data:`_ZIGZAG`) into
+    preallocated lists (null keys and values are already in place); the timestamp is skipped and
+    the headers are stepped over with the record length. Malformed data raises CorruptRecordError.
     """
-    offsets: List[int] = []
-    keys: List[Optional[bytes]] = []
-    values: List[Optional[bytes]] = []
-    add_offset, add_key, add_value = offsets.append, keys.append, values.append
+    offsets: List[int] = [0] * count
+    keys: List[Optional[bytes]] = [None] * count
+    values: List[Optional[bytes]] = [None] * count
+    zz = _ZIGZAG
     try:
-        for _ in range(count):
+        for i in range(count):
             z = buf[pos]  # Length
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            end = pos + ((z >> 1) ^ -(z & 1))
+                end = pos + zz[z]
+            else:
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    end = pos + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    end = pos + ((z >> 1) ^ -(z & 1))
             pos += 1  # Attributes
             while buf[pos] > 0x7F:  # TimestampDelta: skipped
                 pos += 1
             pos += 1
             z = buf[pos]  # OffsetDelta
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
+                offsets[i] = base_offset + zz[z]
+            else:
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    offsets[i] = base_offset + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    offsets[i] = base_offset + ((z >> 1) ^ -(z & 1))
             z = buf[pos]  # KeyLength, -1 (zigzag 1) for a null key
             if z == 1:
-                add_key(None)
                 pos += 1
             else:
-                if z > 0x7F:
-                    c = buf[pos + 1]
-                    if c > 0x7F:
-                        z, pos = _varint(buf, pos)
-                    else:
-                        z = (z & 0x7F) | (c << 7)
-                        pos += 2
-                else:
+                if z < 0x80:
                     pos += 1
-                n = (z >> 1) ^ -(z & 1)
-                if n < 0:
-                    add_key(None)
+                    n = zz[z]
                 else:
-                    add_key(buf[pos:pos + n])
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        pos += 2
+                        n = zz[(c << 7) | (z & 0x7F)]
+                    else:
+                        z, pos = _varint(buf, pos)
+                        n = (z >> 1) ^ -(z & 1)
+                if n >= 0:
+                    keys[i] = buf[pos:pos + n]
                     pos += n
             z = buf[pos]  # ValueLength, -1 for a null value
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            n = (z >> 1) ^ -(z & 1)
-            if n < 0:
-                add_value(None)
+                n = zz[z]
             else:
-                add_value(buf[pos:pos + n])
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    n = zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    n = (z >> 1) ^ -(z & 1)
+            if n >= 0:
+                values[i] = buf[pos:pos + n]
                 pos += n
             # HeaderCount then headers: at least one byte, exactly one when there are no headers
             if pos >= end or (buf[pos] == 0 and pos + 1 != end):
@@ -228,9 +228,6 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
     (``[]`` without headers). A separate copy of the loop so the key/value path pays nothing for it.
     Malformed data (including a header key that is not UTF-8) raises CorruptRecordError.
 
-    Tuned for the handler path's CPU time: one- and two-byte varints are zigzag-decoded through
-    :data:`_ZIGZAG`, and the result lists are preallocated and filled by index (null keys and
-    values are already in place).
     """
     offsets: List[int] = [0] * count
     keys: List[Optional[bytes]] = [None] * count
