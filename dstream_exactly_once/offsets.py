@@ -8,7 +8,7 @@ leave gaps, so ``count()`` is an upper bound on the records a range yields, not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from ._checks import is_int
@@ -192,26 +192,38 @@ class Broker:
 
 
 
-@dataclass
 class KafkaMessageAndMetadata:
     """One Kafka record as handed to a ``messageHandler``.
 
     ``key`` and ``message`` apply the stream's decoders lazily to the raw bytes; pickling keeps
     the raw bytes, so records travel between processes undecoded. Beyond Spark 2.4 (Kafka 0.8):
     ``timestamp`` (ms), ``timestampType`` (0 create time, 1 log append time, -1 none) and
-    ``headers`` (a list of ``(str, bytes)``).
+    ``headers`` (a list of ``(str, bytes)``). Two messages are equal when their coordinates, raw
+    bytes, timestamps and headers are (decoders are not compared); messages are not hashable.
     """
 
-    topic: str
-    partition: int
-    offset: int
-    _rawKey: Optional[bytes] = field(repr=False)  # noqa: N815
-    _rawMessage: Optional[bytes] = field(repr=False)  # noqa: N815
-    timestamp: int = -1
-    timestampType: int = -1  # noqa: N815
-    headers: Sequence[Tuple[str, Optional[bytes]]] = ()
-    _keyDecoder: Decoder = field(default=utf8_decoder, repr=False, compare=False)  # noqa: N815
-    _valueDecoder: Decoder = field(default=utf8_decoder, repr=False, compare=False)  # noqa: N815
+    # A slots class (not a dataclass) because a stream builds one per record: the reader's own
+    # subclasses (streaming/rdd.py) must construct cheaply.
+    __slots__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",
+                 "_keyDecoder", "_valueDecoder")
+    __match_args__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",
+                      "_keyDecoder", "_valueDecoder")
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as the dataclass it was)
+
+    def __init__(self, topic: str, partition: int, offset: int, _rawKey: Optional[bytes],  # noqa: N803
+                 _rawMessage: Optional[bytes], timestamp: int = -1, timestampType: int = -1,  # noqa: N803
+                 headers: Sequence[Tuple[str, Optional[bytes]]] = (), _keyDecoder: Decoder = utf8_decoder,  # noqa: N803
+                 _valueDecoder: Decoder = utf8_decoder) -> None:  # noqa: N803
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self._rawKey = _rawKey
+        self._rawMessage = _rawMessage
+        self.timestamp = timestamp
+        self.timestampType = timestampType
+        self.headers = headers
+        self._keyDecoder = _keyDecoder
+        self._valueDecoder = _valueDecoder
 
     @property
     def key(self) -> Any:
@@ -227,12 +239,21 @@ class KafkaMessageAndMetadata:
         """The single-record range ``[offset, offset + 1)``."""
         return OffsetRange(self.topic, self.partition, self.offset, self.offset + 1)
 
+    def _fields(self) -> Tuple[Any, ...]:
+        return (self.topic, self.partition, self.offset, self._rawKey, self._rawMessage, self.timestamp,
+                self.timestampType, self.headers)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KafkaMessageAndMetadata):
+            return NotImplemented
+        return self._fields() == other._fields()
+
     def __reduce__(self) -> Any:
-        return (
-            KafkaMessageAndMetadata,
-            (self.topic, self.partition, self.offset, self._rawKey, self._rawMessage,
-             self.timestamp, self.timestampType, self.headers),
-        )
+        return (KafkaMessageAndMetadata, self._fields())
+
+    def __repr__(self) -> str:
+        return (f"KafkaMessageAndMetadata(topic={self.topic!r}, partition={self.partition!r}, offset={self.offset!r}, "
+                f"timestamp={self.timestamp!r}, timestampType={self.timestampType!r}, headers={self.headers!r})")
 
     def __str__(self) -> str:
         return (

@@ -110,6 +110,10 @@ class Batch:
         return RecordBlock(topic, partition, offsets, keys, values, stamps, [kind] * len(offsets), headers)
 
 
+#: the zigzag decoding of every one- and two-byte varint's 14 payload bits (``z`` -> ``(z >> 1) ^ -(z & 1)``)
+_ZIGZAG: List[int] = [(z >> 1) ^ -(z & 1) for z in range(1 << 14)]
+
+
 def _varint(buf: bytes, pos: int) -> Tuple[int, int]:
     """The varint at ``pos``, still zigzag-encoded, and the position after it."""
     result = shift = 0
@@ -130,76 +134,76 @@ def parse_v2(buf: bytes, pos: int, count: int, base_offset: int
 
     Record => Length Attributes:int8 TimestampDelta OffsetDelta KeyLength Key ValueLength Value
     HeaderCount [Header], every length, delta and count a zigzag varint. The one- and two-byte
-    varints that almost all records use are decoded inline; the timestamp is skipped and the
-    headers are stepped over with the record length. Malformed data raises CorruptRecordError.
+    varints that almost all records use are decoded inline (zigzag through :data:`_ZIGZAG`) into
+    preallocated lists (null keys and values are already in place); the timestamp is skipped and
+    the headers are stepped over with the record length. Malformed data raises CorruptRecordError.
     """
-    offsets: List[int] = []
-    keys: List[Optional[bytes]] = []
-    values: List[Optional[bytes]] = []
-    add_offset, add_key, add_value = offsets.append, keys.append, values.append
+    offsets: List[int] = [0] * count
+    keys: List[Optional[bytes]] = [None] * count
+    values: List[Optional[bytes]] = [None] * count
+    zz = _ZIGZAG
     try:
-        for _ in range(count):
+        for i in range(count):
             z = buf[pos]  # Length
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            end = pos + ((z >> 1) ^ -(z & 1))
+                end = pos + zz[z]
+            else:
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    end = pos + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    end = pos + ((z >> 1) ^ -(z & 1))
             pos += 1  # Attributes
             while buf[pos] > 0x7F:  # TimestampDelta: skipped
                 pos += 1
             pos += 1
             z = buf[pos]  # OffsetDelta
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
+                offsets[i] = base_offset + zz[z]
+            else:
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    offsets[i] = base_offset + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    offsets[i] = base_offset + ((z >> 1) ^ -(z & 1))
             z = buf[pos]  # KeyLength, -1 (zigzag 1) for a null key
             if z == 1:
-                add_key(None)
                 pos += 1
             else:
-                if z > 0x7F:
-                    c = buf[pos + 1]
-                    if c > 0x7F:
-                        z, pos = _varint(buf, pos)
-                    else:
-                        z = (z & 0x7F) | (c << 7)
-                        pos += 2
-                else:
+                if z < 0x80:
                     pos += 1
-                n = (z >> 1) ^ -(z & 1)
-                if n < 0:
-                    add_key(None)
+                    n = zz[z]
                 else:
-                    add_key(buf[pos:pos + n])
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        pos += 2
+                        n = zz[(c << 7) | (z & 0x7F)]
+                    else:
+                        z, pos = _varint(buf, pos)
+                        n = (z >> 1) ^ -(z & 1)
+                if n >= 0:
+                    keys[i] = buf[pos:pos + n]
                     pos += n
             z = buf[pos]  # ValueLength, -1 for a null value
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            n = (z >> 1) ^ -(z & 1)
-            if n < 0:
-                add_value(None)
+                n = zz[z]
             else:
-                add_value(buf[pos:pos + n])
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    n = zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    n = (z >> 1) ^ -(z & 1)
+            if n >= 0:
+                values[i] = buf[pos:pos + n]
                 pos += n
             # HeaderCount then headers: at least one byte, exactly one when there are no headers
             if pos >= end or (buf[pos] == 0 and pos + 1 != end):
@@ -223,90 +227,88 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
     batch's max timestamp) for a log-append-time batch; headers are ``[(str key, bytes or None)]``
     (``[]`` without headers). A separate copy of the loop so the key/value path pays nothing for it.
     Malformed data (including a header key that is not UTF-8) raises CorruptRecordError.
+
     """
-    offsets: List[int] = []
-    keys: List[Optional[bytes]] = []
-    values: List[Optional[bytes]] = []
-    stamps: List[int] = []
-    headers: List[List[Tuple[str, Optional[bytes]]]] = []
-    add_offset, add_key, add_value = offsets.append, keys.append, values.append
-    add_stamp, add_headers = stamps.append, headers.append
+    offsets: List[int] = [0] * count
+    keys: List[Optional[bytes]] = [None] * count
+    values: List[Optional[bytes]] = [None] * count
+    stamps: List[int] = [0] * count  # a log-append-time batch's are replaced after the loop
+    headers: List[List[Tuple[str, Optional[bytes]]]] = [[]] * count  # each slot replaced below
+    zz = _ZIGZAG
     try:
-        for _ in range(count):
+        for i in range(count):
             z = buf[pos]  # Length
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            end = pos + ((z >> 1) ^ -(z & 1))
-            pos += 1  # Attributes
-            z = buf[pos]  # TimestampDelta
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
+                end = pos + zz[z]
             else:
-                pos += 1
-            add_stamp(first_timestamp + ((z >> 1) ^ -(z & 1)) if log_append_time is None else log_append_time)
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    end = pos + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    end = pos + ((z >> 1) ^ -(z & 1))
+            z = buf[pos + 1]  # TimestampDelta, after Attributes
+            if z < 0x80:
+                pos += 2
+                stamps[i] = first_timestamp + zz[z]
+            else:
+                c = buf[pos + 2]
+                if c < 0x80:
+                    pos += 3
+                    stamps[i] = first_timestamp + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos + 1)
+                    stamps[i] = first_timestamp + ((z >> 1) ^ -(z & 1))
             z = buf[pos]  # OffsetDelta
-            if z > 0x7F:
-                c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
-                    pos += 2
-            else:
+            if z < 0x80:
                 pos += 1
-            add_offset(base_offset + ((z >> 1) ^ -(z & 1)))
+                offsets[i] = base_offset + zz[z]
+            else:
+                c = buf[pos + 1]
+                if c < 0x80:
+                    pos += 2
+                    offsets[i] = base_offset + zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    offsets[i] = base_offset + ((z >> 1) ^ -(z & 1))
             z = buf[pos]  # KeyLength, -1 (zigzag 1) for a null key
             if z == 1:
-                add_key(None)
                 pos += 1
             else:
-                if z > 0x7F:
-                    c = buf[pos + 1]
-                    if c > 0x7F:
-                        z, pos = _varint(buf, pos)
-                    else:
-                        z = (z & 0x7F) | (c << 7)
-                        pos += 2
-                else:
+                if z < 0x80:
                     pos += 1
-                n = (z >> 1) ^ -(z & 1)
-                if n < 0:
-                    add_key(None)
+                    n = zz[z]
                 else:
-                    add_key(buf[pos:pos + n])
+                    c = buf[pos + 1]
+                    if c < 0x80:
+                        pos += 2
+                        n = zz[(c << 7) | (z & 0x7F)]
+                    else:
+                        z, pos = _varint(buf, pos)
+                        n = (z >> 1) ^ -(z & 1)
+                if n >= 0:
+                    keys[i] = buf[pos:pos + n]
                     pos += n
             z = buf[pos]  # ValueLength, -1 for a null value
-            if z > 0x7F:
+            if z < 0x80:
+                pos += 1
+                n = zz[z]
+            else:
                 c = buf[pos + 1]
-                if c > 0x7F:
-                    z, pos = _varint(buf, pos)
-                else:
-                    z = (z & 0x7F) | (c << 7)
+                if c < 0x80:
                     pos += 2
-            else:
-                pos += 1
-            n = (z >> 1) ^ -(z & 1)
-            if n < 0:
-                add_value(None)
-            else:
-                add_value(buf[pos:pos + n])
+                    n = zz[(c << 7) | (z & 0x7F)]
+                else:
+                    z, pos = _varint(buf, pos)
+                    n = (z >> 1) ^ -(z & 1)
+            if n >= 0:
+                values[i] = buf[pos:pos + n]
                 pos += n
-            z = buf[pos]  # HeaderCount
-            if z == 0:
+            if buf[pos] == 0:  # HeaderCount
                 pos += 1
-                add_headers([])
+                headers[i] = []
             else:
                 z, pos = _varint(buf, pos)
                 n = (z >> 1) ^ -(z & 1)
@@ -327,7 +329,7 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
                     else:
                         hs.append((name, buf[pos:pos + size]))
                         pos += size
-                add_headers(hs)
+                headers[i] = hs
             if pos != end:
                 raise ValueError(f"record at {pos} does not end where its length says ({end})")
         if pos != len(buf):
@@ -336,6 +338,8 @@ def parse_v2_meta(buf: bytes, pos: int, count: int, base_offset: int, first_time
         from kafka.errors import CorruptRecordError
 
         raise CorruptRecordError(f"Found invalid record structure: {err!r}") from None
+    if log_append_time is not None:
+        stamps = [log_append_time] * count
     return offsets, keys, values, stamps, headers
 
 

@@ -12,7 +12,8 @@ class RecordBlock(NamedTuple):
 
     ``offsets`` ascend and lie in the range; ``keys``/``values`` are raw bytes (``None`` for null).
     ``timestamps``, ``timestamp_types`` and ``headers`` are filled only when the range is read with
-    ``metadata=True`` (``None`` otherwise).
+    ``metadata=True`` (``None`` otherwise); each record's headers are a list of its own (``[]``
+    without headers) of ``(str, bytes or None)`` tuples, handed to a message handler as they are.
     """
 
     topic: str

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from itertools import chain
+from itertools import chain, repeat
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark import SparkContext
@@ -102,6 +102,11 @@ class _Decoding:
     decoder without a Python call per record) and zipped into ``(key, value)`` tuples; if a decoder
     fails, the block is decoded again record by record, so the error names the first bad record and
     the records before it are still yielded first, as a per-record loop would.
+
+    With a message handler each record becomes a :class:`KafkaMessageAndMetadata` (one of the two
+    subclasses below, built by ``map`` without a generator frame per record): with the default
+    decoders and a block that decodes, keys and values are decoded list by list up front; otherwise
+    they decode lazily on access and a failure names the record.
     """
 
     def __init__(self, key_decoder: Decoder, value_decoder: Decoder,
@@ -140,19 +145,72 @@ class _Decoding:
         kd, vd, handler = self.key_decoder, self.value_decoder, self.message_handler
         assert handler is not None and block.timestamps is not None and block.timestamp_types is not None \
             and block.headers is not None, "message handler blocks are read with metadata=True"
-        topic, partition = block.topic, block.partition
-        # The UTF-8 decoder cannot fail on a block whose keys (values) all decode: its messages then get
-        # the plain decoder instead of one error-naming wrapper per record (still decoded lazily).
-        key_ok = kd is utf8_decoder and _utf8_clean(block.keys)
-        value_ok = vd is utf8_decoder and _utf8_clean(block.values)
-        make = KafkaMessageAndMetadata
-        for offset, key, value, timestamp, timestamp_type, headers in zip(
-                block.offsets, block.keys, block.values, block.timestamps, block.timestamp_types, block.headers,
-                strict=True):
-            yield handler(make(topic, partition, offset, key, value, timestamp, timestamp_type,
-                               [tuple(h) for h in headers] if headers else [],
-                               kd if key_ok else _checked(kd, topic, partition, offset),
-                               vd if value_ok else _checked(vd, topic, partition, offset)))
+        offsets = block.offsets
+        n = len(offsets)
+        assert len(block.keys) == len(block.values) == len(block.timestamps) == len(block.timestamp_types) \
+            == len(block.headers) == n, "a record block's lists have one item per record"
+        topics, partitions = repeat(block.topic, n), repeat(block.partition, n)
+        # One message object per record, built and handed to the handler by map() (no generator frame).
+        # With the default UTF-8 decoders, a block whose keys and values all decode gets them decoded
+        # list-wise up front (decoding cannot fail later, so doing it early changes nothing); otherwise
+        # each message decodes lazily and a failure names the record.
+        if kd is utf8_decoder and vd is utf8_decoder:
+            try:
+                keys, values = _decode_all(kd, block.keys), _decode_all(vd, block.values)
+            except UnicodeDecodeError:
+                pass
+            else:
+                return map(handler, map(_DecodedMessage, topics, partitions, offsets, block.keys, block.values,
+                                        block.timestamps, block.timestamp_types, block.headers, keys, values))
+        return map(handler, map(_CheckedMessage, topics, partitions, offsets, block.keys, block.values,
+                                block.timestamps, block.timestamp_types, block.headers, repeat(kd, n), repeat(vd, n)))
+
+
+class _DecodedMessage(KafkaMessageAndMetadata):
+    """A message whose ``key`` and ``message`` were decoded already (default UTF-8 decoders, and the
+    whole block decodes): plain slots instead of the decoding properties."""
+
+    __slots__ = ("key", "message")
+
+    def __init__(self, topic: str, partition: int, offset: int, raw_key: Optional[bytes],
+                 raw_message: Optional[bytes], timestamp: int, timestamp_type: int,
+                 headers: List[Tuple[str, Optional[bytes]]], key: Optional[str], message: Optional[str]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self._rawKey = raw_key
+        self._rawMessage = raw_message
+        self.timestamp = timestamp
+        self.timestampType = timestamp_type
+        self.headers = headers
+        self._keyDecoder = utf8_decoder
+        self._valueDecoder = utf8_decoder
+        self.key = key  # type: ignore[misc]  # the slot shadows the base class's decoding property
+        self.message = message  # type: ignore[misc]
+
+
+class _CheckedMessage(KafkaMessageAndMetadata):
+    """A message decoding lazily whose decoder failures raise :class:`DecodeError` naming the record."""
+
+    __slots__ = ()
+
+    @property
+    def key(self) -> Any:
+        try:
+            return self._keyDecoder(self._rawKey)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the record's coordinates
+            raise self._error(self._keyDecoder, exc) from exc
+
+    @property
+    def message(self) -> Any:
+        try:
+            return self._valueDecoder(self._rawMessage)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the record's coordinates
+            raise self._error(self._valueDecoder, exc) from exc
+
+    def _error(self, decoder: Decoder, exc: Exception) -> DecodeError:
+        what = str(exc) if decoder is utf8_decoder else f"{type(exc).__name__}: {exc}"
+        return DecodeError(f"cannot decode the record at {self.topic}-{self.partition} offset {self.offset}: {what}")
 
 
 _utf8 = bytes.decode  # UTF-8, strict: what utf8_decoder does for bytes
@@ -168,33 +226,6 @@ def _decode_all(decoder: Decoder, raw: List[Optional[bytes]]) -> List[Any]:
     if nulls == len(raw):
         return raw  # all null: decoded as they are (null keys are the common case)
     return [None if b is None else _utf8(b) for b in raw]
-
-
-def _utf8_clean(raw: List[Optional[bytes]]) -> bool:
-    """Whether every non-null item of ``raw`` is valid UTF-8 (decoded list-wise, results dropped)."""
-    try:
-        _decode_all(utf8_decoder, raw)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _checked(decoder: Decoder, topic: str, partition: int, offset: int) -> Decoder:
-    if decoder is utf8_decoder:
-        def fast(raw: Optional[bytes]) -> Any:
-            try:
-                return None if raw is None else raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DecodeError(f"cannot decode the record at {topic}-{partition} offset {offset}: {exc}") from exc
-        return fast
-
-    def wrapped(raw: Optional[bytes]) -> Any:
-        try:
-            return decoder(raw)
-        except Exception as exc:  # noqa: BLE001 - re-raised with the record's coordinates
-            raise DecodeError(f"cannot decode the record at {topic}-{partition} offset {offset}: "
-                              f"{type(exc).__name__}: {exc}") from exc
-    return wrapped
 
 
 class KafkaRangeReader(RangeReader):

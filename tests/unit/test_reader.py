@@ -83,6 +83,35 @@ def _log_append_time(batch):
     return DefaultRecordBatch(bytes(raw))
 
 
+def test_varint_width_boundaries_decode_as_kafka_python_does():
+    """Every field at the one/two/three-byte varint boundaries (zigzag 63/64, 8191/8192), negative
+    timestamp deltas and offset gaps; the decoders inline one- and two-byte varints."""
+    import random
+
+    from dstream_exactly_once.kafka._fetch import Batch
+
+    rng = random.Random(16)
+    sizes = [-1, 0, 1, 63, 64, 65, 8191, 8192, 8193]
+    records, delta = [], 0
+    for _ in range(120):
+        delta += rng.choice([1, 1, 1, 2, 60, 8000])
+
+        def blob(size, fill):
+            return None if size < 0 else bytes([fill]) * size
+
+        headers = [(f"h{j}", blob(rng.choice(sizes), 104)) for j in range(rng.choice([0, 0, 1, 2, 70]))]
+        records.append((delta, 1_700_000_000_000 + rng.choice([0, 63, 64, -64, -65, 8191, 8192, -8193, 10 ** 7]),
+                        blob(rng.choice(sizes), 107), blob(rng.choice(sizes), 118), headers))
+    expected = list(_batch(records, 0, 5000))
+    for metadata in (False, True):
+        block = Batch(_batch(records, 0, 5000)).block("t", 0, 0, 10 ** 9, metadata)
+        assert block.offsets == [r.offset for r in expected] and block.keys == [r.key for r in expected]
+        assert block.values == [r.value for r in expected]
+        if metadata:
+            assert block.timestamps == [r.timestamp for r in expected]
+            assert block.headers == [r.headers for r in expected]
+
+
 def test_log_append_time_batches_give_every_record_the_batch_time():
     from dstream_exactly_once.kafka._fetch import Batch
 
@@ -124,6 +153,35 @@ def test_message_handler_decodes_lazily_and_names_a_bad_record():
     clean = RecordBlock("t", 2, [4], [b"k"], [b"v"], [10], [1], [[]])
     assert list(_Decoding(utf8_decoder, utf8_decoder, lambda m: (m.offset, m.timestampType, m.key, m.message))(
         [clean])) == [(4, 1, "k", "v")]
+
+
+def test_handler_messages_behave_as_user_built_ones():
+    import pickle
+
+    from dstream_exactly_once import KafkaMessageAndMetadata, utf8_decoder
+    from dstream_exactly_once.kafka.records import RecordBlock
+    from dstream_exactly_once.streaming.rdd import _Decoding
+
+    block = RecordBlock("t", 2, [4, 6], [None, b"k"], [b"v", "\u00e9".encode()], [10, 11], [0, 1],
+                        [[], [("h", b"x")]])
+    decoded = list(_Decoding(utf8_decoder, utf8_decoder, lambda m: m)([block]))  # pre-decoded messages
+    lazy = list(_Decoding(utf8_decoder, lambda raw: raw, lambda m: m)([block]))  # a custom decoder: lazy
+    built = [KafkaMessageAndMetadata("t", 2, 4, None, b"v", 10, 0, []),
+             KafkaMessageAndMetadata("t", 2, 6, b"k", "\u00e9".encode(), 11, 1, [("h", b"x")])]
+    assert decoded == built and lazy == built
+    assert [(m.key, m.message) for m in decoded] == [(None, "v"), ("k", "\u00e9")]
+    assert [(m.key, m.message) for m in lazy] == [(None, b"v"), ("k", "\u00e9".encode())]
+    for m, b in zip(decoded + lazy, built + built, strict=True):
+        assert isinstance(m, KafkaMessageAndMetadata) and repr(m) == repr(b) and str(m) == str(b)
+        assert (m.topic, m.partition, m.offset, m.timestamp, m.timestampType, m.headers, m._rawKey, m._rawMessage) \
+            == (b.topic, b.partition, b.offset, b.timestamp, b.timestampType, b.headers, b._rawKey, b._rawMessage)
+        copy = pickle.loads(pickle.dumps(m))  # raw bytes travel; the copy decodes with the default decoders
+        assert type(copy) is KafkaMessageAndMetadata and copy == m and copy.message == b.message
+        with pytest.raises(TypeError):
+            hash(m)
+    with pytest.raises(DecodeError, match=r"t-2 offset 6: ValueError: invalid literal"):
+        list(_Decoding(utf8_decoder, lambda raw: raw.decode("ascii") if raw == b"v" else int("x"),
+                       lambda m: m.message)([block]))
 
 
 def test_corrupt_batches_raise_corrupt_record_error():
