@@ -36,19 +36,21 @@ TARGET_CASE = (100, 1_000)
 MODES = ("ahead", "in_commit")
 
 
-def measure_case(ctx: Context, kind: str, url: str, plain: PlainWriter, partitions: int, keys: int, reps: int,
+def measure_case(ctx: Context, kind: str, plain: PlainWriter, partitions: int, keys: int, reps: int,
                  warm: int) -> Dict[str, List[float]]:
     """Per batch (ms): ``log`` (log_batch) and ``commit`` of the default mode, ``output`` (their sum),
     ``one_tx`` (``commit(..., log_entry=True)``: ``offset_log="in_commit"``) and ``plain``.
 
-    The two modes are two applications of the same store; the three peers run in every batch, in an
-    order rotated by one each batch.
+    The two modes are two applications, each in a store location of its own; the three peers run in
+    every batch, in an order rotated by one each batch.
     """
     from dstream_exactly_once import OffsetRange
     from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
 
     tag = f"b3-{partitions}-{keys}-{uuid.uuid4().hex[:8]}"
-    stores = {mode: open_store(url, f"{tag}-{mode}") for mode in MODES}
+    # each mode in a store location of its own (SQLite: its own file, as the plain writer has; its WAL
+    # checkpoints are then its own), like two applications deployed apart
+    stores = {mode: open_store(ctx.store_url(kind), f"{tag}-{mode}") for mode in MODES}
     out: Dict[str, List[float]] = {"log": [], "commit": [], "output": [], "one_tx": [], "plain": []}
     try:
         epochs = {mode: st.start_epoch() for mode, st in stores.items()}
@@ -130,7 +132,7 @@ def run_b3(ctx: Context) -> None:
             plain_all: List[float] = []
             try:
                 for parts in s.b3_partitions:
-                    m = measure_case(ctx, kind, ctx.store_url(kind), plain, parts, keys, reps, warm)
+                    m = measure_case(ctx, kind, plain, parts, keys, reps, warm)
                     plain_all += m["plain"]
                     p50 = {k: percentile(v, 50) for k, v in m.items()}
                     ratio = p50["output"] / p50["plain"]

@@ -305,11 +305,13 @@ def _chart_b2(plt: Any, res: Results) -> Any:
     rows = res.of("B2")
     stores = list(dict.fromkeys(m.extra["store"] for m in rows))
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    width = 0.38
-    for j, (variant, color) in enumerate((("exactly-once", "#4c72b0"), ("plain", "#dd8452"))):
+    variants = (("exactly-once", "#4c72b0"), ("exactly-once 1tx", "#64b5cd"), ("plain", "#dd8452"))
+    width = 0.8 / len(variants)
+    for j, (variant, color) in enumerate(variants):
         vals = [next((m.value for m in rows if m.extra["store"] == s and m.extra["variant"] == variant), 0)
                 for s in stores]
-        bars = ax.bar([i + (j - 0.5) * width for i in range(len(stores))], vals, width, label=variant, color=color)
+        bars = ax.bar([i + (j - (len(variants) - 1) / 2) * width for i in range(len(stores))], vals, width,
+                      label=variant.replace("1tx", "(offset_log='in_commit')"), color=color)
         for bar in bars:
             ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{bar.get_height():,.0f}",
                     ha="center", va="bottom", fontsize=8)

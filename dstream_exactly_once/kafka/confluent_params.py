@@ -93,6 +93,10 @@ def librdkafka_properties(config: KafkaConfig) -> Dict[str, Any]:
         "enable.partition.eof": False,
         "isolation.level": config.isolation_level,
         "max.partition.fetch.bytes": EXECUTOR_FETCH_BYTES,
+        # librdkafka stops fetching a partition once queued.min.messages (100,000) are queued and
+        # then waits fetch.queue.backoff.ms (default 1 s) before the next fetch, even if the task
+        # drained the queue meanwhile: a range of a few 100,000 records would wait ~1 s per 100,000
+        "fetch.queue.backoff.ms": 1,
     }
     for name, value in config.client.items():
         if name in _READER_DECIDES:

@@ -34,7 +34,7 @@ def test_kafka_params_become_librdkafka_properties_with_the_readers_fixed_settin
         "sasl.username": "alice", "sasl.password": SECRET, "client.id": "app-7", "isolation.level": "read_committed",
         "socket.timeout.ms": 40000, "fetch.wait.max.ms": 250, "check.crcs": False, "group.id": "g1",
         "enable.auto.commit": False, "enable.auto.offset.store": False, "auto.offset.reset": "error",
-        "enable.partition.eof": False, "max.partition.fetch.bytes": 4 * 1024 * 1024}
+        "enable.partition.eof": False, "max.partition.fetch.bytes": 4 * 1024 * 1024, "fetch.queue.backoff.ms": 1}
     assert describe_properties(props)["sasl.password"] == "***"
 
 
