@@ -36,8 +36,7 @@ TARGET_CASE = (100, 1_000)
 MODES = ("ahead", "in_commit")
 
 
-def measure_case(ctx: Context, kind: str, plain: PlainWriter, partitions: int, keys: int, reps: int,
-                 warm: int) -> Dict[str, List[float]]:
+def measure_case(ctx: Context, kind: str, partitions: int, keys: int, reps: int, warm: int) -> Dict[str, List[float]]:
     """Per batch (ms): ``log`` (log_batch) and ``commit`` of the default mode, ``output`` (their sum),
     ``one_tx`` (``commit(..., log_entry=True)``: ``offset_log="in_commit"``) and ``plain``.
 
@@ -51,6 +50,7 @@ def measure_case(ctx: Context, kind: str, plain: PlainWriter, partitions: int, k
     # each mode in a store location of its own (SQLite: its own file, as the plain writer has; its WAL
     # checkpoints are then its own), like two applications deployed apart
     stores = {mode: open_store(ctx.store_url(kind), f"{tag}-{mode}") for mode in MODES}
+    plain = make_plain(ctx, kind, ctx.store_url(kind))  # fresh too: no peer starts with a grown WAL or table
     out: Dict[str, List[float]] = {"log": [], "commit": [], "output": [], "one_tx": [], "plain": []}
     try:
         epochs = {mode: st.start_epoch() for mode, st in stores.items()}
@@ -83,6 +83,7 @@ def measure_case(ctx: Context, kind: str, plain: PlainWriter, partitions: int, k
                 raise RuntimeError(f"the committed increments of mode {mode} are wrong")
         return out
     finally:
+        plain.close()
         for st in stores.values():
             st.close()
 
@@ -128,48 +129,44 @@ def run_b3(ctx: Context) -> None:
         for keys in s.b3_keys:
             small = keys <= 1_000
             reps, warm = (s.b3_reps_small, 3) if small else (s.b3_reps_large, 1)
-            plain = make_plain(ctx, kind, ctx.store_url(kind))
             plain_all: List[float] = []
-            try:
-                for parts in s.b3_partitions:
-                    m = measure_case(ctx, kind, plain, parts, keys, reps, warm)
-                    plain_all += m["plain"]
-                    p50 = {k: percentile(v, 50) for k, v in m.items()}
-                    ratio = p50["output"] / p50["plain"]
-                    log(f"B3 {kind:10s} {parts:5d} partitions {keys:7,d} keys: log {p50['log']:.2f} + commit "
-                        f"{p50['commit']:.2f} = {p50['output']:.2f} ms vs plain {p50['plain']:.2f} ms ({ratio:.2f}x)")
-                    res.add("B3", f"{STORE_NAMES[kind]}, {parts} partitions, {keys:,} keys", p50["output"],
-                            "ms p50 (log+commit)",
-                            f"{ratio:.2f}x the plain write ({p50['plain']:.2f} ms p50, same loop); log_batch p50 "
-                            f"{p50['log']:.2f} ms + commit p50 {p50['commit']:.2f} ms; output p25–p75 "
-                            f"{percentile(m['output'], 25):.2f}–{percentile(m['output'], 75):.2f}, p99 "
-                            f"{percentile(m['output'], 99):.2f}, max {max(m['output']):.2f} ms; {len(m['output'])} "
-                            f"batches", store=kind, partitions=parts, keys=keys, p50=p50["output"],
-                            p99=percentile(m["output"], 99), commit_p50=p50["commit"], log_p50=p50["log"],
-                            plain_p50=p50["plain"], samples=m["output"], vs_plain=ratio)
-                    one = p50["one_tx"] / p50["plain"]
-                    log(f"B3 {kind:10s} {parts:5d} partitions {keys:7,d} keys: offset_log='in_commit' "
-                        f"{p50['one_tx']:.2f} ms ({one:.2f}x)")
-                    res.add("B3", f"{STORE_NAMES[kind]}, {parts} partitions, {keys:,} keys, offset_log='in_commit'",
-                            p50["one_tx"], "ms p50 (commit)",
-                            f"{one:.2f}x the plain write ({p50['plain']:.2f} ms p50, same loop); one transaction "
-                            f"(commit with log_entry=True); p25–p75 {percentile(m['one_tx'], 25):.2f}–"
-                            f"{percentile(m['one_tx'], 75):.2f}, p99 {percentile(m['one_tx'], 99):.2f}, max "
-                            f"{max(m['one_tx']):.2f} ms; {len(m['one_tx'])} batches", store=kind, partitions=parts,
-                            keys=keys, mode="in_commit", p50=p50["one_tx"], p99=percentile(m["one_tx"], 99),
-                            plain_p50=p50["plain"], samples=m["one_tx"], vs_plain=one)
-                    if (parts, keys) == TARGET_CASE:
-                        res.check("B3", f"{STORE_NAMES[kind]} output cost per batch, offset_log='ahead' (default: "
-                                        f"log_batch + commit) / plain set-based write, {parts} partitions, "
-                                        f"{keys:,} keys", ratio, "<=", TARGET_RATIO, "x",
-                                  f"{p50['output']:.2f} ms (log {p50['log']:.2f} + commit {p50['commit']:.2f}) vs "
-                                  f"{p50['plain']:.2f} ms p50; commit alone {p50['commit'] / p50['plain']:.2f}x")
-                        res.check("B3", f"{STORE_NAMES[kind]} output cost per batch, offset_log='in_commit' (one "
-                                        f"transaction) / plain set-based write, {parts} partitions, {keys:,} keys",
-                                  one, "<=", TARGET_RATIO, "x",
-                                  f"{p50['one_tx']:.2f} ms vs {p50['plain']:.2f} ms p50")
-            finally:
-                plain.close()
+            for parts in s.b3_partitions:
+                m = measure_case(ctx, kind, parts, keys, reps, warm)
+                plain_all += m["plain"]
+                p50 = {k: percentile(v, 50) for k, v in m.items()}
+                ratio = p50["output"] / p50["plain"]
+                log(f"B3 {kind:10s} {parts:5d} partitions {keys:7,d} keys: log {p50['log']:.2f} + commit "
+                    f"{p50['commit']:.2f} = {p50['output']:.2f} ms vs plain {p50['plain']:.2f} ms ({ratio:.2f}x)")
+                res.add("B3", f"{STORE_NAMES[kind]}, {parts} partitions, {keys:,} keys", p50["output"],
+                        "ms p50 (log+commit)",
+                        f"{ratio:.2f}x the plain write ({p50['plain']:.2f} ms p50, same loop); log_batch p50 "
+                        f"{p50['log']:.2f} ms + commit p50 {p50['commit']:.2f} ms; output p25–p75 "
+                        f"{percentile(m['output'], 25):.2f}–{percentile(m['output'], 75):.2f}, p99 "
+                        f"{percentile(m['output'], 99):.2f}, max {max(m['output']):.2f} ms; {len(m['output'])} "
+                        f"batches", store=kind, partitions=parts, keys=keys, p50=p50["output"],
+                        p99=percentile(m["output"], 99), commit_p50=p50["commit"], log_p50=p50["log"],
+                        plain_p50=p50["plain"], samples=m["output"], vs_plain=ratio)
+                one = p50["one_tx"] / p50["plain"]
+                log(f"B3 {kind:10s} {parts:5d} partitions {keys:7,d} keys: offset_log='in_commit' "
+                    f"{p50['one_tx']:.2f} ms ({one:.2f}x)")
+                res.add("B3", f"{STORE_NAMES[kind]}, {parts} partitions, {keys:,} keys, offset_log='in_commit'",
+                        p50["one_tx"], "ms p50 (commit)",
+                        f"{one:.2f}x the plain write ({p50['plain']:.2f} ms p50, same loop); one transaction "
+                        f"(commit with log_entry=True); p25–p75 {percentile(m['one_tx'], 25):.2f}–"
+                        f"{percentile(m['one_tx'], 75):.2f}, p99 {percentile(m['one_tx'], 99):.2f}, max "
+                        f"{max(m['one_tx']):.2f} ms; {len(m['one_tx'])} batches", store=kind, partitions=parts,
+                        keys=keys, mode="in_commit", p50=p50["one_tx"], p99=percentile(m["one_tx"], 99),
+                        plain_p50=p50["plain"], samples=m["one_tx"], vs_plain=one)
+                if (parts, keys) == TARGET_CASE:
+                    res.check("B3", f"{STORE_NAMES[kind]} output cost per batch, offset_log='ahead' (default: "
+                                    f"log_batch + commit) / plain set-based write, {parts} partitions, "
+                                    f"{keys:,} keys", ratio, "<=", TARGET_RATIO, "x",
+                              f"{p50['output']:.2f} ms (log {p50['log']:.2f} + commit {p50['commit']:.2f}) vs "
+                              f"{p50['plain']:.2f} ms p50; commit alone {p50['commit'] / p50['plain']:.2f}x")
+                    res.check("B3", f"{STORE_NAMES[kind]} output cost per batch, offset_log='in_commit' (one "
+                                    f"transaction) / plain set-based write, {parts} partitions, {keys:,} keys",
+                              one, "<=", TARGET_RATIO, "x",
+                              f"{p50['one_tx']:.2f} ms vs {p50['plain']:.2f} ms p50")
             base = percentile(plain_all, 50)
             res.add("B3", f"{STORE_NAMES[kind]}, plain set-based write of {keys:,} keys (same-run baseline)", base,
                     "ms p50", f"p25–p75 {percentile(plain_all, 25):.2f}–{percentile(plain_all, 75):.2f}, p99 "
