@@ -34,6 +34,7 @@ TARGET_CASE = (100, 1_000)
 
 
 MODES = ("ahead", "in_commit")
+APP_SUFFIX = {"ahead": "ahead", "in_commit": "1txn"}
 
 
 def measure_case(ctx: Context, kind: str, partitions: int, keys: int, reps: int, warm: int) -> Dict[str, List[float]]:
@@ -46,11 +47,12 @@ def measure_case(ctx: Context, kind: str, partitions: int, keys: int, reps: int,
     from dstream_exactly_once import OffsetRange
     from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
 
-    tag = f"b3-{partitions}-{keys}-{uuid.uuid4().hex[:8]}"
+    tag = f"b3-{uuid.uuid4().hex[:8]}"  # app ids b3-<8 hex>-ahead / -1txn / -plain: rows of one size
     # each mode in a store location of its own (SQLite: its own file, as the plain writer has; its WAL
     # checkpoints are then its own), like two applications deployed apart
-    stores = {mode: open_store(ctx.store_url(kind), f"{tag}-{mode}") for mode in MODES}
-    plain = make_plain(ctx, kind, ctx.store_url(kind))  # fresh too: no peer starts with a grown WAL or table
+    stores = {mode: open_store(ctx.store_url(kind), f"{tag}-{APP_SUFFIX[mode]}") for mode in MODES}
+    # fresh too: no peer starts with a grown WAL or table
+    plain = make_plain(ctx, kind, ctx.store_url(kind), app=f"{tag}-plain")
     out: Dict[str, List[float]] = {"log": [], "commit": [], "output": [], "one_tx": [], "plain": []}
     try:
         epochs = {mode: st.start_epoch() for mode, st in stores.items()}

@@ -78,6 +78,10 @@ class PlainWriter:
     """What the exactly-once store writes for the results, and nothing else: the same set-based
     statement (or Lua), no epoch fence, no offsets, no offset log, no commit log."""
 
+    #: the ``app`` column of the plain rows: give it the length of the exactly-once side's app id, so
+    #: both write rows (and index entries) of the same size
+    app = "plain"
+
     def write(self, counts: Dict[str, int]) -> None:
         raise NotImplementedError
 
@@ -112,7 +116,7 @@ class SQLitePlain(PlainWriter):
         from dstream_exactly_once.stores._commit_rules import counters_json
 
         self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute(self.sql, ("plain", PLAIN_NS, counters_json(counts)))
+        self.conn.execute(self.sql, (self.app, PLAIN_NS, counters_json(counts)))
         self.conn.execute("COMMIT")
 
     def values(self) -> Dict[str, int]:
@@ -138,7 +142,7 @@ class PostgresPlain(PlainWriter):
         from dstream_exactly_once.stores._commit_rules import counters_json
 
         with self.conn.transaction():
-            self.conn.execute(self.sql, ("plain", PLAIN_NS, counters_json(counts)))  # type: ignore[arg-type]
+            self.conn.execute(self.sql, (self.app, PLAIN_NS, counters_json(counts)))  # type: ignore[arg-type]
 
     def values(self) -> Dict[str, int]:
         rows = self.conn.execute(f"SELECT k, inum FROM {PLAIN_TABLE}").fetchall()  # type: ignore[arg-type]
@@ -196,7 +200,7 @@ def run_exactly_once(ctx: Context, master: str, kind: str, url: str, batches: Li
     from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
 
     ctx.spark(master)
-    store = open_store(url, f"b2-{uuid.uuid4().hex[:10]}")
+    store = open_store(url, f"b2-{uuid.uuid4().hex[:10]}")  # 13 characters, as the plain rows' app
     try:
         epoch = store.start_epoch()
         out_s = 0.0
@@ -225,7 +229,7 @@ def run_exactly_once(ctx: Context, master: str, kind: str, url: str, batches: Li
 
 def run_plain(ctx: Context, master: str, kind: str, url: str, batches: List[List[Any]]) -> Run:
     ctx.spark(master)
-    writer = make_plain(ctx, kind, url)
+    writer = make_plain(ctx, kind, url, app=f"b2-plain-{uuid.uuid4().hex[:4]}")
     try:
         out_s = 0.0
         t0 = time.perf_counter()
@@ -241,12 +245,17 @@ def run_plain(ctx: Context, master: str, kind: str, url: str, batches: List[List
     return _finish(seconds, out_s, batches, got, "plain", kind)
 
 
-def make_plain(ctx: Context, kind: str, url: str) -> PlainWriter:
+def make_plain(ctx: Context, kind: str, url: str, app: str = "plain") -> PlainWriter:
+    """The plain writer of ``kind`` at ``url``, writing rows of application ``app``."""
+    writer: PlainWriter
     if kind == "sqlite":
-        return SQLitePlain(url[len("sqlite:///"):].split("?")[0] + ".plain.db")
-    if kind == "postgresql":
-        return PostgresPlain(url)
-    return RedisPlain(ctx.redis())
+        writer = SQLitePlain(url[len("sqlite:///"):].split("?")[0] + ".plain.db")
+    elif kind == "postgresql":
+        writer = PostgresPlain(url)
+    else:
+        writer = RedisPlain(ctx.redis())
+    writer.app = app
+    return writer
 
 
 _EXPECTED: Dict[Tuple[Any, ...], Dict[str, int]] = {}
