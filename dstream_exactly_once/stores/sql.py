@@ -316,14 +316,24 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
 
     def _commit_state(self, cur: Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
         """In a commit's transaction, one statement: the epoch check (locking the app's meta row),
-        whether ``batch_id`` is in the commit log, and the stored positions."""
+        whether ``batch_id`` is in the commit log, and the stored positions (PostgreSQL: two, see below)."""
         if not self.json_pairs:  # an SQLite built without JSON functions: three statements
             self._check_epoch(cur, epoch)
             return self._is_committed(cur, batch_id), self._stored_positions(cur)
-        row = cur.one("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND c.batch_id = ?), "
-                      f"(SELECT {self.positions_agg} FROM deo_positions p WHERE p.app = m.app) "
-                      "FROM deo_meta m WHERE m.app = ?" + self.lock_meta_sql, (batch_id, self.app_id))
-        rules.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
+        if self.lock_meta_sql:
+            # A row lock (PostgreSQL) is taken by a statement of its own, and the state is read by the
+            # next one: a statement that waited for the lock still reads with the snapshot it started
+            # with (READ COMMITTED), so reading in the locking statement would miss the commit of the
+            # transaction it waited for, and apply a range twice (tests/integration/test_store_concurrency.py).
+            self._check_epoch(cur, epoch)
+            row = cur.one("SELECT 0, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = ? AND c.batch_id = ?), "
+                          f"(SELECT {self.positions_agg} FROM deo_positions p WHERE p.app = ?)",
+                          (self.app_id, batch_id, self.app_id))
+        else:  # SQLite: BEGIN IMMEDIATE already holds the write lock; one statement reads it all
+            row = cur.one("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND "
+                          f"c.batch_id = ?), (SELECT {self.positions_agg} FROM deo_positions p WHERE p.app = m.app) "
+                          "FROM deo_meta m WHERE m.app = ?", (batch_id, self.app_id))
+            rules.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
         assert row is not None
         stored = row[2]
         if isinstance(stored, (str, bytes)):
