@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
 from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, StoreError
+from ..stores._commit_rules import check_epoch
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
 from .driver_ref import DriverOnly
 from .heartbeat import Heartbeat
@@ -180,11 +181,11 @@ class BatchCommitter(DriverOnly):
     def _check_epoch(self) -> None:
         """An idle driver still learns within one batch that a newer driver fenced it."""
         current = self.call_store(self.store.current_epoch, "current_epoch")
-        if current != self.epoch:
-            err = FencedError(f"app {self.store.app_id!r}: epoch {self.epoch} is fenced, a newer driver took "
-                              f"epoch {current}; this driver must stop")
+        try:
+            check_epoch(self.store.app_id, current, self.epoch)  # the stores' own rule and message
+        except FencedError as err:
             self.fail(err)
-            raise err
+            raise
 
     def batch_at(self, time: datetime) -> Optional[PlannedBatch]:
         with self._lock:

@@ -84,8 +84,11 @@ class IncrementsView(Mapping[Tuple[str, str], Number]):
         self._by_ns = by_ns
 
     def __getitem__(self, item: Tuple[str, str]) -> Number:
-        ns, key = item
-        return self._by_ns[ns][key]
+        try:
+            ns, key = item
+            return self._by_ns[ns][key]
+        except (TypeError, ValueError):  # not a (namespace, key) pair: absent, as for a dict
+            raise KeyError(item) from None
 
     def __iter__(self) -> Iterator[Tuple[str, str]]:
         for ns, amounts in self._by_ns.items():
