@@ -38,7 +38,7 @@ def check_reader(name: Any, config: KafkaConfig) -> str:
     librdkafka refuses a kafkaParams setting.
     """
     if not isinstance(name, str) or name.strip().lower() not in READERS:
-        raise ConfigurationError(f"{READER_KEY} must be one of {', '.join(repr(n) for n in READERS)}, got {name!r}")
+        raise _unknown(name)
     name = name.strip().lower()
     if name == CONFLUENT_KAFKA:
         from .confluent_params import check_confluent_config, require_confluent_kafka
@@ -58,4 +58,8 @@ def range_reader(name: str) -> RangeReadFunction:
         from .reader import read_range
 
         return read_range
-    raise ConfigurationError(f"{READER_KEY} must be one of {', '.join(repr(n) for n in READERS)}, got {name!r}")
+    raise _unknown(name)
+
+
+def _unknown(name: Any) -> ConfigurationError:
+    return ConfigurationError(f"{READER_KEY} must be one of {', '.join(repr(n) for n in READERS)}, got {name!r}")

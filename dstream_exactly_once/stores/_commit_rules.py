@@ -15,9 +15,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from .._checks import is_int
 from ..core.ranges import SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
-from .batch import PlannedBatch, Writes
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from .batch import INT64_MAX, INT64_MIN, PlannedBatch, Writes
 
 
 def check_epoch_arg(epoch: object) -> int:

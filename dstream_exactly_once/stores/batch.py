@@ -15,11 +15,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ..core.ranges import SourceRange, decode_range, encode_range
 from ..errors import ConfigurationError
 
-__all__ = ["CommitOutcome", "Number", "PlannedBatch", "Writes"]
+__all__ = ["INT64_MAX", "INT64_MIN", "CommitOutcome", "Number", "PlannedBatch", "Writes"]
 
 Number = float | int
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: The 64-bit integer range every store keeps values and positions in.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class Writes:
             amounts = self._counters[namespace] = {}
         total = amounts.get(key, 0) + amount
         amounts[key] = total
-        if self._plain_ints and (type(total) is not int or not _INT64_MIN <= total <= _INT64_MAX):
+        if self._plain_ints and (type(total) is not int or not INT64_MIN <= total <= INT64_MAX):
             self._plain_ints = False
         return self
 

@@ -71,11 +71,6 @@ def _load_scripts() -> Dict[str, Tuple[str, str]]:
 _SCRIPTS = _load_scripts()
 
 
-def _largest(texts: List[str]) -> str:
-    """The largest magnitude among integers given as text (the commit script's overflow bound)."""
-    return str(max(map(abs, map(int, texts)))) if texts else "0"
-
-
 class RedisStore(TransactionalStore):
     """Offsets and results of one application in Redis keys under ``{deo:<app_id>}``.
 
@@ -272,7 +267,7 @@ class RedisStore(TransactionalStore):
             "ranges": [[r.position_key for r in todo], [str(r.start) for r in todo], [str(r.end) for r in todo],
                        [metas[r.position_key] or "" for r in todo]],
             "empty": [[r.position_key, str(r.end), metas[r.position_key] or ""] for r in plan.empty],
-            "groups": [[index[ns], kind, keys_, texts] + ([largest.get(ns) or _largest(texts)] if kind == "ai" else [])
+            "groups": [[index[ns], kind, keys_, texts] + ([largest[ns]] if kind == "ai" else [])
                        for (ns, kind), (keys_, texts) in groups.items()],
             "rows": [[index[ns], f"{batch.batch_id}/{plan.part}", "[" + ",".join(rows) + "]"]
                      for ns, rows in writes.batch_rows.items()],
@@ -303,7 +298,8 @@ class RedisStore(TransactionalStore):
     @staticmethod
     def _value_groups(writes: Writes) -> Tuple[Dict[Tuple[str, str], Tuple[List[str], List[str]]], Dict[str, str]]:
         """Value writes grouped by ``(namespace, kind)`` (see ``lua/commit.lua``): ``(keys, values as Redis
-        text)``; and, where already at hand, the largest magnitude of each namespace's int increments."""
+        text)``; and the largest magnitude of each namespace's int increments (the commit script's
+        overflow bound grows by it)."""
         groups: Dict[Tuple[str, str], Tuple[List[str], List[str]]] = {}
         if not writes.puts:  # counters: the common case, without building ValueOps
             ints, floats = rules.split_increments(writes)
@@ -316,12 +312,16 @@ class RedisStore(TransactionalStore):
                 keys.append(key)
                 texts.append(float.__repr__(amount))
             return groups, largest
+        magnitudes: Dict[str, int] = {}
         for op in rules.value_ops(writes):
-            keys, texts = groups.setdefault((op.namespace, ("a" if op.op == "add" else "s") + op.kind), ([], []))
+            kind = ("a" if op.op == "add" else "s") + op.kind
+            keys, texts = groups.setdefault((op.namespace, kind), ([], []))
             keys.append(op.key)
             texts.append(op.value if op.kind == "j" else
                          float.__repr__(op.value) if op.kind == "f" else int.__repr__(op.value))
-        return groups, {}
+            if kind == "ai":
+                magnitudes[op.namespace] = max(magnitudes.get(op.namespace, 0), abs(op.value))
+        return groups, {ns: str(m) for ns, m in magnitudes.items()}
 
     def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
         payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo]}

@@ -315,8 +315,9 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         return CommitOutcome.APPLIED
 
     def _commit_state(self, cur: Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
-        """In a commit's transaction, one statement: the epoch check (locking the app's meta row),
-        whether ``batch_id`` is in the commit log, and the stored positions (PostgreSQL: two, see below)."""
+        """In a commit's transaction: the epoch check (locking the app's meta row), whether
+        ``batch_id`` is in the commit log, and the stored positions — one statement on SQLite, two on
+        PostgreSQL (see below), three without JSON functions."""
         if not self.json_pairs:  # an SQLite built without JSON functions: three statements
             self._check_epoch(cur, epoch)
             return self._is_committed(cur, batch_id), self._stored_positions(cur)

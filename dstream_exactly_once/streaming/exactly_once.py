@@ -146,7 +146,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
           else). A batch cut short by a crash left nothing in the store; the next driver plans it
           afresh from the committed positions (same id, possibly longer ranges). The results are
           exactly-once either way; choose ``"ahead"`` when ``func``'s side effects rely on a batch id
-          always meaning the same records. Then this must be the stream's only output.
+          always meaning the same records. With ``"in_commit"`` this must be the stream's only output.
         """
         if not callable(func):
             raise ConfigurationError(f"commit_each_batch needs a function (batch, rdd) -> Writes, got {func!r}")

@@ -8,8 +8,9 @@
 -- p.ranges = {position keys, starts, ends, documents ('' = none)} of the non-empty ranges;
 -- p.empty = {{key, end, document}} of the empty ones; p.groups = {{namespace index, kind, keys,
 -- values[, largest magnitude of the values ("ai")]}} with kind "ai"/"af" (increment an int/float)
--- or "si"/"sf"/"sj" (set an int/float/JSON document). Everything is checked before the first write (a Lua script is not rolled back on
--- error), with one HMGET per hash rather than one call per key.
+-- or "si"/"sf"/"sj" (set an int/float/JSON document). Everything is checked before the first
+-- write (a Lua script is not rolled back on error), with one HMGET per hash rather than one call
+-- per key.
 local f = fenced()
 if f then return f end
 if redis.call('ZSCORE', KEYS[3], p.batch) then return {'replayed'} end
