@@ -49,12 +49,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..core.ranges import LEGACY_RANGE_KIND, Position, SourceRange, range_kind
 from ..errors import ConfigurationError
 from . import _commit_rules as rules
-from .batch import CommitOutcome, PlannedBatch, Writes
+from .batch import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
 
 __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
-
-#: Value namespace the library keeps for itself (SQL stores keep the driver's heartbeat there).
-RESERVED_NAMESPACE = "__deo__"
 
 #: Version of the on-store layout this library writes; a store with a higher one is refused, one
 #: with a lower one is upgraded on its first write (see the module docstring).

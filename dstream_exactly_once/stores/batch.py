@@ -15,12 +15,34 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ..core.ranges import SourceRange, decode_range, encode_range
 from ..errors import ConfigurationError
 
-__all__ = ["INT64_MAX", "INT64_MIN", "CommitOutcome", "Number", "PlannedBatch", "Writes"]
+__all__ = ["INCIDENT_KINDS", "INT64_MAX", "INT64_MIN", "RESERVED_NAMESPACE", "CommitOutcome", "Number", "PlannedBatch",
+           "Writes", "incident_key"]
 
 Number = float | int
 
 #: The 64-bit integer range every store keeps values and positions in.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+#: Value namespace the library keeps for itself: the driver's heartbeat (SQL stores) and the
+#: *incident records* written beside a commit (see :meth:`Writes.record_incident`).
+RESERVED_NAMESPACE = "__deo__"
+
+#: Kinds of incident record: ``loss`` (a range whose data was gone when it was read, under a
+#: skip data-loss policy) and ``skip`` (a batch an operator skipped without output).
+INCIDENT_KINDS = ("loss", "skip")
+
+
+def incident_key(kind: str, batch_id: int, part: str = "") -> str:
+    """The reserved-namespace key of one incident record: ``<kind>:<batch id, 20 digits>[:<part>]``.
+
+    Zero-padded batch ids keep the keys in batch order; ``part`` tells apart several records of
+    one batch (e.g. a position key, for per-partition commits that each record their own loss).
+    """
+    if kind not in INCIDENT_KINDS:
+        raise ValueError(f"incident kind must be one of {INCIDENT_KINDS}, got {kind!r}")
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+        raise ValueError(f"incident batch id must be an int >= 0, got {batch_id!r}")
+    return f"{kind}:{batch_id:020d}" + (f":{part}" if part else "")
 
 
 @dataclass(frozen=True)
@@ -178,6 +200,16 @@ class Writes:
         _check_key("namespace", namespace)
         encoded = [_check_json(f"row of {namespace}", r) for r in rows]
         self.batch_rows.setdefault(namespace, []).extend(encoded)
+        return self
+
+    def record_incident(self, kind: str, batch_id: int, doc: Mapping[str, Any], part: str = "") -> Writes:
+        """Record an incident (``kind`` in :data:`INCIDENT_KINDS`) beside this commit, in the reserved
+        namespace under :func:`incident_key`: it becomes visible with the commit's positions and
+        results, or not at all. For the library's own use (data-loss and operator-skip records);
+        read them back with ``store.get_values(RESERVED_NAMESPACE)``.
+        """
+        key = incident_key(kind, batch_id, part)
+        self.puts[(RESERVED_NAMESPACE, key)] = _check_json(f"incident {key}", dict(doc))
         return self
 
     def add_label(self, label: str) -> Writes:

@@ -386,6 +386,18 @@ class StoreContract:
         assert store.get_values("v") == {"a": 11, "b": 2.5, "c": None, "d": 3}
         assert type(store.get_value("v", "a")) is int
 
+    def test_incident_records_commit_with_the_batch(self, store: TransactionalStore, epoch: int) -> None:
+        from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE, incident_key
+        doc = {"ranges": [{"key": "t/0", "start": 0, "end": 10}], "lost": 10}
+        store.commit(epoch, B0, Writes().incr("counts", "n").record_incident("loss", 0, doc, "t/0"))
+        key = incident_key("loss", 0, "t/0")
+        assert store.get_values(RESERVED_NAMESPACE)[key] == doc
+        # a replay of the committed batch writes nothing, so the record stays as it was
+        assert store.commit(epoch, B0, Writes().record_incident("loss", 0, {"other": 1}, "t/0")) is REPLAYED
+        assert store.get_values(RESERVED_NAMESPACE)[key] == doc
+        with pytest.raises(ValueError, match="incident kind"):
+            Writes().record_incident("oops", 1, {})
+
     def test_bad_values_rejected_before_anything_is_written(self, store: TransactionalStore, epoch: int) -> None:
         before = snapshot(store)
         for bad in (lambda w: w.put("docs", "k", object()), lambda w: w.put("docs", "k", float("nan")),
