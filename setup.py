@@ -15,9 +15,9 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    python_requires=">=3.11",  # the version CI tests; older ones are untested
     packages=find_packages(include=["dstream_exactly_once", "dstream_exactly_once.*"]),
-    package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml", "stores/lua/*.lua"]},
+    package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml", "testing/jvm/yarn-pom.xml", "stores/lua/*.lua"]},
     # crc32c: kafka-python's C implementation of the record-batch checksum; without it every
     # fetched batch is checksummed in pure Python (measured: 28k -> 81k records/s per consumer).
     # kafka-python < 3.1: the driver's offset look-ups send prebuilt ListOffsets/Metadata requests
@@ -35,8 +35,13 @@ setup(
                  "confluent-kafka>=2.3"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
+    license_files=["LICENSE", "NOTICE"],
     classifiers=[
+        "Development Status :: 4 - Beta",
+        "License :: OSI Approved :: Apache Software License",
+        "Operating System :: POSIX :: Linux",
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.11",
         "Topic :: System :: Distributed Computing",
         "Typing :: Typed",
     ],
