@@ -1,6 +1,6 @@
 """The driver side of exactly-once output, for any source: epoch, offset log, replays, commits.
 
-Driver lifecycle (``DESIGN.md`` §2, §4):
+Driver lifecycle:
 
 1. read the store (read-only): committed positions and the offset log's uncommitted batches;
 2. the source resumes after those positions and validates everything against the live source

@@ -5,7 +5,7 @@ A batch is a list of ranges of one source. Every range names a *stream partition
 interval ``[start, end)`` of that partition's positions (Kafka offsets, file bytes). A stored
 position is always *the next position to read*, so committing a range stores ``end``.
 
-The store's compare-and-set works on these three values only (``DESIGN.md`` §4): stored position
+The store's compare-and-set works on these three values only: stored position
 absent or ``== start`` → apply; ``== end`` → already committed (idempotent replay); anything else →
 refuse. A source may attach a small JSON document to a position (:meth:`SourceRange.position_meta`,
 e.g. a file's fingerprint and path); it is written beside ``end`` in the same transaction.

@@ -7,7 +7,7 @@ jitter": a uniformly random half of it is dropped) until it succeeds, ``max_atte
 made or ``max_seconds`` have passed since the first call; then the last error is raised unchanged.
 Any other error (``FencedError``, ``OffsetConflictError``, a user's error) is raised at once.
 
-Retrying is safe because every store write is idempotent for a lost reply (``DESIGN.md`` §4):
+Retrying is safe because every store write is idempotent for a lost reply:
 a full-batch commit finds its batch in the commit log → ``REPLAYED``; a per-partition commit finds
 its range's position at ``end`` → ``REPLAYED``; ``log_batch`` accepts an identical entry,
 ``mark_committed`` an existing one; ``purge_logs`` drops what is still there. ``start_epoch`` is

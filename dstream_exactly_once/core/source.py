@@ -1,7 +1,7 @@
 """The source plug-in contract: what the exactly-once core needs from a source.
 
 A source is a replayable log cut into explicit ranges on the driver and read range by range on
-the executors (``STYLE.md`` 1 and 13, bytewax's ``list_parts``/``build_part``):
+the executors (the shape of bytewax's ``list_parts``/``build_part``):
 
 - :class:`BatchSource` — the driver side: resume from stored positions (and validate everything
   against the live source before anything is written), plan each batch's ranges, skip past replayed

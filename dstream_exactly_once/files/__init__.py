@@ -1,4 +1,4 @@
-"""The append-only file source ("ss-aof", seed 001): growing log files read as replayable logs.
+"""The append-only file source ("ss-aof"): growing log files read as replayable logs.
 
 Positions are byte offsets of a file *identity* (a content fingerprint, device/inode as a hint),
 so rotation by rename, copytruncate and delayed compression neither loses nor doubles lines.

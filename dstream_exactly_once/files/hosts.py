@@ -4,8 +4,8 @@ The driver cannot stat another host's files, and the planner needs more than sta
 first bytes, tails before stored offsets and candidate copies, and searches newlines, all lazily
 and depending on what it finds (see :mod:`.planner`). So instead of shipping file facts to the
 driver, the driver ships each host's :class:`~.planner.FilePlanner` (its tracked identities — small
-plain state) *to* that host in a task pinned there, the planner decides there with the seed's
-decision table exactly as in local mode, and the task returns the ranges together with the
+plain state) *to* that host in a task pinned there, the planner decides there with the
+planner's decision table exactly as in local mode, and the task returns the ranges together with the
 planner's new state. The driver keeps one planner per host; nothing else changes: the committer,
 the store and the position documents (which record ``host``) are the local-mode ones.
 

@@ -1,4 +1,4 @@
-"""Options of the append-only file source, with the seed's (ss-aof) names and defaults.
+"""Options of the append-only file source, with the ss-aof design's names and defaults.
 
 Every option may be given in the ``options`` mapping of the stream or as Spark conf
 ``spark.aof.<name>`` (the mapping wins). Conf is taken as a plain mapping so this module stays
@@ -14,7 +14,7 @@ name                       default      meaning
 ``md5.check.enabled``      true         identify files by a content fingerprint (off: by
                                         device/inode only; replacement and copies go unnoticed)
 ``md5.sample.length``      1024         bytes the fingerprint covers (the hash is BLAKE2b-128, not
-                                        MD5; the seed's names are kept)
+                                        MD5; the ss-aof names are kept)
 ``path.syntax``            glob         ``glob`` (the whole absolute path) or ``regex`` (a Python
                                         regular expression matched against the file *names* of
                                         the literal directory before the last ``/``)

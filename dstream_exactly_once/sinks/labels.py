@@ -27,7 +27,7 @@ distinct labels whenever something has to be cut:
 
 The original design kept the *last* 128 characters of a long label, so two application ids that
 differed only in their beginning shared labels and a label-idempotent sink skipped the second
-one's loads (issue #12, defect 11). Upgrade note: a default-mode label longer than 128 characters
+one's loads. Upgrade note: a default-mode label longer than 128 characters
 is now different from the one earlier versions used (and a long default-mode id with refused
 characters in its cut-off part now raises instead of passing); let pending batches commit with
 the old version before upgrading such an application. What is not

@@ -7,7 +7,7 @@ sources: a position is the next position to read of one stream partition, named 
 ``position_key`` (Kafka ``"topic/partition"``, files ``"file:<id>"``), with an optional JSON
 document beside it (:meth:`SourceRange.position_meta`, e.g. a file's fingerprint).
 
-Commit protocol (``DESIGN.md`` §4), all inside ONE backend transaction:
+Commit protocol, all inside ONE backend transaction:
 
 1. **Epoch check** — the application's stored epoch must equal the committer's epoch; a newer
    epoch means another driver took over → :class:`~dstream_exactly_once.errors.FencedError`.
@@ -25,7 +25,7 @@ Commit protocol (``DESIGN.md`` §4), all inside ONE backend transaction:
 
 Any error → the whole transaction is rolled back: nothing of it is visible.
 
-Reading never writes (``DESIGN.md`` §4: a launch that fails writes nothing): :meth:`connect` and
+Reading never writes (a launch that fails writes nothing): :meth:`connect` and
 every read method only check reachability, credentials and the layout version, and read. The
 layout is created — or upgraded from an older version — by the first *write* (``start_epoch``,
 ``log_batch``, ``commit``, ``mark_committed``, ``purge_logs``, ``reset_positions``), inside that

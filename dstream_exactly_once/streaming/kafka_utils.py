@@ -125,7 +125,7 @@ class KafkaUtils:
             names: Any = sorted({tp.topic for tp in topics if isinstance(tp, TopicAndPartition)})
         else:
             from_offsets, names = None, topics
-        # Everything is checked before the store is written (DESIGN.md §4): arguments here, the
+        # Everything is checked before the store is written: arguments here, the
         # store read-only in open_store, topics and offsets against the broker and the store's
         # positions in BatchCommitter, which takes the epoch last.
         check_monitor_group(monitor_group)

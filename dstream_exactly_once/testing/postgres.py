@@ -26,7 +26,7 @@ def _pg_bin(name: str) -> str:
     candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
     if candidates:
         return candidates[0]
-    raise ServiceError(f"PostgreSQL's {name!r} not found; install the Debian package 'postgresql' (make deps)")
+    raise ServiceError(f"PostgreSQL's {name!r} not found; install the Debian package 'postgresql'")
 
 
 class LocalPostgres:

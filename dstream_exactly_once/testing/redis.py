@@ -34,7 +34,7 @@ class LocalRedis:
     def start(self, timeout: float = 20.0) -> LocalRedis:
         exe = shutil.which("redis-server")
         if exe is None:
-            raise ServiceError("redis-server not found; install the Debian package 'redis-server' (make deps)")
+            raise ServiceError("redis-server not found; install the Debian package 'redis-server'")
         if not self.port:
             self.port = free_port()
         conf = self._proc.workdir / "redis.conf"

@@ -3,7 +3,7 @@
 One JVM runs a ResourceManager and NodeManager(s) (``MiniYARNCluster``, started through the
 ``org.apache.hadoop.mapreduce.MiniHadoopClusterManager`` main class of ``hadoop-minicluster``)
 without HDFS: the default file system is the local one, which is enough when the client, the
-ApplicationMaster and the executors share this machine. The jars are resolved by Maven through
+ApplicationMaster and the executors share one machine. The jars are resolved by Maven through
 ``jvm/yarn-pom.xml`` at the Hadoop version of the client jars inside the installed PySpark.
 
 The cluster writes its full configuration to ``conf_dir/yarn-site.xml``; point ``HADOOP_CONF_DIR``
