@@ -27,12 +27,17 @@ setup(
         "spark": ["pyspark>=3.5"],
         "redis": ["redis>=5"],
         "postgres": ["psycopg[binary]>=3.1"],
-        # the teaching demo's PNG (dstream-eo demo); without it only the chart is skipped
-        "charts": ["matplotlib>=3.5"],
+        # dstream-eo chart and the teaching demo's PNG; without it only the chart is skipped
+        "chart": ["matplotlib>=3.5"],
+        "charts": ["matplotlib>=3.5"],  # the same, under its older name
         # the optional librdkafka executor reader (spark.streaming.kafka.reader=confluent-kafka)
         "confluent": ["confluent-kafka>=2.3"],
-        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "ruff", "mypy", "matplotlib>=3.5",
+        # dstream_exactly_once.testing's helpers and this project's own test suite
+        "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
                  "confluent-kafka>=2.3"],
+        # working on this project: the test suite plus the linters `make test` runs
+        "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
+                "confluent-kafka>=2.3", "ruff", "mypy"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
     license_files=["LICENSE", "NOTICE"],

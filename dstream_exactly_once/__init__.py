@@ -72,7 +72,14 @@ def __getattr__(name: str) -> _Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import import_module
 
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    try:
+        imported = import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "pyspark":
+            raise
+        raise ModuleNotFoundError(f"{name} needs PySpark, which is not installed: "
+                                  "pip install 'dstream-exactly-once[spark]'", name=exc.name) from exc
+    value = getattr(imported, name)
     globals()[name] = value
     return value
 

@@ -1,7 +1,7 @@
 """``dstream-eo chart progress.jsonl -o out.png``: throughput, lag and durations per batch.
 
 Reads the JSON-lines file an exactly-once stream writes with ``stream.progress_to(path)`` (or
-``progress_path=``). Needs matplotlib: ``pip install 'dstream-exactly-once[charts]'``.
+``progress_path=``). Needs matplotlib: ``pip install 'dstream-exactly-once[chart]'``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def run_chart(args: argparse.Namespace) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise CliError("dstream-eo chart needs matplotlib: pip install 'dstream-exactly-once[charts]'") from None
+        raise CliError("dstream-eo chart needs matplotlib: pip install 'dstream-exactly-once[chart]'") from None
     ids = [r["batchId"] for r in records]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
     ax1.plot(ids, [r.get("inputRowsPerSecond", 0) for r in records], label="input rows/s")

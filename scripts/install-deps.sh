@@ -31,11 +31,11 @@ fi
 
 stamp_src=$(cat setup.py dstream_exactly_once/_version.py | sha256sum | cut -c1-16)
 stamp=".deps-stamp"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, crc32c, redis, psycopg, pytest" 2>/dev/null; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, crc32c, redis, psycopg, pytest, ruff, mypy" 2>/dev/null; then
   say "python packages present"
 else
-  say "pip install -e .[test]"
-  "$PY" -m pip install -q --disable-pip-version-check -e ".[test]"
+  say "pip install -e .[dev]"
+  "$PY" -m pip install -q --disable-pip-version-check -e ".[dev]"
   echo "$stamp_src" > "$stamp"
 fi
 

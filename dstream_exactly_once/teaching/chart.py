@@ -1,6 +1,6 @@
 """The demo's PNG: both running totals per batch, the expected sum and the kills (optional matplotlib).
 
-matplotlib is the optional extra ``charts`` (``pip install 'dstream-exactly-once[charts]'``);
+matplotlib is the optional extra ``chart`` (``pip install 'dstream-exactly-once[chart]'``);
 without it only the PNG is skipped, with a one-line note.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-MISSING = "matplotlib is not installed (pip install 'dstream-exactly-once[charts]'): no chart written"
+MISSING = "matplotlib is not installed (pip install 'dstream-exactly-once[chart]'): no chart written"
 
 
 def write_chart(trace: List[Dict[str, Any]], expected: int, path: Path) -> Optional[str]:

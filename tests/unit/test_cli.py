@@ -112,5 +112,7 @@ def test_core_imports_work_without_pyspark():
 
 def test_spark_names_fail_clearly_without_pyspark():
     """The lazy Spark names are the only part that needs pyspark (proves the block is effective)."""
-    out = run(["-c", NO_SPARK + "from dstream_exactly_once import KafkaUtils"])
-    assert out.returncode != 0 and "pyspark" in out.stderr
+    for name in ("KafkaUtils", "FileUtils", "exactly_once"):
+        out = run(["-c", NO_SPARK + f"from dstream_exactly_once import {name}"])
+        assert out.returncode != 0
+        assert f"{name} needs PySpark" in out.stderr and "dstream-exactly-once[spark]" in out.stderr, out.stderr

@@ -98,5 +98,5 @@ def test_chart_is_a_png(tmp_path):
 def test_chart_is_skipped_with_one_note_without_matplotlib(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     note = chart.write_chart(TRACE, 30, tmp_path / "c.png")
-    assert note == chart.MISSING and "[charts]" in note and "\n" not in note
+    assert note == chart.MISSING and "[chart]" in note and "\n" not in note
     assert not (tmp_path / "c.png").exists()
