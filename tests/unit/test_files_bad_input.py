@@ -3,6 +3,7 @@ skipped silently, and input that could never be read is refused before anything 
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
+from dstream_exactly_once.files.paths import PathPattern
 
 from ._files_harness import Harness, lines, names, write
 
@@ -190,3 +192,17 @@ def test_smallest_bytes_max_reads_every_utf8_text_without_a_false_decode_error(t
     got = h.drain()
     assert "".join(got) == text.replace("\n", "")
     assert all(len(piece.encode()) <= 4 for piece in got)
+
+
+# ---------------------------------------------------------------- the scan lists what glob lists
+@pytest.mark.parametrize("pattern", ["*.log", "*", ".*", "*/*.log", "*/app.log", "[ab]*/*", "a/app.log", "a/*",
+                                     "?/.h*", "*/*/*", "a", "*/nope/*"])
+def test_the_scan_names_the_files_glob_names(tmp_path, pattern):
+    for rel in ("x.log", ".hidden.log", "a/app.log", "a/.hidden", "b/app.log", "b/c/d.log", ".dot/app.log",
+                "c.log/inner.log", os.fsdecode(b"\xff.log")):
+        os.makedirs(os.path.dirname(tmp_path / rel), exist_ok=True)
+        write(str(tmp_path / rel), "x\n")
+    full = f"{tmp_path}/{pattern}"
+    files = sorted(p for p in glob.glob(full) if os.path.isfile(p))
+    stats, problems = PathPattern(full).scan_report()
+    assert [st.path for st in stats] == files and problems == []
