@@ -94,10 +94,15 @@ class PathPattern:
         if not os.path.isdir(self.directory):
             raise ConfigurationError(f"path {self.path!r}: directory {self.directory!r} does not exist "
                                      f"(or is not a directory)")
-        directory, name = self.path.rsplit("/", 1)
-        literal = re.escape(name) == name if self.syntax == "regex" else not glob.has_magic(self.path)
-        if literal and os.path.isdir(self.path):
-            fix = f"{self.path}/.*" if self.syntax == "regex" else f"{self.path}/*"
+        if self.syntax == "regex":  # a name without regex syntax (a '.' escaped or not) names one entry
+            directory, name = self.path.rsplit("/", 1)
+            plain = name.replace("\\.", ".")
+            target = os.path.join(directory or "/", plain)
+            literal = re.escape(plain).replace("\\.", ".") == plain
+        else:
+            target, literal = self.path, not glob.has_magic(self.path)
+        if literal and os.path.isdir(target):
+            fix = f"{target}/.*" if self.syntax == "regex" else f"{target}/*"
             raise ConfigurationError(f"path {self.path!r} is a directory, not a file pattern; name the files in "
                                      f"it, e.g. {fix!r}")
 

@@ -166,6 +166,15 @@ def test_a_directory_as_the_path_is_refused_naming_the_fix(tmp_path, syntax):
         planner.start({})
 
 
+def test_a_regex_naming_a_directory_is_refused_and_a_regex_over_names_is_not(tmp_path):
+    (tmp_path / "app.logs").mkdir()
+    regex = FileSourceOptions(path_syntax="regex")
+    for name in ("app.logs", "app\\.logs"):
+        with pytest.raises(ConfigurationError, match=r"is a directory.*app\.logs/\.\*"):
+            FilePlanner(f"{tmp_path}/{name}", regex).start({})
+    FilePlanner(f"{tmp_path}/app\\.logs(\\.\\d+)?", regex).start({})  # may name files too: accepted
+
+
 def test_a_trailing_slash_or_a_nul_byte_in_the_path_is_refused(tmp_path):
     with pytest.raises(ConfigurationError, match=rf"path '{re.escape(str(tmp_path))}/' ends with '/'"):
         FilePlanner(f"{tmp_path}/")
