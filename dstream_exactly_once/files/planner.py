@@ -36,6 +36,11 @@ the identity is nowhere                                stops being planned (``di
 
 A position never moves backwards under the store's compare-and-set, so a truncated file continues
 under a new key whose document names the key it ``supersedes``.
+
+The scan itself never blocks a batch on one entry (:meth:`~.paths.PathPattern.scan_report`): a matched
+entry that cannot be read (permissions, a FIFO, a dangling link, a directory that cannot be listed)
+is skipped, logged once and counted (``unreadable``) while every other file is planned; a name that
+is not valid UTF-8 is planned like any other.
 """
 
 from __future__ import annotations
