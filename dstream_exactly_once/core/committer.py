@@ -85,7 +85,8 @@ class BatchCommitter(DriverOnly):
         positions, pending, last = state
         self._register()
         #: progress records (``core/progress.py``) and the driver's heartbeat (``core/heartbeat.py``)
-        self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips)
+        self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
+                                        source_counters=source.event_counters)
         self.heartbeat = Heartbeat(store, self.epoch, 0.0)
         self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque(pending)

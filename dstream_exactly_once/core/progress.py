@@ -36,7 +36,8 @@ fields (all JSON; ``docs/operations.md`` has the same table):
     ``latestOffset`` (the newest positions the source saw while planning, ``null`` if unknown),
     ``numInputRows``, and ``metrics`` ``avgOffsetsBehindLatest``/``maxOffsetsBehindLatest``/
     ``minOffsetsBehindLatest`` (``latestOffset - endOffset`` over the batch's partitions; numbers,
-    where Structured Streaming writes strings).
+    where Structured Streaming writes strings), plus the source's event counters since this driver
+    started (the file source: ``renames``, ``truncations``, ``losses``, ``unreadable`` …).
 ``sink``
     ``description`` (the output pattern) and ``numOutputRows``: the entries of the committed
     :class:`~dstream_exactly_once.stores.Writes` (increments, puts, batch rows, labels, SQL
@@ -62,7 +63,7 @@ import time as _time
 import uuid
 from collections import deque
 from datetime import datetime, timezone
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import ConfigurationError, FencedError
 from .ranges import SourceRange
@@ -78,11 +79,33 @@ RECENT = 100
 
 
 def check_progress_path(path: object) -> Optional[str]:
+    """``path`` as a str if progress records can be appended to it (``None`` stays ``None``).
+
+    Refused, naming the value: anything but a str or path object, an empty path, a NUL byte, a
+    directory, a path whose directory does not exist (or is not a directory), and a file or
+    directory this process may not write. Later failures (a full disk, the directory removed)
+    are logged and never stop the stream.
+    """
     if path is None:
         return None
-    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-        raise ConfigurationError(f"progress_path must be a file path (str) or None, got {path!r}")
-    return os.fspath(path)  # type: ignore[arg-type]
+    allowed = "a path (str) of a file to append JSON lines to, in an existing writable directory, or None"
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigurationError(f"progress_path must be {allowed}; got {path!r}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip() or "\0" in text:
+        raise ConfigurationError(f"progress_path must be {allowed}; got {path!r}"
+                                 + (" (it holds a NUL byte)" if isinstance(text, str) and "\0" in text else ""))
+    if os.path.isdir(text):
+        raise ConfigurationError(f"progress_path {text!r} is a directory; must be {allowed}")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise ConfigurationError(f"progress_path {text!r}: directory {parent!r} does not exist (or is not a "
+                                 f"directory); must be {allowed}")
+    target = text if os.path.exists(text) else parent
+    if not os.access(target, os.W_OK):
+        raise ConfigurationError(f"progress_path {text!r}: {target!r} is not writable by this process; must be "
+                                 f"{allowed}")
+    return text
 
 
 def _iso(ms: int) -> str:
@@ -138,18 +161,23 @@ class ProgressTracker:
 
     Hooks, in batch order: :meth:`planned` (committer, after the offset-log write), :meth:`output_started`,
     :meth:`commit_started`, :meth:`finished` (output pattern). Listeners run on the driver's batch
-    thread; one that raises is logged and otherwise ignored.
+    thread. Publishing never stops a stream: a listener that raises, a progress file that cannot be
+    written and a record that cannot be built are each logged (WARN, once per cause) and the batch
+    goes on; a path is checked when it is set (:func:`check_progress_path`).
     """
 
     def __init__(self, app_id: str, source_description: str, *, name: Optional[str] = None,
                  progress_path: Optional[str] = None,
-                 data_loss_skips: Optional[Callable[[], int]] = None) -> None:
+                 data_loss_skips: Optional[Callable[[], int]] = None,
+                 source_counters: Optional[Callable[[], Mapping[str, int]]] = None) -> None:
         self.id = app_id
         self.run_id = str(uuid.uuid4())
         self.name = name or app_id
         self.source_description = source_description
         self.progress_path = check_progress_path(progress_path)
         self._data_loss_skips = data_loss_skips or (lambda: 0)
+        self._source_counters = source_counters or (lambda: {})
+        self._warned: Set[Tuple[str, ...]] = set()  # causes of publishing failures already logged
         self._lock = threading.RLock()
         self._pending: Dict[int, _Pending] = {}
         self._listeners: List[ProgressListener] = []
@@ -205,9 +233,23 @@ class ProgressTracker:
             self.fenced()
 
     def finished(self, batch: Any, outcome: str, *, sink: str, num_input_rows: Optional[int] = None,
-                 num_output_rows: int = -1, replays_skipped: int = 0) -> Dict[str, Any]:
+                 num_output_rows: int = -1, replays_skipped: int = 0) -> Optional[Dict[str, Any]]:
         """Build, record and publish the progress of ``batch`` (a committed
-        :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record."""
+        :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record (``None`` if it could
+        not be built: logged, the batch is committed and the stream goes on)."""
+        try:
+            record, listeners, path = self._record(batch, outcome, sink, num_input_rows, num_output_rows,
+                                                   replays_skipped)
+        except Exception as exc:  # noqa: BLE001 - progress output must never stop a committed stream
+            self._warn_once(("record", type(exc).__name__), "could not build the progress record of batch %s "
+                            "(%s: %s); the batch is committed and the stream goes on",
+                            getattr(batch, "batch_id", "?"), type(exc).__name__, exc)
+            return None
+        self._publish(record, listeners, path)
+        return record
+
+    def _record(self, batch: Any, outcome: str, sink: str, num_input_rows: Optional[int], num_output_rows: int,
+                replays_skipped: int) -> Tuple[Dict[str, Any], List[ProgressListener], Optional[str]]:
         end = _time.monotonic()
         ranges: Sequence[SourceRange] = batch.ranges
         with self._lock:
@@ -249,6 +291,7 @@ class ProgressTracker:
                     "latestOffset": _latest_json(ranges, p.latest),
                     "numInputRows": num_input_rows,
                     "metrics": {
+                        **self._safe_source_counters(),
                         "avgOffsetsBehindLatest": round(sum(behind) / len(behind), 1) if behind else None,
                         "maxOffsetsBehindLatest": max(behind) if behind else None,
                         "minOffsetsBehindLatest": min(behind) if behind else None,
@@ -262,10 +305,7 @@ class ProgressTracker:
                 "numDataLossSkippedOffsets": self._safe_data_loss(),
             }
             self.recent.append(record)
-            listeners = list(self._listeners)
-            path = self.progress_path
-        self._publish(record, listeners, path)
-        return record
+            return record, list(self._listeners), self.progress_path
 
     # ---------------------------------------------------------------- publishing
     def _safe_data_loss(self) -> int:
@@ -274,21 +314,64 @@ class ProgressTracker:
         except Exception:  # noqa: BLE001 - a counter must never fail a committed batch
             return 0
 
+    def _safe_source_counters(self) -> Dict[str, int]:
+        """The source's event counters (``{}`` if it has none or they cannot be read)."""
+        try:
+            return {str(k): int(v) for k, v in self._source_counters().items()}
+        except Exception as exc:  # noqa: BLE001 - a counter must never fail a committed batch
+            self._warn_once(("counters", type(exc).__name__), "could not read the source's counters for the "
+                            "progress record (%s: %s)", type(exc).__name__, exc)
+            return {}
+
+    def _warn_once(self, cause: Tuple[str, ...], msg: str, *args: Any) -> None:
+        """``log.warning(msg, *args)`` the first time ``cause`` happens in this run; later ones at DEBUG."""
+        with self._lock:
+            first = cause not in self._warned
+            self._warned.add(cause)
+        (log.warning if first else log.debug)(msg, *args)
+
     def _publish(self, record: Dict[str, Any], listeners: List[ProgressListener], path: Optional[str]) -> None:
-        d = record["durationMs"]
-        log.info("batch %d of %s %s: %s input rows (%s/s processed), %s output rows, %d ms (plan %d, log %d, "
-                 "output %d, commit %d), max %s behind latest", record["batchId"], record["name"], record["outcome"],
-                 record["numInputRows"], record["processedRowsPerSecond"], record["sink"]["numOutputRows"],
-                 d["triggerExecution"], d["latestOffset"], d["walCommit"], d["addBatch"], d["commitOffsets"],
-                 record["sources"][0]["metrics"]["maxOffsetsBehindLatest"])
+        try:
+            d = record["durationMs"]
+            log.info("batch %d of %s %s: %s input rows (%s/s processed), %s output rows, %d ms (plan %d, log %d, "
+                     "output %d, commit %d), max %s behind latest", record["batchId"], record["name"],
+                     record["outcome"], record["numInputRows"], record["processedRowsPerSecond"],
+                     record["sink"]["numOutputRows"], d["triggerExecution"], d["latestOffset"], d["walCommit"],
+                     d["addBatch"], d["commitOffsets"], record["sources"][0]["metrics"]["maxOffsetsBehindLatest"])
+        except Exception as exc:  # noqa: BLE001 - a log handler's failure must not stop the stream
+            self._warn_once(("log", type(exc).__name__), "could not log the progress of batch %s (%s: %s)",
+                            record.get("batchId"), type(exc).__name__, exc)
         if path:
-            try:
-                with open(path, "a", encoding="utf-8") as f:
-                    f.write(json.dumps(record, separators=(",", ":")) + "\n")
-            except OSError as exc:
-                log.warning("could not append progress to %s: %s", path, exc)
+            self._append(record, path)
         for listener in listeners:
             try:
                 listener(dict(record))
             except Exception as exc:  # noqa: BLE001 - a listener must never fail a committed batch
-                log.warning("progress listener %r failed: %r", listener, exc)
+                self._warn_once(("listener", str(id(listener)), type(exc).__name__),
+                                "progress listener %s failed on batch %s (%s: %s); it is called again for the "
+                                "next batch, the stream goes on", _name(listener), record.get("batchId"),
+                                type(exc).__name__, exc)
+
+    def _append(self, record: Dict[str, Any], path: str) -> None:
+        """Append ``record`` to ``path`` as one JSON line; a failure is logged once per cause."""
+        try:
+            line = json.dumps(record, separators=(",", ":")) + "\n"
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(line)
+        except Exception as exc:  # noqa: BLE001 - a full disk or a removed directory must not stop the stream
+            cause = ("file", path, type(exc).__name__, str(getattr(exc, "errno", "")))
+            self._warn_once(cause, "could not append progress of batch %s to %s (%s: %s); progress records stay "
+                            "in lastProgress/recentProgress, the stream goes on and retries the file each batch",
+                            record.get("batchId"), path, type(exc).__name__, getattr(exc, "strerror", None) or exc)
+            return
+        with self._lock:
+            recovered = [c for c in self._warned if c[:2] == ("file", path)]
+            for c in recovered:
+                self._warned.discard(c)
+        if recovered:
+            log.info("progress is appended to %s again", path)
+
+
+def _name(listener: Any) -> str:
+    """A listener's name for messages (its qualified name, never its repr: that may hold configuration)."""
+    return str(getattr(listener, "__qualname__", None) or type(listener).__name__)

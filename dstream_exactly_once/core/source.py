@@ -87,5 +87,10 @@ class BatchSource(ABC):
         """Positions skipped so far because the data was gone (``failOnDataLoss=False``); 0 if none."""
         return 0
 
+    def event_counters(self) -> Mapping[str, int]:
+        """Counts of events the source reported (e.g. files skipped as unreadable), published in each
+        progress record's ``sources[0].metrics``; empty if none."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release driver-side resources (clients, file handles); safe to call twice."""

@@ -185,6 +185,10 @@ class HostFilePlanner(BatchSource):
                 out[k] += n
         return out
 
+    def event_counters(self) -> Dict[str, int]:
+        """:attr:`counters` (for the progress records)."""
+        return self.counters
+
     def tracked(self) -> Dict[str, Tuple[str, str, int]]:
         """:meth:`FilePlanner.tracked` of every host (position keys are unique across hosts)."""
         out: Dict[str, Tuple[str, str, int]] = {}

@@ -10,7 +10,8 @@ name                       default      meaning
 =========================  ===========  ===========================================================
 ``starting.offsets``       earliest     files present at the first start: ``earliest`` (from byte 0)
                                         or ``latest`` (after their last complete line)
-``bytes.max``              2147483647   most bytes read from one file in one batch
+``bytes.max``              2147483647   most bytes read from one file in one batch, at least 5 (a
+                                        line piece of a whole UTF-8 character and its ``\\n``)
 ``md5.check.enabled``      true         identify files by a content fingerprint (off: by
                                         device/inode only; replacement and copies go unnoticed)
 ``md5.sample.length``      1024         bytes the fingerprint covers (the hash is BLAKE2b-128, not
@@ -23,9 +24,10 @@ name                       default      meaning
 ``exclude.regex``          (none)       a regular expression; a file whose path it finds is ignored
 ``line.decoding``          strict       ``strict`` (UTF-8, an undecodable line fails the task
                                         naming file and byte), ``replace`` (U+FFFD) or ``bytes``
-``line.max.bytes``         1048576      longest record in bytes (without its ``\\n``); must be
-                                        less than ``bytes.max`` (when only ``bytes.max`` is set,
-                                        at most ``bytes.max - 1``)
+``line.max.bytes``         1048576      longest record in bytes (without its ``\\n``), at least 4
+                                        (one UTF-8 character of any length); must be less than
+                                        ``bytes.max`` (when only ``bytes.max`` is set, at most
+                                        ``bytes.max - 1``)
 ``line.overflow``          split        a longer line is ``split`` into records of at most
                                         ``line.max.bytes`` (never inside a UTF-8 character), or
                                         ``fail`` stops the stream naming the file and byte offset
@@ -59,7 +61,10 @@ _CHOICES = {
 }
 _BOOLS = ("md5.check.enabled", "include.file.name", "include.byte.offset")
 #: name -> (lowest allowed, highest allowed)
-_INTS = {"bytes.max": (2, _INT_MAX), "md5.sample.length": (1, 1 << 20), "line.max.bytes": (1, _INT_MAX - 1)}
+#: the longest UTF-8 character: a record of at least this many bytes can always be cut between characters
+UTF8_MAX_CHAR = 4
+_INTS = {"bytes.max": (UTF8_MAX_CHAR + 1, _INT_MAX), "md5.sample.length": (1, 1 << 20),
+         "line.max.bytes": (UTF8_MAX_CHAR, _INT_MAX - 1)}
 _STRS = ("exclude", "exclude.regex")
 
 
@@ -126,7 +131,8 @@ class FileSourceOptions:
         parsed = {_attr(name): _parse(name, value) for name, value in raw.items()}
         bytes_max = parsed.get("bytes_max")
         if "line_max_bytes" not in parsed and isinstance(bytes_max, int) and not isinstance(bytes_max, bool):
-            parsed["line_max_bytes"] = max(1, min(cls.line_max_bytes, bytes_max - 1))  # follows a small bytes.max
+            # follows a small bytes.max
+            parsed["line_max_bytes"] = max(UTF8_MAX_CHAR, min(cls.line_max_bytes, bytes_max - 1))
         return cls(**parsed)
 
     def to_mapping(self) -> Dict[str, Any]:
@@ -153,8 +159,13 @@ def _choice(name: str, value: Any, allowed: Tuple[str, ...]) -> str:
 
 def _int(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigurationError(f"option {name!r} must be an integer in [{low}, {high}], got {value!r}")
+        why = _WHY_LOW.get(name, "") if isinstance(value, int) and not isinstance(value, bool) and value < low else ""
+        raise ConfigurationError(f"option {name!r} must be an integer in [{low}, {high}], got {value!r}{why}")
     return value
+
+
+_WHY_LOW = {name: f" (a smaller value would cut inside a UTF-8 character of up to {UTF8_MAX_CHAR} bytes)"
+            for name in ("bytes.max", "line.max.bytes")}
 
 
 def _regex(name: str, value: Any) -> str:

@@ -6,23 +6,36 @@
   must match a file's whole *name* in that directory (``/var/log/app/service\\.log(\\.\\d+)?``).
 
 Only regular files count; ``exclude`` globs (against the name or the whole path) and
-``exclude.regex`` (searched in the whole path) remove files.
+``exclude.regex`` (searched in the whole path) remove files. Wildcards follow :mod:`glob`: they do
+not match a name starting with ``.`` unless the pattern's part starts with ``.`` too.
+
+A scan never fails and never drops a matched entry silently: :meth:`PathPattern.scan_report` lists
+the files it can read and, beside them, every matched entry it cannot read with the reason (a file
+or directory without permission, a FIFO, socket or device, a symbolic link to nothing). File names
+that are not valid UTF-8 are kept as Python keeps them (``surrogateescape``) and read like any other.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import os
 import re
+import stat as stat_mod
 from dataclasses import dataclass
 from typing import List, Optional, Pattern, Tuple
 
 from ..errors import ConfigurationError
-from .identity import FileStat, stat_file
+from .identity import GZIP_MAGIC, FileStat
 from .options import FileSourceOptions
 
-__all__ = ["PathPattern"]
+__all__ = ["PathPattern", "Unreadable"]
+
+#: ``(path, reason)``: a matched entry a scan cannot read.
+Unreadable = Tuple[str, str]
+
+_GONE = (errno.ENOENT, errno.ENOTDIR)  # vanished between listing and use: a rotation, not a problem
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,12 @@ class PathPattern:
         if not isinstance(self.path, str) or not os.path.isabs(self.path):
             raise ConfigurationError(f"path must be an absolute glob or regular expression (as a str), "
                                      f"got {self.path!r}")
+        if "\0" in self.path:
+            raise ConfigurationError(f"path {self.path!r} holds a NUL byte; no file name can contain one: "
+                                     f"give an absolute glob or regular expression without it")
+        if self.syntax != "regex" and self.path.endswith("/"):
+            raise ConfigurationError(f"path {self.path!r} ends with '/': it must name files, not a directory "
+                                     f"(e.g. {self.path + '*'!r} for every file in it)")
         if self.syntax == "regex":
             directory, name = self.path.rsplit("/", 1)
             if not name:
@@ -70,10 +89,22 @@ class PathPattern:
         return "/".join(literal) or "/"
 
     def check(self) -> None:
-        """Refuse a pattern whose literal directory does not exist (most often a typo)."""
+        """Refuse a pattern whose literal directory does not exist (most often a typo), and a pattern that
+        names a directory itself (a missing ``/*``): no line could ever be read from it."""
         if not os.path.isdir(self.directory):
             raise ConfigurationError(f"path {self.path!r}: directory {self.directory!r} does not exist "
                                      f"(or is not a directory)")
+        if self.syntax == "regex":  # a name without regex syntax (a '.' escaped or not) names one entry
+            directory, name = self.path.rsplit("/", 1)
+            plain = name.replace("\\.", ".")
+            target = os.path.join(directory or "/", plain)
+            literal = re.escape(plain).replace("\\.", ".") == plain
+        else:
+            target, literal = self.path, not glob.has_magic(self.path)
+        if literal and os.path.isdir(target):
+            fix = f"{target}/.*" if self.syntax == "regex" else f"{target}/*"
+            raise ConfigurationError(f"path {self.path!r} is a directory, not a file pattern; name the files in "
+                                     f"it, e.g. {fix!r}")
 
     def _compiled(self) -> Tuple[Optional[Pattern[str]], Optional[Pattern[str]]]:
         name_re = re.compile(self.path.rsplit("/", 1)[1]) if self.syntax == "regex" else None
@@ -98,22 +129,102 @@ class PathPattern:
         return excl is not None and excl.search(path) is not None
 
     def scan(self) -> List[FileStat]:
-        """The regular files the pattern names now, sorted by path (vanishing ones are skipped)."""
+        """The regular files the pattern names now, sorted by path (vanishing and unreadable ones are left out)."""
+        return self.scan_report()[0]
+
+    def scan_report(self) -> Tuple[List[FileStat], List[Unreadable]]:
+        """The readable regular files the pattern names now, sorted by path, and the matched entries that
+        cannot be read, as ``(path, reason)`` (files that vanish meanwhile are in neither list)."""
         name_re, excl = self._compiled()
+        problems: List[Unreadable] = []
         if self.syntax == "regex":
-            try:
-                names = os.listdir(self.directory)
-            except OSError:
-                names = []
             assert name_re is not None
+            names = _listdir(self.directory, problems)
             paths = [os.path.join(self.directory, n) for n in names if name_re.fullmatch(n)]
         else:
-            paths = glob.glob(self.path)
+            paths = self._expand(problems)
         out = []
         for p in sorted(paths):
             if self._excluded(p, excl):
                 continue
-            st = stat_file(p)
+            st, reason = _probe(p)
             if st is not None:
                 out.append(st)
-        return out
+            elif reason is not None:
+                problems.append((p, reason))
+        return out, sorted(problems)
+
+    def _expand(self, problems: List[Unreadable]) -> List[str]:
+        """The paths the glob names (as :func:`glob.glob` finds them), reporting directories it cannot list
+        or enter into ``problems`` (where :func:`glob.glob` passes over them in silence)."""
+        parts = self.path.split("/")
+        literal = 1
+        while literal < len(parts) - 1 and not glob.has_magic(parts[literal]):
+            literal += 1
+        found = ["/".join(parts[:literal]) or "/"]
+        rest = parts[literal:]
+        for i, part in enumerate(rest):
+            last = i == len(rest) - 1
+            nxt: List[str] = []
+            for d in found:
+                if glob.has_magic(part):
+                    names = _listdir(d, problems)
+                    if not part.startswith("."):
+                        names = [n for n in names if not n.startswith(".")]
+                    nxt.extend(os.path.join(d, n) for n in fnmatch.filter(names, part)
+                               if last or os.path.isdir(os.path.join(d, n)))
+                elif _exists(os.path.join(d, part), d, problems, directory=not last):
+                    nxt.append(os.path.join(d, part))
+            found = nxt
+        return found
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _listdir(directory: str, problems: List[Unreadable]) -> List[str]:
+    try:
+        return os.listdir(directory)
+    except OSError as exc:
+        if exc.errno not in _GONE:
+            problems.append((directory, f"cannot list the directory: {_reason(exc)}"))
+        return []
+
+
+def _exists(path: str, parent: str, problems: List[Unreadable], directory: bool) -> bool:
+    """Whether ``path`` exists (as a directory when ``directory``); a ``parent`` that cannot be entered is
+    reported."""
+    try:
+        st = os.stat(path) if directory else os.lstat(path)
+    except OSError as exc:
+        if exc.errno not in _GONE:
+            problems.append((parent, f"cannot enter the directory: {_reason(exc)}"))
+        return False
+    return stat_mod.S_ISDIR(st.st_mode) or not directory
+
+
+_KINDS = ((stat_mod.S_ISFIFO, "a FIFO"), (stat_mod.S_ISSOCK, "a socket"), (stat_mod.S_ISCHR, "a character device"),
+          (stat_mod.S_ISBLK, "a block device"))
+
+
+def _probe(path: str) -> Tuple[Optional[FileStat], Optional[str]]:
+    """``(stat, None)`` for a readable regular file; ``(None, reason)`` for a matched entry that cannot be
+    read as one; ``(None, None)`` for a directory (not a file to read) or a path that vanished."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            return None, "a symbolic link to a missing file"
+        return None, (None if exc.errno in _GONE else _reason(exc))
+    if stat_mod.S_ISDIR(st.st_mode):
+        return None, None
+    if not stat_mod.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        return None, f"{kind}, not a regular file"
+    try:  # never opened before it is known to be a regular file: opening a FIFO would block
+        with open(path, "rb") as f:
+            magic = f.read(2)
+    except OSError as exc:
+        return None, (None if exc.errno in _GONE else _reason(exc))
+    return FileStat(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, magic == GZIP_MAGIC), None

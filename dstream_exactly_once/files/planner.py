@@ -36,6 +36,11 @@ the identity is nowhere                                stops being planned (``di
 
 A position never moves backwards under the store's compare-and-set, so a truncated file continues
 under a new key whose document names the key it ``supersedes``.
+
+The scan itself never blocks a batch on one entry (:meth:`~.paths.PathPattern.scan_report`): a matched
+entry that cannot be read (permissions, a FIFO, a dangling link, a directory that cannot be listed)
+is skipped, logged once and counted (``unreadable``) while every other file is planned; a name that
+is not valid UTF-8 is planned like any other.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ __all__ = ["COUNTERS", "FilePlanner"]
 
 #: The event counters :attr:`FilePlanner.counters` reports.
 COUNTERS = ("renames", "copies", "compressed", "truncations", "replacements", "disappearances", "losses",
-            "lost_bytes")
+            "lost_bytes", "unreadable")
 
 Node = Tuple[int, int]
 
@@ -158,6 +163,7 @@ class FilePlanner(BatchSource):
         self._started = False
         self._first_start = True
         self._counters: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self._unreadable: Dict[str, str] = {}  # matched entries reported as unreadable: path -> reason
 
     # ---------------------------------------------------------------- BatchSource
     def describe(self) -> str:
@@ -197,9 +203,19 @@ class FilePlanner(BatchSource):
     def counters(self) -> Dict[str, int]:
         """Counts of reported events since this planner started: ``renames``, ``copies`` (continued in
         a copy), ``compressed`` (continued in a gzip file), ``truncations``, ``replacements``,
-        ``disappearances``, ``losses`` (identities whose unread bytes are gone) and ``lost_bytes``
-        (at least that many)."""
+        ``disappearances``, ``losses`` (identities whose unread bytes are gone), ``lost_bytes``
+        (at least that many) and ``unreadable`` (matched files or directories found unreadable: a
+        permission, a FIFO, a dangling symbolic link; each counted and logged once until it is readable
+        again)."""
         return dict(self._counters)
+
+    def event_counters(self) -> Dict[str, int]:
+        """:attr:`counters` (for the progress records)."""
+        return self.counters
+
+    def unreadable(self) -> Dict[str, str]:
+        """``{path: reason}`` of the matched entries the last scan could not read (not planned meanwhile)."""
+        return dict(self._unreadable)
 
     def tracked(self) -> Dict[str, Tuple[str, str, int]]:
         """``{position_key: (state, path, next offset)}`` of every identity known (for tests, monitoring)."""
@@ -208,12 +224,27 @@ class FilePlanner(BatchSource):
     def plan(self, time: Optional[datetime] = None) -> List[SourceRange]:
         if not self._started:
             raise ConfigurationError("FilePlanner.plan() before start(); call start(positions) first")
-        scan = _Scan(self.pattern.scan())
+        stats, problems = self.pattern.scan_report()
+        self._report_unreadable(problems)
+        scan = _Scan(stats)
         try:
             return self._plan(scan)
         finally:
             scan.close()
             self._first_start = False
+
+    def _report_unreadable(self, problems: Sequence[Tuple[str, str]]) -> None:
+        """Log each matched entry that cannot be read once (WARN, counter ``unreadable``) while it stays so;
+        every other file is planned as usual."""
+        now = dict(problems)
+        for path, reason in sorted(now.items()):
+            if self._unreadable.get(path) != reason:
+                self._counters["unreadable"] += 1
+                log.warning("%s is named by %s but cannot be read (%s); skipped, every other file is read; it is "
+                            "read once it can be", path, self.pattern.path, reason)
+        for path in sorted(set(self._unreadable) - set(now)):
+            log.info("%s is no longer unreadable (readable again or gone)", path)
+        self._unreadable = now
 
     # ---------------------------------------------------------------- one batch
     def _plan(self, scan: _Scan) -> List[SourceRange]:
@@ -383,10 +414,10 @@ class FilePlanner(BatchSource):
         seed = f"{st.path}\0{st.dev}\0{st.inode}\0{fp}\0{n}\0{offset}\0{supersedes}"
         if self.host is not None:  # per-host planners: the same path and inode on two hosts are two files
             seed += f"\0{self.host}"
-        file_id = content_hash(seed.encode())[:16]
+        file_id = content_hash(seed.encode("utf-8", "surrogateescape"))[:16]  # a name may not be UTF-8
         i = 1
         while FILE_KEY_PREFIX + file_id in self._tracks:
-            file_id = content_hash(f"{seed}\0{i}".encode())[:16]
+            file_id = content_hash(f"{seed}\0{i}".encode("utf-8", "surrogateescape"))[:16]
             i += 1
         key = FILE_KEY_PREFIX + file_id
         tn = min(self.options.sample_length, offset)

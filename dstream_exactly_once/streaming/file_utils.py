@@ -162,10 +162,13 @@ def _file_rdd(sc: Any, ranges: Sequence[SourceRange], reader: Any) -> FileRDD:
 
 
 def _planner(ssc: object, path: str, options: Optional[Mapping[str, Any]]) -> Planner:
-    """The stream's planner: one :class:`FilePlanner`, or a :class:`HostFilePlanner` with option ``hosts``."""
+    """The stream's planner: one :class:`FilePlanner` (its pattern checked against the filesystem), or a
+    :class:`HostFilePlanner` with option ``hosts`` (checked on each host when it starts)."""
     opts, hosts = _options(ssc, options)
     if hosts is None:
-        return FilePlanner(path, opts)
+        planner = FilePlanner(path, opts)
+        planner.pattern.check()  # a missing directory or a directory as the path: refused before the store opens
+        return planner
     assert isinstance(ssc, StreamingContext)
     return HostFilePlanner(path, hosts, spark_host_runner(ssc.sparkContext), opts)
 

@@ -79,10 +79,18 @@ class ProgressAPI:
         return list(self._progress.recent)
 
     def add_progress_listener(self, listener: Callable[[Dict[str, Any]], Any]) -> None:
-        """Call ``listener(progress)`` on the driver after each committed batch (exceptions are logged)."""
+        """Call ``listener(progress)`` on the driver after each committed batch. A listener that raises
+        never stops the stream: the failure is logged (WARN, once per listener and exception type) and
+        the listener is called again for the next batch."""
         self._progress.add_listener(listener)
 
     def progress_to(self, path: Optional[str]) -> None:
         """Append each progress record as one JSON line to ``path`` (``None``: stop); for
-        ``dstream-eo chart``."""
+        ``dstream-eo chart``.
+
+        Refused with a ``ConfigurationError`` naming the value: a directory, a path in a directory that
+        does not exist, a NUL byte, a path not writable by the driver, anything but a str or path. A
+        failure while the stream runs (a full disk, the directory removed) never stops it: it is
+        logged (WARN, once per cause), the records stay in ``recentProgress`` and the file is tried
+        again each batch."""
         self._progress.set_path(path)

@@ -64,7 +64,7 @@ def test_options_from_spark_conf_and_options_win():
 
 @pytest.mark.parametrize("options, match", [
     ({"starting.offsets": "middle"}, r"'starting\.offsets'.*\['earliest', 'latest'\].*'middle'"),
-    ({"bytes.max": "0"}, r"'bytes\.max'.*\[2, 2147483647\].*0"),
+    ({"bytes.max": "0"}, r"'bytes\.max'.*\[5, 2147483647\].*0"),
     ({"bytes.max": "lots"}, r"'bytes\.max'.*'lots'"),
     ({"md5.check.enabled": "yes"}, r"'md5\.check\.enabled'.*true or false.*'yes'"),
     ({"md5.sample.length": -5}, r"'md5\.sample\.length'.*-5"),
