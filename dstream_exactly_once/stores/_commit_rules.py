@@ -57,6 +57,27 @@ def check_positions_arg(positions: object) -> Dict[str, int]:
     return out
 
 
+def check_documents_arg(documents: object, positions: Mapping[str, int]) -> Dict[str, str]:
+    """``documents`` of :meth:`TransactionalStore.reset_positions` as ``{key: JSON text}``: each a
+    JSON object for a key of ``positions``."""
+    if documents is None:
+        return {}
+    if not isinstance(documents, Mapping):
+        raise ConfigurationError(f"documents must be a mapping {{position_key: dict}}, got {documents!r}")
+    out: Dict[str, str] = {}
+    for key, doc in documents.items():
+        if key not in positions:
+            raise ConfigurationError(f"document for {key!r}, which is not one of the positions being set "
+                                     f"{sorted(positions)!r}")
+        if not isinstance(doc, Mapping):
+            raise ConfigurationError(f"document of {key!r} must be a dict, got {doc!r}")
+        try:
+            out[key] = json.dumps(dict(doc), separators=(",", ":"), sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"document of {key!r} cannot be stored as JSON: {doc!r} ({exc})") from exc
+    return out
+
+
 def check_epoch(app_id: str, stored: int, epoch: int) -> None:
     """Raise :class:`FencedError` unless ``epoch`` is the application's current epoch."""
     if stored > epoch:
