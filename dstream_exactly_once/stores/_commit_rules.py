@@ -13,8 +13,8 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .._checks import is_int
-from ..core.ranges import SourceRange, check_ranges
-from ..errors import ConfigurationError, FencedError, OffsetConflictError
+from ..core.ranges import Position, SourceRange, check_ranges
+from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
 from .batch import INT64_MAX, INT64_MIN, PlannedBatch, Writes
 
 
@@ -76,6 +76,16 @@ def check_documents_arg(documents: object, positions: Mapping[str, int]) -> Dict
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"document of {key!r} cannot be stored as JSON: {doc!r} ({exc})") from exc
     return out
+
+
+def stored_position(app_id: str, key: Any, offset: Any, meta: Any) -> Tuple[str, Position]:
+    """One position as a backend read it (``meta``: JSON text or None); a damaged one (a non-int
+    position, a document that is not JSON) raises :class:`StoreError` naming the app and key."""
+    try:
+        return str(key), Position(int(offset), None if meta is None else json.loads(meta))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"app {app_id!r}: the stored position {key!r} is damaged (position {offset!r}, document "
+                         f"{meta!r}): {exc}") from exc
 
 
 def check_epoch(app_id: str, stored: int, epoch: int) -> None:

@@ -211,7 +211,7 @@ class RedisStore(TransactionalStore):
             return list(pipe.execute())
 
         offsets, metas = self._call(read)
-        return {k: Position(int(v), json.loads(metas[k]) if k in metas else None) for k, v in offsets.items()}
+        return dict(rules.stored_position(self.app_id, k, v, metas.get(k)) for k, v in offsets.items())
 
     def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
         self._run_script("reset", [self._key("offsets"), self._key("pmeta")],
