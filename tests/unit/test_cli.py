@@ -326,3 +326,94 @@ def test_chart_without_a_usable_record_is_one_line(content, tmp_path, capsys):
     code, out, err = cli(capsys, "chart", str(path), "-o", str(tmp_path / "out.png"))
     assert code == 1 and "holds no progress records" in err.splitlines()[-1] and "Traceback" not in err
     assert not (tmp_path / "out.png").exists()
+
+
+@pytest.fixture
+def file_app(tmp_path):
+    """A file app ``files`` in a SQLite store that read all 100 lines (4 bytes each) of ``logs/app.log``."""
+    from dstream_exactly_once.files import FilePlanner, FileSourceOptions
+    from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("".join(f"{i:03d}\n" for i in range(100)))
+    url = f"sqlite:///{tmp_path}/files.db"
+
+    def planner(store):
+        p = FilePlanner(f"{logs}/*.log", FileSourceOptions.from_mapping({}))
+        p.start(store.load_positions())
+        return p
+
+    with open_store(url, "files") as store:
+        epoch = store.start_epoch()
+        batch = PlannedBatch(0, 1000, tuple(planner(store).plan()))
+        store.log_batch(epoch, batch)
+        store.commit(epoch, batch, Writes())
+    return url, tmp_path / "files.db", batch.ranges[0].position_key, planner
+
+
+def test_a_file_app_restarts_after_a_reset(file_app, capsys):
+    """The reset keeps each file position's identity document (re-anchored at the new byte): the
+    next planner starts there and reads the file's bytes again from it."""
+    from dstream_exactly_once.stores import open_store
+
+    url, _, key, planner = file_app
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--shift-by", "-20",
+                         "--execute")
+    assert code == 0, err
+    with open_store(url, "files") as store:
+        pos = store.load_positions()[key]
+        assert pos.offset == 380 and pos.meta["path"].endswith("app.log") and pos.meta["tail_length"] > 0
+        ranges = planner(store).plan()
+    assert [(r.position_key, r.start, r.end) for r in ranges] == [(key, 380, 400)]
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--to-earliest", "--execute")
+    assert code == 0, err
+    with open_store(url, "files") as store:
+        assert [(r.start, r.end) for r in planner(store).plan()] == [(0, 400)]
+
+
+def test_a_file_reset_clamps_and_shows_it(file_app, capsys):
+    url, db, key, _ = file_app
+    for mode, want, where in ((["--shift-by", "-1000"], 0, "to earliest (-600 -> 0)"),
+                              (["--to-offset", "99999"], 400, "to latest (99999 -> 400)")):
+        code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", *mode, "--json")
+        assert code == 0, err
+        plan = json.loads(out)["plan"]
+        assert [(p["key"], p["requested"], p["new"], p["clamped"]) for p in plan] == [
+            (key, int(mode[1]) + (400 if mode[0] == "--shift-by" else 0), want, where)]
+        code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", *mode)
+        assert code == 0 and "CLAMPED" in out and where in out, err
+
+
+@pytest.mark.parametrize(("rows", "words"), [
+    ("file:nope,0\n", ["unknown position(s) file:nope (line 1)", "known: file:"]),
+    ("{key},5\nfile:zz,1\n", ["file:zz (line 2)"]),
+    ("{key},x\n", [":1: expected topic,partition,offset or key,position", "'file:"]),
+    ("{key},-1\n", ["must be >= 0, got -1"]),
+    ("{key},1\n{key},2\n", [":2:", "named twice"]),
+    ("{key},1,2,3\n", [":1: expected"]),
+])
+def test_a_reset_from_a_file_refuses_bad_rows_before_anything_is_written(rows, words, file_app, tmp_path, capsys):
+    from dstream_exactly_once.stores import open_store
+
+    url, db, key, _ = file_app
+    csv_path = tmp_path / "to.csv"
+    csv_path.write_text(rows.format(key=key))
+    before = snapshot(db)
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--from-file", str(csv_path),
+                         "--execute")
+    assert code == 1 and out == "", (out, err)
+    line = one_error_line(err)
+    assert all(w in line for w in words), line
+    assert snapshot(db) == before
+    with open_store(url, "files") as store:
+        assert store.current_epoch() == 1
+
+
+def test_a_file_reset_refuses_a_file_that_changed(file_app, tmp_path, capsys):
+    url, db, key, _ = file_app
+    (tmp_path / "logs" / "app.log").write_text("something else entirely\n" * 20)
+    before = snapshot(db)
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--to-earliest", "--execute")
+    assert code == 1 and key in one_error_line(err) and "no longer starts with the bytes" in err
+    assert snapshot(db) == before
