@@ -50,7 +50,10 @@ def parse_duration(text: str) -> timedelta:
     if not m or not any(m.groups()) or text.strip().upper().endswith("T"):
         raise argparse.ArgumentTypeError(f"expected a duration PnDTnHnMnS such as PT15M or P1DT2H, got {text!r}")
     d, h, mi, s = m.groups()
-    return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+    try:
+        return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"duration too long (at most 999999999 days), got {text!r}") from None
 
 
 def parse_scope(specs: Optional[List[str]]) -> Optional[Dict[str, Optional[List[int]]]]:

@@ -39,13 +39,12 @@ def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Opt
         return _from_csv(args.from_file, rows)
     found: Dict[Any, Optional[int]] = {}
     if args.to_datetime is not None or args.by_duration is not None:
-        when = args.to_datetime if args.to_datetime is not None else datetime.now(timezone.utc) - args.by_duration
+        at_ms = _at_ms(args)
         kafka_rows = [r for r in rows if r["source"] == "kafka"]
         if len(kafka_rows) != len(rows):
             raise CliError("--to-datetime/--by-duration apply to Kafka partitions only; narrow the scope with --topic")
         if broker is not None:
-            found = broker.at_time([TopicAndPartition(r["topic"], r["partition"]) for r in kafka_rows],
-                                   int(when.timestamp() * 1000))
+            found = broker.at_time([TopicAndPartition(r["topic"], r["partition"]) for r in kafka_rows], at_ms)
     out: Dict[str, int] = {}
     for r in rows:
         lo, hi, cur = r.get("earliest"), r.get("latest"), r.get("position")
@@ -66,6 +65,21 @@ def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Opt
             raise CliError(f"no earliest/latest known for {r['key']} (file missing?)")
         out[r["key"]] = int(new)
     return out
+
+
+def _at_ms(args: argparse.Namespace) -> int:
+    """The time of ``--to-datetime``/``--by-duration`` in ms since the epoch (Kafka's record times)."""
+    option = "--to-datetime" if args.to_datetime is not None else "--by-duration"
+    try:
+        when = args.to_datetime if args.to_datetime is not None else datetime.now(timezone.utc) - args.by_duration
+        at_ms = int(when.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        at_ms = -1
+    if at_ms < 0:
+        given = args.to_datetime.isoformat() if args.to_datetime is not None else f"({args.by_duration} back)"
+        raise CliError(f"{option} {given}: the time must be at or after 1970-01-01T00:00:00Z (Kafka record times "
+                       f"start there)")
+    return at_ms
 
 
 def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
