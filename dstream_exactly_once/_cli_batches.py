@@ -116,7 +116,8 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
 
 def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
     """List (and with ``--resolve``, finish as the store decided) the Doris 2PC loads of pending batches."""
-    from ._cli_labels import check_label_options
+    from ._cli_labels import OPTIONS_HINT, check_label_options
+    from .errors import ConfigurationError
     from .sinks.doris import DorisSink, DorisStreamLoadClient
 
     password = ""
@@ -126,9 +127,12 @@ def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
                            f"the Doris password (or leave --password-env out for an empty password)")
         password = os.environ[args.password_env]
     client = DorisStreamLoadClient(args.fe, args.db, args.table, user=args.user, password=password)
-    sink = DorisSink(client, label_app_id=args.label_app_id, strict_labels=args.strict_labels,
-                     namespace=args.namespace)
-    gen = sink.labels(store.app_id)
+    try:
+        sink = DorisSink(client, label_app_id=args.label_app_id, strict_labels=args.strict_labels,
+                         namespace=args.namespace)
+        gen = sink.labels(store.app_id)
+    except ConfigurationError as exc:
+        raise CliError(f"{exc}; {OPTIONS_HINT}") from exc
     check_label_options(store, sink, gen, f"{args.db}.{args.table}")
     pending = store.pending_batches()
     rows = []
