@@ -154,13 +154,17 @@ def test_progress_heartbeat_graceful_stop_cli_and_reset(kafka, topic_name, sc, t
 
 
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
-def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres_url, redis_url, capsys):
+def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres_url, redis_url, kafka, topic_name,
+                                                                  capsys):
     url = postgres_url if kind == "postgres" else redis_url
     app = "srv-" + uuid.uuid4().hex[:6]
+    kafka.create_topic(topic_name, 1)
+    kafka.produce(topic_name, [f"v{i}" for i in range(9)], partition=0)
+    boot = ("--bootstrap-servers", kafka.bootstrap)  # a reset checks and clamps its targets at the broker
     with open_store(url, app) as store:
         epoch = store.start_epoch()
-        b0 = PlannedBatch(0, 1000, (OffsetRange("tt", 0, 0, 7),))
-        b1 = PlannedBatch(1, 2000, (OffsetRange("tt", 0, 7, 9),))
+        b0 = PlannedBatch(0, 1000, (OffsetRange(topic_name, 0, 0, 7),))
+        b1 = PlannedBatch(1, 2000, (OffsetRange(topic_name, 0, 7, 9),))
         store.log_batch(epoch, b0)
         store.commit(epoch, b0, Writes().incr("n", "x", 7))
         store.log_batch(epoch, b1)
@@ -180,10 +184,11 @@ def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres
     assert app in rows and "error" not in rows[app]
     if kind == "redis":
         assert "StoreVersionError" in rows[newer]["error"]
-    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, "--to-offset", "3", "--execute")
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, *boot, "--to-offset", "3",
+                         "--execute")
     assert code == 3 and "is live" in err  # fresh heartbeat of the current epoch
-    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, "--to-offset", "3", "--execute",
-                         "--force")
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, *boot, "--to-offset", "3",
+                         "--execute", "--force")
     assert code == 1 and "uncommitted" in err  # batch 1 would be replayed from its logged ranges
     code, out, _ = cli(capsys, "offsets", "show", "--store", url, "--app", app, "--json")
     assert json.loads(out)["partitions"][0]["position"] == 7
