@@ -22,7 +22,7 @@ def check_label_options(store: Any, sink: Any, gen: Any, table: str) -> None:
     * a load record of ``table`` in the sink's namespace whose label these options cannot make;
     * a committed batch of the offset log none of whose labels (as these options make them) the
       store recorded — the sink records one per partition of every batch it commits;
-    * a recorded label without a load record in the namespace (another namespace was used).
+    * a recorded label without a load record in the namespace (the sink used another namespace).
     """
     records = sorted(k for k, v in store.get_values(sink.namespace).items()
                      if isinstance(v, dict) and v.get("table", table) == table)

@@ -90,7 +90,7 @@ def add_operator_commands(sub: Any) -> None:
     doubt.add_argument("--password-env", metavar="VAR", help="environment variable holding the Doris password")
     doubt.add_argument("--label-app-id", metavar="S", type=non_empty,
                        help="the DorisSink's label_app_id, if it set one")
-    doubt.add_argument("--strict-labels", action="store_true", help="the DorisSink was made with strict_labels=True")
+    doubt.add_argument("--strict-labels", action="store_true", help="the DorisSink has strict_labels=True")
     doubt.add_argument("--namespace", default="__doris__", type=non_empty, metavar="NS",
                        help="the DorisSink's namespace (default __doris__)")
     doubt.add_argument("--resolve", action="store_true", help="commit/abort them as the store decided")

@@ -117,7 +117,7 @@ def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
 
 
 def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> List[Dict[str, Any]]:
-    """One plan row per key: current, requested, the clamped new position and where it was clamped."""
+    """One plan row per key: current, requested, the new position within [earliest, latest] and the clamp, if any."""
     from .stores.batch import INT64_MAX
 
     plan = []

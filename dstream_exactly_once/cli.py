@@ -1,7 +1,9 @@
 """``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
 
-Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (one
-module each: ``_cli_offsets``, ``_cli_batches``, ``_cli_chart``, ``demo``; ``docs/operations.md``).
+Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
+``_cli_offsets``, ``_cli_reset``, ``_cli_batches`` with ``_cli_labels``, ``_cli_chart``, ``demo``;
+``docs/operations.md``). A command refused for its input writes nothing: a missing SQLite file or an
+unknown app is reported (with the apps the store holds), never created.
 Parsing imports neither Spark nor Kafka clients, so ``dstream-eo --help`` and ``--version`` work
 where pyspark is not installed. Exit status: 0 success (dry runs too), 1 the command failed (one
 line on stderr, no traceback), 2 a usage error, 3 refused because a driver is live, 130 interrupted.
