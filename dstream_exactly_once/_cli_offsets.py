@@ -9,7 +9,6 @@ fenced: it stops at its next batch) and then sets every planned position in one 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from datetime import datetime, timedelta, timezone
@@ -141,6 +140,20 @@ def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tup
     return out
 
 
+def _content_size(path: str) -> Optional[int]:
+    """The length a reader sees of the file at ``path`` (a gzip file's decompressed length), or None."""
+    from .files.identity import FileView, stat_file
+
+    st = stat_file(path)
+    if st is None:
+        return None
+    view = FileView(st)
+    try:
+        return view.size
+    finally:
+        view.close()
+
+
 def _check_scope(scope: Dict[str, Optional[List[int]]], stored: Dict[str, Any], broker: Optional[Broker]) -> None:
     """Refuse a ``--topic`` the app has no position of and the broker (if given) does not know."""
     by_topic: Dict[str, set] = {}
@@ -176,7 +189,7 @@ def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optio
                          "position": pos.offset}
         else:
             path = (pos.meta or {}).get("path") if isinstance(pos.meta, dict) else None
-            size = os.path.getsize(path) if isinstance(path, str) and os.path.exists(path) else None
+            size = _content_size(path) if isinstance(path, str) else None
             rows[key] = {"key": key, "source": "file", "path": path, "position": pos.offset, "earliest": 0,
                          "latest": size, "lag": None if size is None else max(size - pos.offset, 0)}
             if with_meta:

@@ -417,3 +417,30 @@ def test_a_file_reset_refuses_a_file_that_changed(file_app, tmp_path, capsys):
     code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--to-earliest", "--execute")
     assert code == 1 and key in one_error_line(err) and "no longer starts with the bytes" in err
     assert snapshot(db) == before
+
+
+def test_show_and_reset_measure_a_gzip_file_by_its_content(tmp_path, capsys):
+    """A compressed file's positions are bytes of its content: ``latest`` is the decompressed length."""
+    import gzip
+
+    from dstream_exactly_once.files import FilePlanner, FileSourceOptions
+    from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with gzip.open(logs / "app.log.gz", "wb") as f:
+        f.write(b"".join(b"%03d\n" % i for i in range(100)))
+    url = f"sqlite:///{tmp_path}/gz.db"
+    with open_store(url, "gz") as store:
+        planner = FilePlanner(f"{logs}/*.gz", FileSourceOptions.from_mapping({"starting.offsets": "earliest"}))
+        planner.start(store.load_positions())
+        epoch = store.start_epoch()
+        batch = PlannedBatch(0, 1000, tuple(planner.plan()))
+        store.log_batch(epoch, batch)
+        store.commit(epoch, batch, Writes())
+    assert (logs / "app.log.gz").stat().st_size < 400 and batch.ranges[0].end == 400
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "gz", "--json")
+    assert code == 0, err
+    assert [(p["position"], p["latest"], p["lag"]) for p in json.loads(out)["partitions"]] == [(400, 400, 0)]
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "gz", "--to-latest", "--json")
+    assert code == 0 and [p["new"] for p in json.loads(out)["plan"]] == [400], err
