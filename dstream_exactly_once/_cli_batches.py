@@ -16,10 +16,11 @@ from ._cli_common import (
     emit_json,
     fmt_time,
     kafka_config,
+    open_cli_store,
     print_table,
+    read_batch,
     refuse_if_live,
 )
-from .errors import ConfigurationError, StoreVersionError
 from .stores.url import redact_url
 
 __all__ = ["run_batches", "run_in_doubt", "run_lag"]
@@ -41,7 +42,10 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
     if last_logged is not None:
         first = max(0, last_logged - args.limit + 1)
         for bid in range(last_logged, first - 1, -1):
-            b = store.get_batch(bid)
+            b, damage = read_batch(store, bid)
+            if damage is not None:
+                rows.append({"batch": bid, "state": "DAMAGED", "detail": damage})
+                continue
             if b is None:
                 continue
             ranges = [r for r in b.ranges if r.count()]
@@ -60,20 +64,26 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
     out.write(f"app {store.app_id} in {redact_url(store.url)}: last logged {last_logged}, last committed "
               f"{last_committed}; PENDING batches are replayed with their ranges at the next start\n"
               f"{describe_driver(status)}\n")
+    damaged = [r["batch"] for r in rows if r["state"] == "DAMAGED"]
     cols = (["batch", "time", "state", "ranges", "positions"] + (["labels"] if args.label_source else [])
-            + (["detail"] if args.ranges else []))
+            + (["detail"] if args.ranges or damaged else []))
     print_table(rows, cols, out)
+    if damaged:
+        sys.stderr.write(f"warning: the offset-log entries of batch(es) {damaged} are damaged and were skipped "
+                         f"(DAMAGED rows above)\n")
     return EXIT_OK
 
 
 def run_lag(args: argparse.Namespace, store_url: str) -> int:
-    from ._cli_offsets import _Broker, gather
+    from ._cli_offsets import Broker, gather
     from .stores import open_store
 
-    with open_store(store_url, "_") as any_app:
+    with open_cli_store(store_url, None) as any_app:
         apps = any_app.list_apps()
+    if not apps:
+        raise CliError(f"no application has state in {redact_url(store_url)}")
     config = kafka_config(args)
-    broker = _Broker(config) if config is not None else None
+    broker = Broker(config) if config is not None else None
     rows = []
     try:
         for app in apps:
@@ -88,7 +98,7 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
                                  "driver": ("live" if status["live"] else "-") + (
                                      f" {doc.get('host')}:{doc.get('pid')}" if doc else ""),
                                  "heartbeat_age_s": None if status["age_s"] is None else round(status["age_s"])})
-            except (StoreVersionError, ConfigurationError) as exc:  # one unreadable app does not hide the others
+            except Exception as exc:  # noqa: BLE001 - one unreadable app (damaged, newer) does not hide the others
                 rows.append({"app": app, "partitions": None, "lag": None, "last_committed": None, "epoch": None,
                              "driver": "-", "heartbeat_age_s": None, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -106,14 +116,26 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
 
 def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
     """List (and with ``--resolve``, finish as the store decided) the Doris 2PC loads of pending batches."""
+    from ._cli_labels import OPTIONS_HINT, check_label_options
+    from .errors import ConfigurationError
     from .sinks.doris import DorisSink, DorisStreamLoadClient
 
-    password = os.environ.get(args.password_env, "") if args.password_env else ""
+    password = ""
+    if args.password_env:
+        if args.password_env not in os.environ:
+            raise CliError(f"--password-env {args.password_env}: no such environment variable is set; set it to "
+                           f"the Doris password (or leave --password-env out for an empty password)")
+        password = os.environ[args.password_env]
     client = DorisStreamLoadClient(args.fe, args.db, args.table, user=args.user, password=password)
-    sink = DorisSink(client, label_app_id=args.label_app_id)
+    try:
+        sink = DorisSink(client, label_app_id=args.label_app_id, strict_labels=args.strict_labels,
+                         namespace=args.namespace)
+        gen = sink.labels(store.app_id)
+    except ConfigurationError as exc:
+        raise CliError(f"{exc}; {OPTIONS_HINT}") from exc
+    check_label_options(store, sink, gen, f"{args.db}.{args.table}")
     pending = store.pending_batches()
     rows = []
-    gen = sink.labels(store.app_id)
     for b in pending:
         for i in range(len(b.ranges)):
             label = gen.label(b.batch_id, i)

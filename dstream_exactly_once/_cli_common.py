@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
 from .errors import DStreamExactlyOnceError
 
@@ -42,7 +43,10 @@ class CliError(DStreamExactlyOnceError):
 def fmt_time(epoch_s: Optional[float]) -> str:
     if epoch_s is None:
         return "-"
-    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(epoch_s, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):  # a time no calendar date holds: shown as the number
+        return f"{epoch_s}s"
 
 
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], out: Optional[TextIO] = None) -> None:
@@ -63,11 +67,27 @@ def emit_json(doc: Any, out: Optional[TextIO] = None) -> None:
     out.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def open_cli_store(url: str, app_id: str) -> Any:
-    """The store (opened read-only; nothing is written until a command applies a change)."""
+def open_cli_store(url: str, app_id: Optional[str]) -> Any:
+    """The store of ``app_id`` (read-only until a command applies a change), after checking that it
+    exists: a missing SQLite file is refused (never created), and so is an app with no state there
+    (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
     from .stores import open_store
+    from .stores.url import redact_url
 
-    return open_store(url, app_id)
+    store = open_store(url, app_id or "_")
+    try:
+        path = getattr(store, "path", None)
+        if store.scheme == "sqlite" and isinstance(path, str) and path != ":memory:" and not os.path.exists(path):
+            raise CliError(f"no store at {redact_url(url)}: the SQLite file {path!r} does not exist")
+        if app_id is not None:
+            apps = store.list_apps()
+            if app_id not in apps:
+                raise CliError(f"app {app_id!r} not found in {redact_url(url)}; apps there: "
+                               f"{', '.join(apps) if apps else '(none)'}")
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def kafka_config(args: argparse.Namespace) -> Any:
@@ -123,6 +143,19 @@ def refuse_if_live(store: Any, force: bool, what: str) -> Dict[str, Any]:
                        f"{doc.get('pid')}, epoch {doc.get('epoch')}, heartbeat {status['age_s']:.0f}s ago); stop it "
                        f"first or pass --force", EXIT_REFUSED)
     return status
+
+
+def read_batch(store: Any, batch_id: int) -> Tuple[Any, Optional[str]]:
+    """``(offset-log entry or None, None)``, or ``(None, why)`` when the stored entry is damaged (torn
+    JSON, wrong types, a range no reader accepts): read commands list the others and say so."""
+    from .errors import StoreUnavailableError
+
+    try:
+        return store.get_batch(batch_id), None
+    except StoreUnavailableError:
+        raise
+    except (DStreamExactlyOnceError, ValueError, TypeError, KeyError, IndexError) as exc:
+        return None, f"damaged offset-log entry of batch {batch_id}: {type(exc).__name__}: {exc}"
 
 
 def ranges_text(ranges: List[Any]) -> str:

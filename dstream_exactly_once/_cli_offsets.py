@@ -9,8 +9,6 @@ fenced: it stops at its next batch) and then sets every planned position in one 
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import re
 import sys
 from datetime import datetime, timedelta, timezone
@@ -26,11 +24,11 @@ from ._cli_common import (
     fmt_time,
     kafka_config,
     print_table,
-    refuse_if_live,
+    read_batch,
 )
 from .stores.url import redact_url
 
-__all__ = ["parse_datetime", "parse_duration", "run_offsets"]
+__all__ = ["Broker", "gather", "parse_datetime", "parse_duration", "parse_scope", "show"]
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
@@ -51,7 +49,10 @@ def parse_duration(text: str) -> timedelta:
     if not m or not any(m.groups()) or text.strip().upper().endswith("T"):
         raise argparse.ArgumentTypeError(f"expected a duration PnDTnHnMnS such as PT15M or P1DT2H, got {text!r}")
     d, h, mi, s = m.groups()
-    return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+    try:
+        return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"duration too long (at most 999999999 days), got {text!r}") from None
 
 
 def parse_scope(specs: Optional[List[str]]) -> Optional[Dict[str, Optional[List[int]]]]:
@@ -76,7 +77,7 @@ def parse_scope(specs: Optional[List[str]]) -> Optional[Dict[str, Optional[List[
 
 
 # ---------------------------------------------------------------- gathering the current state
-class _Broker:
+class Broker:
     """Earliest/latest/by-time offsets of Kafka partitions (one admin client, closed by :meth:`close`)."""
 
     def __init__(self, config: Any) -> None:
@@ -103,11 +104,15 @@ class _Broker:
     def at_time(self, tps: List[Any], ms: int) -> Dict[Any, Optional[int]]:
         from kafka import KafkaConsumer, TopicPartition
 
-        consumer = KafkaConsumer(**self.config.consumer_kwargs())
         try:
-            found = consumer.offsets_for_times({TopicPartition(tp.topic, tp.partition): ms for tp in tps})
-        finally:
-            consumer.close()
+            consumer = KafkaConsumer(**self.config.consumer_kwargs())
+            try:
+                found = consumer.offsets_for_times({TopicPartition(tp.topic, tp.partition): ms for tp in tps})
+            finally:
+                consumer.close()
+        except Exception as exc:  # noqa: BLE001 - kafka-python's errors, answered as one line
+            raise CliError(f"cannot look up offsets by time at {self.config.bootstrap}: {type(exc).__name__}: "
+                           f"{exc}") from exc
         return {tp: (None if found.get(TopicPartition(tp.topic, tp.partition)) is None
                      else int(found[TopicPartition(tp.topic, tp.partition)].offset)) for tp in tps}
 
@@ -121,7 +126,10 @@ def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tup
     last = store.last_committed_batch_id()
     bid = last
     while bid is not None and bid >= 0 and last - bid < depth and len(out) < len(keys):
-        b = store.get_batch(bid)
+        b, damage = read_batch(store, bid)
+        if damage is not None:  # a damaged entry says nothing about positions: look further back
+            bid -= 1
+            continue
         if b is None:
             break
         if store.is_committed(bid):
@@ -132,9 +140,42 @@ def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tup
     return out
 
 
-def gather(store: Any, broker: Optional[_Broker], scope: Optional[Dict[str, Optional[List[int]]]] = None
-           ) -> List[Dict[str, Any]]:
-    """One row per stream partition: stored position, log start/end (or file length), lag, last batch."""
+def _content_size(path: str) -> Optional[int]:
+    """The length a reader sees of the file at ``path`` (a gzip file's decompressed length), or None."""
+    from .files.identity import FileView, stat_file
+
+    st = stat_file(path)
+    if st is None:
+        return None
+    view = FileView(st)
+    try:
+        return view.size
+    finally:
+        view.close()
+
+
+def _check_scope(scope: Dict[str, Optional[List[int]]], stored: Dict[str, Any], broker: Optional[Broker]) -> None:
+    """Refuse a ``--topic`` the app has no position of and the broker (if given) does not know."""
+    by_topic: Dict[str, set] = {}
+    for tp in stored.values():
+        by_topic.setdefault(tp.topic, set()).add(tp.partition)
+    if broker is not None:
+        return  # the broker's partitions decide (Broker.partitions names an unknown topic)
+    unknown = sorted(t for t in scope if t not in by_topic)
+    if unknown:
+        raise CliError(f"unknown topic(s) {', '.join(map(repr, unknown))}: the app has no positions there; its "
+                       f"topics: {', '.join(sorted(by_topic)) or '(none)'}")
+    for topic, ids in sorted(scope.items()):
+        missing = sorted(set(ids or []) - by_topic[topic])
+        if missing:
+            raise CliError(f"topic {topic!r}: the app has no position of partition(s) {missing}; it has "
+                           f"{sorted(by_topic[topic])}")
+
+
+def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optional[List[int]]]] = None,
+           *, with_meta: bool = False) -> List[Dict[str, Any]]:
+    """One row per stream partition: stored position, log start/end (or file length), lag, last batch
+    (and, ``with_meta``, each file position's identity document under ``meta``)."""
     from .offsets import OffsetRange, TopicAndPartition
 
     positions = store.load_positions()
@@ -148,10 +189,13 @@ def gather(store: Any, broker: Optional[_Broker], scope: Optional[Dict[str, Opti
                          "position": pos.offset}
         else:
             path = (pos.meta or {}).get("path") if isinstance(pos.meta, dict) else None
-            size = os.path.getsize(path) if isinstance(path, str) and os.path.exists(path) else None
+            size = _content_size(path) if isinstance(path, str) else None
             rows[key] = {"key": key, "source": "file", "path": path, "position": pos.offset, "earliest": 0,
                          "latest": size, "lag": None if size is None else max(size - pos.offset, 0)}
+            if with_meta:
+                rows[key]["meta"] = pos.meta
     if scope is not None:
+        _check_scope(scope, kafka, broker)
         wanted = set(scope)
         rows = {k: r for k, r in rows.items() if r.get("topic") in wanted and (
             scope[r["topic"]] is None or r["partition"] in (scope[r["topic"]] or []))}
@@ -189,7 +233,7 @@ def gather(store: Any, broker: Optional[_Broker], scope: Optional[Dict[str, Opti
 # ---------------------------------------------------------------- show
 def show(args: argparse.Namespace, store: Any) -> int:
     config = kafka_config(args)
-    broker = _Broker(config) if config is not None else None
+    broker = Broker(config) if config is not None else None
     try:
         rows = gather(store, broker, parse_scope(args.topic))
     finally:
@@ -210,121 +254,4 @@ def show(args: argparse.Namespace, store: Any) -> int:
     return EXIT_OK
 
 
-# ---------------------------------------------------------------- reset
-def _targets(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Optional[_Broker]) -> Dict[str, int]:
-    from .offsets import TopicAndPartition
-
-    if args.from_file:
-        return _from_csv(args.from_file, {r["key"] for r in rows})
-    out: Dict[str, int] = {}
-    at_ms: Optional[int] = None
-    if args.to_datetime is not None or args.by_duration is not None:
-        when = args.to_datetime if args.to_datetime is not None else datetime.now(timezone.utc) - args.by_duration
-        at_ms = int(when.timestamp() * 1000)
-        kafka_rows = [r for r in rows if r["source"] == "kafka"]
-        if len(kafka_rows) != len(rows):
-            raise CliError("--to-datetime/--by-duration apply to Kafka partitions only; narrow the scope with --topic")
-        found = broker.at_time([TopicAndPartition(r["topic"], r["partition"]) for r in kafka_rows], at_ms) \
-            if broker is not None else {}
-    for r in rows:
-        lo, hi, cur = r.get("earliest"), r.get("latest"), r.get("position")
-        if args.to_earliest:
-            new = lo
-        elif args.to_latest:
-            new = hi
-        elif at_ms is not None:
-            hit = found.get(TopicAndPartition(r["topic"], r["partition"]))
-            new = hi if hit is None else hit
-        elif args.shift_by is not None:
-            if cur is None:
-                raise CliError(f"--shift-by needs a stored position; {r['key']} has none (use --to-offset)")
-            new = cur + args.shift_by
-        else:
-            new = args.to_offset
-        if new is None:
-            raise CliError(f"no earliest/latest known for {r['key']} (file missing?)")
-        if lo is not None and hi is not None:
-            new = min(max(new, lo), hi)  # as kafka-consumer-groups: clamped to what the log holds
-        out[r["key"]] = int(new)
-    return out
-
-
-def _from_csv(path: str, known: set) -> Dict[str, int]:
-    """``topic,partition,offset`` rows (Kafka) or ``position key,position`` rows."""
-    out: Dict[str, int] = {}
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            for n, row in enumerate(csv.reader(f), 1):
-                if not row or row[0].startswith("#"):
-                    continue
-                try:
-                    key, pos = (f"{row[0]}/{int(row[1])}", int(row[2])) if len(row) == 3 else (row[0], int(row[1]))
-                except (ValueError, IndexError):
-                    raise CliError(f"{path}:{n}: expected topic,partition,offset or key,position, got {row!r}") \
-                        from None
-                if pos < 0:
-                    raise CliError(f"{path}:{n}: position must be >= 0, got {pos}")
-                out[key] = pos
-    except OSError as exc:
-        raise CliError(f"cannot read --from-file {path!r}: {exc}") from exc
-    return out
-
-
-def reset(args: argparse.Namespace, store: Any) -> int:
-    config = kafka_config(args)
-    broker = _Broker(config) if config is not None else None
-    out = sys.stdout
-    try:
-        rows = gather(store, broker, parse_scope(args.topic))
-        if broker is None and any(r["source"] == "kafka" for r in rows) and not args.from_file \
-                and args.to_offset is None:
-            raise CliError("resetting Kafka positions needs the broker: pass --bootstrap-servers or --kafka-params")
-        targets = _targets(args, rows, broker)
-    finally:
-        if broker is not None:
-            broker.close()
-    by_key = {r["key"]: r for r in rows}
-    plan: List[Dict[str, Any]] = [{"key": k, "current": by_key.get(k, {}).get("position"), "new": v,
-             "earliest": by_key.get(k, {}).get("earliest"), "latest": by_key.get(k, {}).get("latest")}
-            for k, v in sorted(targets.items())]
-    for p in plan:
-        p["delta"] = None if p["current"] is None else p["new"] - p["current"]
-    if not plan:
-        raise CliError(f"nothing to reset: app {store.app_id!r} has no positions in the scope")
-    if args.execute:
-        refuse_if_live(store, args.force, "reset positions")
-    pending = [b for b in store.pending_batches() if {r.position_key for r in b.ranges if r.count()} & set(targets)]
-    if pending:
-        raise CliError(f"batch(es) {[b.batch_id for b in pending]} are uncommitted in the offset log and would be "
-                       f"replayed from their logged ranges; start the app once (or stop it gracefully) so they "
-                       f"commit, then reset")
-    columns = ["key", "current", "new", "delta", "earliest", "latest"]
-    if not args.execute:
-        status = driver_status(store)
-        if args.json:
-            emit_json({"dry_run": True, "plan": plan, "driver": status})
-        else:
-            out.write(f"DRY RUN for app {store.app_id} in {redact_url(store.url)} (nothing written; add --execute)\n"
-                      f"{describe_driver(status)}\n")
-            print_table(plan, columns, out)
-        return EXIT_OK
-    if not args.json:
-        out.write("plan:\n")
-        print_table(plan, columns, out)
-    epoch = store.start_epoch()
-    store.reset_positions(epoch, targets)
-    after = store.load_positions()
-    for p in plan:
-        p["after"] = after[p["key"]].offset if p["key"] in after else None
-    if args.json:
-        emit_json({"dry_run": False, "epoch": epoch, "plan": plan})
-    else:
-        out.write(f"applied with new epoch {epoch}: a driver still running with an older epoch is fenced and stops "
-                  f"at its next batch; restart the app to read from the new positions\n")
-        print_table(plan, ["key", "current", "after"], out)
-    return EXIT_OK
-
-
-def run_offsets(args: argparse.Namespace, store: Any) -> int:
-    return show(args, store) if args.offsets_cmd == "show" else reset(args, store)
 

@@ -88,7 +88,11 @@ def add_operator_commands(sub: Any) -> None:
     doubt.add_argument("--table", required=True, type=non_empty)
     doubt.add_argument("--user", default="root", type=non_empty)
     doubt.add_argument("--password-env", metavar="VAR", help="environment variable holding the Doris password")
-    doubt.add_argument("--label-app-id", metavar="S", help="the DorisSink's label_app_id, if it set one")
+    doubt.add_argument("--label-app-id", metavar="S", type=non_empty,
+                       help="the DorisSink's label_app_id, if it set one")
+    doubt.add_argument("--strict-labels", action="store_true", help="the DorisSink has strict_labels=True")
+    doubt.add_argument("--namespace", default="__doris__", type=non_empty, metavar="NS",
+                       help="the DorisSink's namespace (default __doris__)")
     doubt.add_argument("--resolve", action="store_true", help="commit/abort them as the store decided")
     doubt.add_argument("--force", action="store_true", help="resolve even though a driver's heartbeat is fresh")
 

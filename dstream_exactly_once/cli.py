@@ -1,7 +1,9 @@
 """``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
 
-Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (one
-module each: ``_cli_offsets``, ``_cli_batches``, ``_cli_chart``, ``demo``; ``docs/operations.md``).
+Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
+``_cli_offsets``, ``_cli_reset``, ``_cli_batches`` with ``_cli_labels``, ``_cli_chart``, ``demo``;
+``docs/operations.md``). A command refused for its input writes nothing: a missing SQLite file or an
+unknown app is reported (with the apps the store holds), never created.
 Parsing imports neither Spark nor Kafka clients, so ``dstream-eo --help`` and ``--version`` work
 where pyspark is not installed. Exit status: 0 success (dry runs too), 1 the command failed (one
 line on stderr, no traceback), 2 a usage error, 3 refused because a driver is live, 130 interrupted.
@@ -36,10 +38,14 @@ def _run(args: argparse.Namespace) -> int:
     from ._cli_common import open_cli_store
 
     with open_cli_store(args.store, args.app) as store:
-        if args.cmd == "offsets":
-            from ._cli_offsets import run_offsets
+        if args.cmd == "offsets" and args.offsets_cmd == "show":
+            from ._cli_offsets import show
 
-            return run_offsets(args, store)
+            return show(args, store)
+        if args.cmd == "offsets":
+            from ._cli_reset import run_reset
+
+            return run_reset(args, store)
         from ._cli_batches import run_batches, run_in_doubt
 
         return run_batches(args, store) if args.cmd == "batches" else run_in_doubt(args, store)
@@ -58,6 +64,10 @@ def main(argv: Optional[List[str]] = None, prog: str = "dstream-eo") -> int:
         return 130
     except (DStreamExactlyOnceError, OSError, ImportError) as exc:
         sys.stderr.write(f"{prog}: error: {type(exc).__name__}: {redact_text(str(exc))}\n")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a client library's error: one line, never a traceback
+        where = type(exc).__module__.split(".")[0]
+        sys.stderr.write(f"{prog}: error: {where}.{type(exc).__name__}: {redact_text(str(exc))}\n")
         return 1
 
 

@@ -13,8 +13,8 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .._checks import is_int
-from ..core.ranges import SourceRange, check_ranges
-from ..errors import ConfigurationError, FencedError, OffsetConflictError
+from ..core.ranges import Position, SourceRange, check_ranges
+from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
 from .batch import INT64_MAX, INT64_MIN, PlannedBatch, Writes
 
 
@@ -55,6 +55,37 @@ def check_positions_arg(positions: object) -> Dict[str, int]:
             raise ConfigurationError(f"position of {key!r} must be an int in 0..2**63-1, got {pos!r}")
         out[key] = pos
     return out
+
+
+def check_documents_arg(documents: object, positions: Mapping[str, int]) -> Dict[str, str]:
+    """``documents`` of :meth:`TransactionalStore.reset_positions` as ``{key: JSON text}``: each a
+    JSON object for a key of ``positions``."""
+    if documents is None:
+        return {}
+    if not isinstance(documents, Mapping):
+        raise ConfigurationError(f"documents must be a mapping {{position_key: dict}}, got {documents!r}")
+    out: Dict[str, str] = {}
+    for key, doc in documents.items():
+        if key not in positions:
+            raise ConfigurationError(f"document for {key!r}, which is not one of the positions being set "
+                                     f"{sorted(positions)!r}")
+        if not isinstance(doc, Mapping):
+            raise ConfigurationError(f"document of {key!r} must be a dict, got {doc!r}")
+        try:
+            out[key] = json.dumps(dict(doc), separators=(",", ":"), sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"document of {key!r} cannot be stored as JSON: {doc!r} ({exc})") from exc
+    return out
+
+
+def stored_position(app_id: str, key: Any, offset: Any, meta: Any) -> Tuple[str, Position]:
+    """One position as a backend read it (``meta``: JSON text or None); a damaged one (a non-int
+    position, a document that is not JSON) raises :class:`StoreError` naming the app and key."""
+    try:
+        return str(key), Position(int(offset), None if meta is None else json.loads(meta))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"app {app_id!r}: the stored position {key!r} is damaged (position {offset!r}, document "
+                         f"{meta!r}): {exc}") from exc
 
 
 def check_epoch(app_id: str, stored: int, epoch: int) -> None:

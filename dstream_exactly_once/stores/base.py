@@ -135,17 +135,24 @@ class TransactionalStore(ABC):
                 out[tp] = pos.offset
         return out
 
-    def reset_positions(self, epoch: int, positions: Mapping[str, int]) -> None:
-        """Set the next position of each key in ``positions`` (their documents are cleared), in one
-        epoch-checked transaction; other positions, results and the logs stay. For operators (the
-        CLI): the next batch planned after a restart starts at these positions.
+    def reset_positions(self, epoch: int, positions: Mapping[str, int],
+                        documents: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+        """Set the next position of each key in ``positions``, in one epoch-checked transaction;
+        other positions, results and the logs stay. For operators (the CLI): the next batch planned
+        after a restart starts at these positions.
+
+        ``documents`` gives the JSON document stored beside a key's new position (a source that needs
+        one to resume, such as a file's identity at that byte, must get it here); a key of
+        ``positions`` without one has its document cleared. Every argument is checked before anything
+        is written.
         """
         epoch = rules.check_epoch_arg(epoch)
-        self._reset_positions(epoch, rules.check_positions_arg(positions))
+        checked = rules.check_positions_arg(positions)
+        self._reset_positions(epoch, checked, rules.check_documents_arg(documents, checked))
 
     @abstractmethod
-    def _reset_positions(self, epoch: int, positions: Dict[str, int]) -> None:
-        """The transaction of :meth:`reset_positions` (arguments checked)."""
+    def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
+        """The transaction of :meth:`reset_positions` (arguments checked; ``documents`` as JSON texts)."""
 
     # ---------------------------------------------------------------- offset log / commit log
     def log_batch(self, epoch: int, batch: PlannedBatch) -> None:

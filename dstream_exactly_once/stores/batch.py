@@ -12,7 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ..core.ranges import SourceRange, decode_range, encode_range
+from .._checks import is_int
+from ..core.ranges import SourceRange, check_ranges, decode_range, encode_range
 from ..errors import ConfigurationError
 
 __all__ = ["INCIDENT_KINDS", "INT64_MAX", "INT64_MIN", "RESERVED_NAMESPACE", "CommitOutcome", "Number", "PlannedBatch",
@@ -57,6 +58,22 @@ class PlannedBatch:
     batch_id: int
     batch_time_ms: int
     ranges: Tuple[SourceRange, ...]
+
+    def __post_init__(self) -> None:
+        """Refuse what no store could log and no reader could read back: a ``batch_id`` that is not an
+        int in 0..2**63-1, a ``batch_time_ms`` that is not a 64-bit int, and ranges that are not
+        source ranges of one kind with each partition once (a list is kept as a tuple)."""
+        if not is_int(self.batch_id) or not 0 <= self.batch_id <= INT64_MAX:
+            raise ConfigurationError(f"PlannedBatch batch_id must be an int in 0..2**63-1, got {self.batch_id!r}")
+        if not is_int(self.batch_time_ms) or not INT64_MIN <= self.batch_time_ms <= INT64_MAX:
+            raise ConfigurationError(f"PlannedBatch batch_time_ms of batch {self.batch_id} must be a 64-bit int "
+                                     f"(milliseconds since the epoch), got {self.batch_time_ms!r}")
+        if isinstance(self.ranges, (str, bytes)) or not isinstance(self.ranges, (tuple, list)):
+            raise ConfigurationError(f"PlannedBatch ranges of batch {self.batch_id} must be a tuple of source ranges, "
+                                     f"got {self.ranges!r}")
+        ranges = tuple(check_ranges(self.ranges, f"the ranges of batch {self.batch_id}"))
+        if not isinstance(self.ranges, tuple):
+            object.__setattr__(self, "ranges", ranges)
 
     def to_json(self) -> str:
         """The whole entry as JSON (Redis offset log); :meth:`from_json` reads it back."""

@@ -211,11 +211,12 @@ class RedisStore(TransactionalStore):
             return list(pipe.execute())
 
         offsets, metas = self._call(read)
-        return {k: Position(int(v), json.loads(metas[k]) if k in metas else None) for k, v in offsets.items()}
+        return dict(rules.stored_position(self.app_id, k, v, metas.get(k)) for k, v in offsets.items())
 
-    def _reset_positions(self, epoch: int, positions: Dict[str, int]) -> None:
+    def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
         self._run_script("reset", [self._key("offsets"), self._key("pmeta")],
-                         {"keys": list(positions), "values": [str(v) for v in positions.values()]}, epoch)
+                         {"keys": list(positions), "values": [str(v) for v in positions.values()],
+                          "docs": [documents.get(k, "") for k in positions]}, epoch)
 
     # ---------------------------------------------------------------- offset log / commit log
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:

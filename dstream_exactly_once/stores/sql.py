@@ -227,12 +227,12 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                                (self.app_id,))
                 return {f"{t}/{p}": Position(int(o)) for t, p, o in rows}
             rows = cur.all("SELECT pkey, next_pos, meta FROM deo_positions WHERE app = ?", (self.app_id,))
-        return {str(k): Position(int(o), None if m is None else json.loads(m)) for k, o, m in rows}
+        return dict(rules.stored_position(self.app_id, k, o, m) for k, o, m in rows)
 
-    def _reset_positions(self, epoch: int, positions: Dict[str, int]) -> None:
+    def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
-            self._write_positions(cur, SET_POSITION, [(key, pos, None) for key, pos in positions.items()])
+            self._write_positions(cur, SET_POSITION, [(key, pos, documents.get(key)) for key, pos in positions.items()])
 
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         with self._transaction() as cur:

@@ -229,6 +229,18 @@ class LayoutContract:
         store.reset_positions(new, {})  # nothing to do
         assert store.current_epoch() == new
 
+    def test_reset_positions_stores_the_documents_given(self, store: TransactionalStore) -> None:
+        epoch = store.start_epoch()
+        store.commit(epoch, PlannedBatch(0, 1000, (DocRange("a", 0, 7, "fp"), DocRange("b", 0, 4, "fq"))), Writes())
+        before = store.load_positions()
+        for bad in ({"doc:zz": {"x": 1}}, {"doc:a": "text"}, {"doc:a": {"x": float("nan")}}, [("doc:a", {})]):
+            with pytest.raises(ConfigurationError):
+                store.reset_positions(epoch, {"doc:a": 2}, bad)  # type: ignore[arg-type]
+        assert store.load_positions() == before
+        store.reset_positions(epoch, {"doc:a": 2, "doc:b": 1}, {"doc:a": {"fp": "fp", "path": "/logs/a", "at": 2}})
+        assert store.load_positions() == {"doc:a": Position(2, {"fp": "fp", "path": "/logs/a", "at": 2}),
+                                          "doc:b": Position(1)}
+
 
 class TestSQLiteLayout(LayoutContract):
     @pytest.fixture

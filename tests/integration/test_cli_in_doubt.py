@@ -60,3 +60,46 @@ def test_in_doubt_lists_then_resolves_as_the_store_decided(tmp_path, capsys, mon
         assert sorted(doris.rows(DB, TABLE)) == [("0", "x")]
         assert store.current_epoch() == epoch + 1  # the crashed driver (and any zombie) is fenced first
         assert SECRET not in out + err
+
+
+def test_in_doubt_takes_the_sinks_label_options_and_refuses_a_mismatch(tmp_path, capsys, monkeypatch):
+    """A sink with its own label_app_id, strict labels and namespace: without those options the
+    command would decide for labels the sink never made; it refuses (store and Doris untouched)."""
+    db = tmp_path / "labels.db"
+    url, app = f"sqlite:///{db}", "lbl-" + uuid.uuid4().hex[:6]
+    label_app_id, namespace = "etl job/events", "__dw__"  # a space: only strict labels can carry it
+    done = PlannedBatch(0, 1_700_000_000_000, (OffsetRange("t", 0, 0, 1),))
+    batch = PlannedBatch(1, 1_700_000_001_000, (OffsetRange("t", 0, 1, 3), OffsetRange("t", 1, 0, 1)))
+    with DorisProtocolDouble(user="etl", password=SECRET) as doris:
+        client = DorisStreamLoadClient(doris.fe_url, DB, TABLE, user="etl", password=SECRET, column_separator=",")
+        sink = DorisSink(client, label_app_id=label_app_id, strict_labels=True, namespace=namespace)
+        with open_store(url, app) as store:
+            epoch = store.start_epoch()
+            store.log_batch(epoch, done)
+            sink.write_partition(store, epoch, done, 0, [(0, "a")])
+            store.mark_committed(epoch, done)
+            store.log_batch(epoch, batch)
+            label0, label1 = sink.label_for(app, 1, 0), sink.label_for(app, 1, 1)
+            client.precommit(label0, [(1, "b")])
+            txn1 = client.precommit(label1, [(2, "c")])
+            store.commit(epoch, batch, Writes().add_label(label1).put(namespace, label1, {
+                "txn_id": txn1, "table": f"{DB}.{TABLE}"}), ranges=[batch.ranges[1]], complete_batch=False)
+        monkeypatch.setenv("DORIS_PW", SECRET)
+        args = ("in-doubt", "--store", url, "--app", app, "--fe", doris.fe_url, "--db", DB, "--table", TABLE,
+                "--user", "etl", "--password-env", "DORIS_PW")
+        before = {p.name: p.read_bytes() for p in (db, db.with_name(db.name + "-wal"))
+                  if p.exists() and p.stat().st_size}
+        for wrong in ((), ("--namespace", namespace), ("--label-app-id", label_app_id, "--namespace", namespace),
+                      ("--strict-labels", "--namespace", namespace), ("--label-app-id", label_app_id,
+                                                                      "--strict-labels")):
+            code, out, err = _cli(capsys, *args, *wrong, "--resolve")
+            assert code == 1 and out == "" and "Traceback" not in err and len(err.splitlines()) == 1, (wrong, err)
+            assert "--label-app-id, --strict-labels and --namespace" in err, err
+            assert {p.name: p.read_bytes() for p in (db, db.with_name(db.name + "-wal"))
+                    if p.exists() and p.stat().st_size} == before
+            assert doris.label_state(DB, label0) == doris.label_state(DB, label1) == "PRECOMMITTED"
+        code, out, err = _cli(capsys, *args, "--label-app-id", label_app_id, "--strict-labels", "--namespace",
+                              namespace, "--resolve")
+        assert code == 0, err
+        assert doris.label_state(DB, label0) == "ABORTED" and doris.label_state(DB, label1) == "VISIBLE"
+        assert SECRET not in out + err

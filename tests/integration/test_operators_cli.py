@@ -154,13 +154,17 @@ def test_progress_heartbeat_graceful_stop_cli_and_reset(kafka, topic_name, sc, t
 
 
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
-def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres_url, redis_url, capsys):
+def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres_url, redis_url, kafka, topic_name,
+                                                                  capsys):
     url = postgres_url if kind == "postgres" else redis_url
     app = "srv-" + uuid.uuid4().hex[:6]
+    kafka.create_topic(topic_name, 1)
+    kafka.produce(topic_name, [f"v{i}" for i in range(9)], partition=0)
+    boot = ("--bootstrap-servers", kafka.bootstrap)  # a reset checks and clamps its targets at the broker
     with open_store(url, app) as store:
         epoch = store.start_epoch()
-        b0 = PlannedBatch(0, 1000, (OffsetRange("tt", 0, 0, 7),))
-        b1 = PlannedBatch(1, 2000, (OffsetRange("tt", 0, 7, 9),))
+        b0 = PlannedBatch(0, 1000, (OffsetRange(topic_name, 0, 0, 7),))
+        b1 = PlannedBatch(1, 2000, (OffsetRange(topic_name, 0, 7, 9),))
         store.log_batch(epoch, b0)
         store.commit(epoch, b0, Writes().incr("n", "x", 7))
         store.log_batch(epoch, b1)
@@ -180,10 +184,11 @@ def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres
     assert app in rows and "error" not in rows[app]
     if kind == "redis":
         assert "StoreVersionError" in rows[newer]["error"]
-    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, "--to-offset", "3", "--execute")
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, *boot, "--to-offset", "3",
+                         "--execute")
     assert code == 3 and "is live" in err  # fresh heartbeat of the current epoch
-    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, "--to-offset", "3", "--execute",
-                         "--force")
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, *boot, "--to-offset", "3",
+                         "--execute", "--force")
     assert code == 1 and "uncommitted" in err  # batch 1 would be replayed from its logged ranges
     code, out, _ = cli(capsys, "offsets", "show", "--store", url, "--app", app, "--json")
     assert json.loads(out)["partitions"][0]["position"] == 7
@@ -191,3 +196,114 @@ def test_cli_on_server_stores_redacts_the_password_and_lists_apps(kind, postgres
         secret_url = url.replace("://", "://deo:s3cr3t-pw@", 1) if "@" not in url else url
         code, out, err = cli(capsys, "offsets", "show", "--store", secret_url, "--app", app)
         assert "s3cr3t-pw" not in out + err
+
+
+# ---------------------------------------------------------------- every reset target checked before the epoch
+def _snapshot(db):
+    """The bytes of a SQLite store: its file and a non-empty write-ahead log."""
+    paths = (db, db.with_name(db.name + "-wal"))
+    return {p.name: p.read_bytes() for p in paths if p.exists() and p.stat().st_size}
+
+
+def _one_line(err):
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("dstream-eo: error: "), err
+    return err
+
+
+def test_reset_checks_every_target_against_the_broker_and_clamps(kafka, topic_name, tmp_path, capsys):
+    kafka.create_topic(topic_name, 2)
+    kafka.produce(topic_name, [f"v{i}" for i in range(60)], partition=0)
+    kafka.produce(topic_name, [f"v{i}" for i in range(40)], partition=1)
+    db = tmp_path / "reset.db"
+    url, app = f"sqlite:///{db}", "rst-" + uuid.uuid4().hex[:6]
+    with open_store(url, app) as store:
+        epoch = store.start_epoch()
+        batch = PlannedBatch(0, 1000, (OffsetRange(topic_name, 0, 0, 50), OffsetRange(topic_name, 1, 0, 30)))
+        store.log_batch(epoch, batch)
+        store.commit(epoch, batch, Writes())
+    boot = ("--bootstrap-servers", kafka.bootstrap)
+    base = ("offsets", "reset", "--store", url, "--app", app, *boot)
+    before = _snapshot(db)
+
+    def refused(*argv, words):
+        code, out, err = cli(capsys, *base, *argv, "--execute")
+        assert code == 1 and out == "", (out, err)
+        line = _one_line(err)
+        assert all(w in line for w in words), line
+        assert _snapshot(db) == before  # no epoch taken, nothing written
+
+    typo = tmp_path / "typo.csv"
+    typo.write_text(f"x{topic_name},0,5\n")
+    refused("--from-file", str(typo), words=[f"x{topic_name}/0 (line 1)", f"{topic_name}/0, {topic_name}/1"])
+    no_partition = tmp_path / "p7.csv"
+    no_partition.write_text(f"{topic_name},1,3\n{topic_name},7,0\n")
+    refused("--from-file", str(no_partition), words=[f"{topic_name}/7 (line 2)"])
+    refused("--topic", f"{topic_name}:0,5", "--to-offset", "3", words=[f"topic {topic_name!r}", "[5]"])
+    refused("--to-datetime", "1960-01-01T00:00:00Z", words=["--to-datetime", "1970"])
+    refused("--by-duration", "P999999999D", words=["--by-duration (999999999 days", "1970"])
+
+    far = tmp_path / "far.csv"
+    far.write_text(f"{topic_name},1,999999\n")
+    code, out, err = cli(capsys, *base, "--from-file", str(far), "--json")
+    assert code == 0, err
+    assert [(p["key"], p["requested"], p["new"], p["clamped"]) for p in json.loads(out)["plan"]] == [
+        (f"{topic_name}/1", 999999, 40, "to latest (999999 -> 40)")]
+    code, out, err = cli(capsys, *base, "--from-file", str(far))
+    assert code == 0 and "CLAMPED" in out and "to latest (999999 -> 40)" in out, err
+    code, out, err = cli(capsys, *base, "--to-offset", "999", "--json")
+    assert code == 0, err
+    assert [(p["new"], p["clamped"]) for p in json.loads(out)["plan"]] == [
+        (60, "to latest (999 -> 60)"), (40, "to latest (999 -> 40)")]
+    code, out, err = cli(capsys, *base, "--shift-by", "-45", "--json")
+    assert code == 0, err
+    assert [(p["new"], p["clamped"]) for p in json.loads(out)["plan"]] == [(5, None), (0, "to earliest (-15 -> 0)")]
+    assert _snapshot(db) == before  # dry runs
+    code, out, err = cli(capsys, *base, "--from-file", str(far), "--execute")
+    assert code == 0, err
+    with open_store(url, app) as store:
+        assert store.current_epoch() == epoch + 1
+        assert store.load_offsets() == {TopicAndPartition(topic_name, 0): 50, TopicAndPartition(topic_name, 1): 40}
+
+
+def test_show_and_reset_of_an_unknown_topic_name_the_broker_topics(kafka, topic_name, tmp_path, capsys):
+    kafka.create_topic(topic_name, 1)
+    url, app = f"sqlite:///{tmp_path}/t.db", "unk-" + uuid.uuid4().hex[:6]
+    with open_store(url, app) as store:
+        epoch = store.start_epoch()
+        store.commit(epoch, PlannedBatch(0, 1000, (OffsetRange(topic_name, 0, 0, 0),)), Writes())
+    for cmd in (("offsets", "show"), ("offsets", "reset")):
+        code, out, err = cli(capsys, *cmd, "--store", url, "--app", app, "--bootstrap-servers", kafka.bootstrap,
+                             "--topic", "no-such-topic-x", *(["--to-earliest"] if cmd[1] == "reset" else []))
+        assert code == 1 and out == "" and "'no-such-topic-x'" in _one_line(err), err
+
+
+def test_a_file_app_restarts_after_a_reset(sc, tmp_path, capsys):
+    """Real Spark and a file stream: after ``offsets reset --shift-by`` the next driver starts at the
+    new byte (the identity document is kept) and reads the last lines again."""
+    from dstream_exactly_once import FileUtils
+
+    from .streams import run_until
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("".join(f"{i:03d}\n" for i in range(1, 101)))  # 100 lines of 4 bytes
+    url, app = f"sqlite:///{tmp_path}/files.db", "frst-" + uuid.uuid4().hex[:6]
+
+    def values():
+        with open_store(url, app) as store:
+            return store.get_values("numbers")
+
+    def driver(done):
+        ssc = StreamingContext(sc, 1)
+        stream = FileUtils.createExactlyOnceFileStream(ssc, f"{logs}/*.log", {"starting.offsets": "earliest"},
+                                                       store=url, app_id=app)
+        stream.commit_each_batch(lambda batch, rdd: Writes().incr("numbers", "count", rdd.count()).incr(
+            "numbers", "sum", rdd.map(int).sum()))
+        run_until(ssc, done, timeout=120)
+
+    driver(lambda: values().get("count", 0) >= 100)
+    assert values() == {"count": 100, "sum": 5050}
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", app, "--shift-by", "-40", "--execute")
+    assert code == 0, err
+    driver(lambda: values().get("count", 0) >= 110)
+    assert values() == {"count": 110, "sum": 5050 + sum(range(91, 101))}

@@ -6,6 +6,7 @@ as on a machine where pyspark is not installed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -116,3 +117,332 @@ def test_spark_names_fail_clearly_without_pyspark():
         out = run(["-c", NO_SPARK + f"from dstream_exactly_once import {name}"])
         assert out.returncode != 0
         assert f"{name} needs PySpark" in out.stderr and "dstream-exactly-once[spark]" in out.stderr, out.stderr
+
+
+# ---------------------------------------------------------------- operator commands on a real SQLite store
+# In-process runs of ``dstream-eo`` (no broker: the Kafka cases are in tests/integration/test_operators_cli.py).
+
+def cli(capsys, *argv: str):
+    """``dstream-eo argv`` in-process: ``(exit status, stdout, stderr)``."""
+    from dstream_exactly_once.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def snapshot(db: Path) -> dict:
+    """The bytes of a SQLite store: its file and write-ahead log (an empty log, which a read-only
+    connection may leave, holds nothing)."""
+    return {p.name: p.read_bytes() for p in (db, Path(f"{db}-wal")) if p.exists() and p.stat().st_size}
+
+
+def one_error_line(err: str) -> str:
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("dstream-eo: error: "), err
+    return err
+
+
+@pytest.fixture
+def kafka_db(tmp_path):
+    """A store with app ``app1`` (positions events/0 = 5, events/1 = 7; batches 0 and 1 committed) and ``app2``."""
+    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+
+    db = tmp_path / "ops.db"
+    for app in ("app1", "app2"):
+        with open_store(f"sqlite:///{db}", app) as store:
+            epoch = store.start_epoch()
+            for batch in (PlannedBatch(0, 1_700_000_000_000, (OffsetRange("events", 0, 0, 3),
+                                                               OffsetRange("events", 1, 0, 7))),
+                          PlannedBatch(1, 1_700_000_001_000, (OffsetRange("events", 0, 3, 5),))):
+                store.log_batch(epoch, batch)
+                store.commit(epoch, batch, Writes())
+    return db
+
+
+@pytest.mark.parametrize("argv", [
+    ["offsets", "show", "--app", "a"],
+    ["batches", "--app", "a"],
+    ["lag"],
+    ["offsets", "reset", "--app", "a", "--to-offset", "0", "--execute"],
+    ["in-doubt", "--app", "a", "--fe", "http://127.0.0.1:1", "--db", "d", "--table", "t"],
+])
+def test_a_missing_sqlite_file_is_refused_and_not_created(argv, tmp_path, capsys):
+    db = tmp_path / "missing.db"
+    code, out, err = cli(capsys, *argv[:2 if argv[0] == "offsets" else 1], "--store", f"sqlite:///{db}",
+                         *argv[2 if argv[0] == "offsets" else 1:])
+    assert code == 1 and out == "", (out, err)
+    assert "does not exist" in one_error_line(err) and str(db) in err
+    assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["offsets", "show"], ["batches"], ["offsets", "reset", "--to-offset", "0", "--execute"],
+    ["in-doubt", "--fe", "http://127.0.0.1:1", "--db", "d", "--table", "t", "--resolve"],
+])
+def test_an_unknown_app_is_refused_naming_the_apps_there(argv, kafka_db, capsys):
+    before = snapshot(kafka_db)
+    code, out, err = cli(capsys, *argv, "--store", f"sqlite:///{kafka_db}", "--app", "app3")
+    assert code == 1 and out == ""
+    assert "'app3' not found" in one_error_line(err) and "app1, app2" in err
+    assert snapshot(kafka_db) == before
+
+
+def test_show_refuses_an_unknown_topic_or_partition_naming_what_exists(kafka_db, capsys):
+    url = f"sqlite:///{kafka_db}"
+    code, _, err = cli(capsys, "offsets", "show", "--store", url, "--app", "app1", "--topic", "evnets")
+    assert code == 1 and "'evnets'" in one_error_line(err) and "its topics: events" in err
+    code, _, err = cli(capsys, "offsets", "show", "--store", url, "--app", "app1", "--topic", "events:1,9")
+    assert code == 1 and "[9]" in one_error_line(err) and "[0, 1]" in err
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "app1", "--topic", "events:1")
+    assert code == 0 and "events/1" in out and "events/0" not in out, err
+
+
+@pytest.mark.parametrize("mode", [["--to-offset", "0"], ["--shift-by", "-1"], ["--to-earliest"], ["--from-file"]])
+def test_a_kafka_reset_needs_the_broker_in_every_mode(mode, kafka_db, tmp_path, capsys):
+    """Without the broker no target can be checked or clamped: refused before the epoch, nothing written."""
+    if mode == ["--from-file"]:
+        (tmp_path / "to.csv").write_text("events,0,1\n")
+        mode = ["--from-file", str(tmp_path / "to.csv")]
+    before = snapshot(kafka_db)
+    code, out, err = cli(capsys, "offsets", "reset", "--store", f"sqlite:///{kafka_db}", "--app", "app1", *mode,
+                         "--execute")
+    assert code == 1 and "needs the broker" in one_error_line(err)
+    assert snapshot(kafka_db) == before
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("1", 0, ()), ["batch_id", "'1'"]),
+    ((True, 0, ()), ["batch_id", "True"]),
+    ((-1, 0, ()), ["batch_id", "-1"]),
+    ((2**63, 0, ()), ["batch_id", str(2**63)]),
+    ((0, "1700000000000", ()), ["batch_time_ms", "'1700000000000'"]),
+    ((0, 1.5, ()), ["batch_time_ms", "1.5"]),
+    ((0, 0, "t/0"), ["ranges", "'t/0'"]),
+    ((0, 0, ("t/0",)), ["source ranges", "'t/0'"]),
+    ((0, 0, "two"), ["ranges"]),
+])
+def test_planned_batch_refuses_bad_fields_at_construction(args, words):
+    from dstream_exactly_once.errors import ConfigurationError
+    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.stores import PlannedBatch
+
+    if args[2] == "two":
+        args = (0, 0, (OffsetRange("t", 0, 0, 2), OffsetRange("t", 0, 2, 4)))
+        words = ["two ranges of t/0"]
+    with pytest.raises(ConfigurationError) as info:
+        PlannedBatch(*args)
+    assert all(w in str(info.value) for w in words), info.value
+    assert PlannedBatch(0, 0, [OffsetRange("t", 0, 0, 2)]).ranges == (OffsetRange("t", 0, 0, 2),)
+
+
+def test_damaged_store_rows_are_skipped_and_said(kafka_db, capsys):
+    """A torn offset-log entry, a non-int batch time and a torn position document: the read commands
+    answer (the damaged records named), ``lag`` lists the other app."""
+    import sqlite3
+
+    url = f"sqlite:///{kafka_db}"
+    with sqlite3.connect(kafka_db) as conn:
+        conn.execute("UPDATE deo_batches SET ranges = '[[\"events\", 0, 3' WHERE app = 'app1' AND batch_id = 1")
+        conn.execute("UPDATE deo_batches SET batch_time_ms = 'noon' WHERE app = 'app1' AND batch_id = 0")
+        conn.execute("UPDATE deo_positions SET meta = '{torn' WHERE app = 'app2' AND pkey = 'events/0'")
+    before = snapshot(kafka_db)
+    code, out, err = cli(capsys, "batches", "--store", url, "--app", "app1")
+    assert code == 0, err
+    assert [line.split()[0] for line in out.splitlines() if " DAMAGED " in line] == ["1", "0"]
+    assert "damaged offset-log entry of batch 0" in out and "'noon'" in out
+    assert "Traceback" not in err and len(err.splitlines()) == 1 and "batch(es) [1, 0]" in err
+    code, out, err = cli(capsys, "batches", "--store", url, "--app", "app1", "--json")
+    assert code == 0 and [b["state"] for b in json.loads(out)["batches"]] == ["DAMAGED", "DAMAGED"]
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "app1")
+    assert code == 0 and "events/0" in out and "Traceback" not in err, err
+    code, out, err = cli(capsys, "lag", "--store", url, "--json")
+    assert code == 0, err
+    apps = {a["app"]: a for a in json.loads(out)["apps"]}
+    assert apps["app1"]["partitions"] == 2 and "error" not in apps["app1"]
+    assert "StoreError" in apps["app2"]["error"] and "'events/0' is damaged" in apps["app2"]["error"]
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "app2")
+    assert code == 1 and "'events/0' is damaged" in one_error_line(err) and "'{torn'" in err
+    code, out, err = cli(capsys, "lag", "--store", url)
+    assert code == 0 and "app1" in out and "app2" in out and "Traceback" not in err
+    assert snapshot(kafka_db) == before
+
+
+def test_in_doubt_refuses_an_unset_password_variable(kafka_db, capsys, monkeypatch):
+    monkeypatch.delenv("DEO_NO_SUCH_PW", raising=False)
+    code, out, err = cli(capsys, "in-doubt", "--store", f"sqlite:///{kafka_db}", "--app", "app1", "--fe",
+                         "http://127.0.0.1:1", "--db", "d", "--table", "t", "--password-env", "DEO_NO_SUCH_PW")
+    assert code == 1 and out == "" and "--password-env DEO_NO_SUCH_PW" in one_error_line(err)
+    assert "not set" in err or "no such environment variable" in err
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://deo@127.0.0.1:1/db?password=s3cr3t-in-query",
+    "postgresql://deo:s3cr3t-in-query@127.0.0.1:1/db",
+    "redis://127.0.0.1:1/0?password=s3cr3t-in-query",
+    "redis://:s3cr3t-in-query@127.0.0.1:1/0",
+])
+@pytest.mark.parametrize("cmd", [["batches", "--app", "a"], ["lag"]])
+def test_no_password_in_any_message(url, cmd, capsys):
+    code, out, err = cli(capsys, cmd[0], "--store", url, *cmd[1:])
+    assert code == 1 and "s3cr3t" not in out + err
+    one_error_line(err)
+
+
+def _progress(batch_id, **over):
+    doc = {"batchId": batch_id, "name": "app", "inputRowsPerSecond": 10.0, "processedRowsPerSecond": 12.0,
+           "durationMs": {"latestOffset": 1, "walCommit": 2, "addBatch": 30, "commitOffsets": 4},
+           "sources": [{"metrics": {"maxOffsetsBehindLatest": 5}}]}
+    doc.update(over)
+    return json.dumps(doc)
+
+
+def test_chart_skips_damaged_progress_lines_and_says_so(tmp_path, capsys):
+    path = tmp_path / "progress.jsonl"
+    with open(path, "wb") as f:
+        f.write((_progress(0) + "\n").encode())
+        f.write(b'{"batchId": 1, "durationMs": {"addBa\n')  # torn
+        f.write(b"\xff\xfe not utf-8\n")
+        f.write((_progress(3, durationMs="slow") + "\n").encode())
+        f.write((_progress(4, durationMs={"addBatch": "30"}) + "\n").encode())
+        f.write((_progress(5, sources="none", inputRowsPerSecond=None) + "\n").encode())
+        f.write((_progress(6, sources=[{"metrics": []}]) + "\n").encode())
+        f.write((_progress(7) + "\n").encode())
+    png = tmp_path / "out.png"
+    code, out, err = cli(capsys, "chart", str(path), "-o", str(png))
+    assert code == 0, err
+    assert "(3 batches)" in out and png.read_bytes()[:4] == b"\x89PNG"
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert "skipped 5 line(s)" in err and "line 2, 3, 4, 5, 6" in err
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\n", b'{"batchId": 1, "dur\n', b'[1, 2]\n', b""])
+def test_chart_without_a_usable_record_is_one_line(content, tmp_path, capsys):
+    path = tmp_path / "progress.jsonl"
+    path.write_bytes(content)
+    code, out, err = cli(capsys, "chart", str(path), "-o", str(tmp_path / "out.png"))
+    assert code == 1 and "holds no progress records" in err.splitlines()[-1] and "Traceback" not in err
+    assert not (tmp_path / "out.png").exists()
+
+
+@pytest.fixture
+def file_app(tmp_path):
+    """A file app ``files`` in a SQLite store that read all 100 lines (4 bytes each) of ``logs/app.log``."""
+    from dstream_exactly_once.files import FilePlanner, FileSourceOptions
+    from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.log").write_text("".join(f"{i:03d}\n" for i in range(100)))
+    url = f"sqlite:///{tmp_path}/files.db"
+
+    def planner(store):
+        p = FilePlanner(f"{logs}/*.log", FileSourceOptions.from_mapping({}))
+        p.start(store.load_positions())
+        return p
+
+    with open_store(url, "files") as store:
+        epoch = store.start_epoch()
+        batch = PlannedBatch(0, 1000, tuple(planner(store).plan()))
+        store.log_batch(epoch, batch)
+        store.commit(epoch, batch, Writes())
+    return url, tmp_path / "files.db", batch.ranges[0].position_key, planner
+
+
+def test_a_file_app_restarts_after_a_reset(file_app, capsys):
+    """The reset keeps each file position's identity document (re-anchored at the new byte): the
+    next planner starts there and reads the file's bytes again from it."""
+    from dstream_exactly_once.stores import open_store
+
+    url, _, key, planner = file_app
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--shift-by", "-20",
+                         "--execute")
+    assert code == 0, err
+    with open_store(url, "files") as store:
+        pos = store.load_positions()[key]
+        assert pos.offset == 380 and pos.meta["path"].endswith("app.log") and pos.meta["tail_length"] > 0
+        ranges = planner(store).plan()
+    assert [(r.position_key, r.start, r.end) for r in ranges] == [(key, 380, 400)]
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--to-earliest", "--execute")
+    assert code == 0, err
+    with open_store(url, "files") as store:
+        assert [(r.start, r.end) for r in planner(store).plan()] == [(0, 400)]
+
+
+def test_a_file_reset_clamps_and_shows_it(file_app, capsys):
+    url, db, key, _ = file_app
+    for mode, want, where in ((["--shift-by", "-1000"], 0, "to earliest (-600 -> 0)"),
+                              (["--to-offset", "99999"], 400, "to latest (99999 -> 400)")):
+        code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", *mode, "--json")
+        assert code == 0, err
+        plan = json.loads(out)["plan"]
+        assert [(p["key"], p["requested"], p["new"], p["clamped"]) for p in plan] == [
+            (key, int(mode[1]) + (400 if mode[0] == "--shift-by" else 0), want, where)]
+        code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", *mode)
+        assert code == 0 and "CLAMPED" in out and where in out, err
+
+
+@pytest.mark.parametrize(("rows", "words"), [
+    ("file:nope,0\n", ["unknown position(s) file:nope (line 1)", "known: file:"]),
+    ("{key},5\nfile:zz,1\n", ["file:zz (line 2)"]),
+    ("{key},x\n", [":1: expected topic,partition,offset or key,position", "'file:"]),
+    ("{key},-1\n", ["must be >= 0, got -1"]),
+    ("{key},1\n{key},2\n", [":2:", "named twice"]),
+    ("{key},1,2,3\n", [":1: expected"]),
+])
+def test_a_reset_from_a_file_refuses_bad_rows_before_anything_is_written(rows, words, file_app, tmp_path, capsys):
+    from dstream_exactly_once.stores import open_store
+
+    url, db, key, _ = file_app
+    csv_path = tmp_path / "to.csv"
+    csv_path.write_text(rows.format(key=key))
+    before = snapshot(db)
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--from-file", str(csv_path),
+                         "--execute")
+    assert code == 1 and out == "", (out, err)
+    line = one_error_line(err)
+    assert all(w in line for w in words), line
+    assert snapshot(db) == before
+    with open_store(url, "files") as store:
+        assert store.current_epoch() == 1
+
+
+def test_a_file_reset_refuses_a_file_that_changed(file_app, tmp_path, capsys):
+    url, db, key, _ = file_app
+    (tmp_path / "logs" / "app.log").write_text("something else entirely\n" * 20)
+    before = snapshot(db)
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "files", "--to-earliest", "--execute")
+    assert code == 1 and key in one_error_line(err) and "no longer starts with the bytes" in err
+    assert snapshot(db) == before
+
+
+def test_show_and_reset_measure_a_gzip_file_by_its_content(tmp_path, capsys):
+    """A compressed file's positions are bytes of its content: ``latest`` is the decompressed length."""
+    import gzip
+
+    from dstream_exactly_once.files import FilePlanner, FileSourceOptions
+    from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    with gzip.open(logs / "app.log.gz", "wb") as f:
+        f.write(b"".join(b"%03d\n" % i for i in range(100)))
+    url = f"sqlite:///{tmp_path}/gz.db"
+    with open_store(url, "gz") as store:
+        planner = FilePlanner(f"{logs}/*.gz", FileSourceOptions.from_mapping({"starting.offsets": "earliest"}))
+        planner.start(store.load_positions())
+        epoch = store.start_epoch()
+        batch = PlannedBatch(0, 1000, tuple(planner.plan()))
+        store.log_batch(epoch, batch)
+        store.commit(epoch, batch, Writes())
+    assert (logs / "app.log.gz").stat().st_size < 400 and batch.ranges[0].end == 400
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "gz", "--json")
+    assert code == 0, err
+    assert [(p["position"], p["latest"], p["lag"]) for p in json.loads(out)["partitions"]] == [(400, 400, 0)]
+    code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "gz", "--to-latest", "--json")
+    assert code == 0 and [p["new"] for p in json.loads(out)["plan"]] == [400], err

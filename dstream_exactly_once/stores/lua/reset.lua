@@ -1,10 +1,15 @@
--- reset_positions. KEYS: schema, epoch, offsets, pmeta. Sets p.keys[i] to p.values[i] and drops
--- their documents.
+-- reset_positions. KEYS: schema, epoch, offsets, pmeta. Sets p.keys[i] to p.values[i] with the
+-- document p.docs[i] beside it ('' drops the key's document).
 local f = fenced()
 if f then return f end
 upgrade()
-local pairs_ = {}
-for i, k in ipairs(p.keys) do pairs_[#pairs_ + 1] = k; pairs_[#pairs_ + 1] = p.values[i] end
+local pairs_, docs, drop = {}, {}, {}
+for i, k in ipairs(p.keys) do
+  pairs_[#pairs_ + 1] = k; pairs_[#pairs_ + 1] = p.values[i]
+  local d = p.docs[i]
+  if d ~= nil and d ~= '' then docs[#docs + 1] = k; docs[#docs + 1] = d else drop[#drop + 1] = k end
+end
 chunks(pairs_, 2000, function(...) redis.call('HSET', KEYS[3], ...) end)
-chunks(p.keys, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
+chunks(docs, 2000, function(...) redis.call('HSET', KEYS[4], ...) end)
+chunks(drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
 return {'applied'}

@@ -1,0 +1,246 @@
+"""``dstream-eo offsets reset``: plan new positions, check every one, then (``--execute``) apply them.
+
+Every mode checks its targets against the app's known positions and the broker's partitions (or a
+file's length) and clamps each to ``[earliest, latest]`` (the plan shows where it did), and every
+check — unknown keys, a missing file, a file whose content changed, a pending batch, the 64-bit
+bounds — runs before the new epoch is taken: a refused reset writes nothing and fences no driver.
+A file position keeps its identity document, re-anchored at the new byte, so the app restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ._cli_common import (
+    EXIT_OK,
+    CliError,
+    describe_driver,
+    driver_status,
+    emit_json,
+    kafka_config,
+    print_table,
+    refuse_if_live,
+)
+from ._cli_offsets import Broker, gather, parse_scope
+from .stores.url import redact_url
+
+__all__ = ["run_reset"]
+
+
+def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Optional[Broker]) -> Dict[str, int]:
+    """The position each row's key is asked to move to, before clamping."""
+    from .offsets import TopicAndPartition
+
+    if args.from_file:
+        return _from_csv(args.from_file, rows)
+    found: Dict[Any, Optional[int]] = {}
+    if args.to_datetime is not None or args.by_duration is not None:
+        at_ms = _at_ms(args)
+        kafka_rows = [r for r in rows if r["source"] == "kafka"]
+        if len(kafka_rows) != len(rows):
+            raise CliError("--to-datetime/--by-duration apply to Kafka partitions only; narrow the scope with --topic")
+        if broker is not None:
+            found = broker.at_time([TopicAndPartition(r["topic"], r["partition"]) for r in kafka_rows], at_ms)
+    out: Dict[str, int] = {}
+    for r in rows:
+        lo, hi, cur = r.get("earliest"), r.get("latest"), r.get("position")
+        if args.to_earliest:
+            new = lo
+        elif args.to_latest:
+            new = hi
+        elif args.to_datetime is not None or args.by_duration is not None:
+            hit = found.get(TopicAndPartition(r["topic"], r["partition"]))
+            new = hi if hit is None else hit
+        elif args.shift_by is not None:
+            if cur is None:
+                raise CliError(f"--shift-by needs a stored position; {r['key']} has none (use --to-offset)")
+            new = cur + args.shift_by
+        else:
+            new = args.to_offset
+        if new is None:
+            raise CliError(f"no earliest/latest known for {r['key']} (file missing?)")
+        out[r["key"]] = int(new)
+    return out
+
+
+def _at_ms(args: argparse.Namespace) -> int:
+    """The time of ``--to-datetime``/``--by-duration`` in ms since the epoch (Kafka's record times)."""
+    option = "--to-datetime" if args.to_datetime is not None else "--by-duration"
+    try:
+        when = args.to_datetime if args.to_datetime is not None else datetime.now(timezone.utc) - args.by_duration
+        at_ms = int(when.timestamp() * 1000)
+    except (OverflowError, ValueError):
+        at_ms = -1
+    if at_ms < 0:
+        given = args.to_datetime.isoformat() if args.to_datetime is not None else f"({args.by_duration} back)"
+        raise CliError(f"{option} {given}: the time must be at or after 1970-01-01T00:00:00Z (Kafka record times "
+                       f"start there)")
+    return at_ms
+
+
+def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
+    """``topic,partition,offset`` rows (Kafka) or ``position key,position`` rows, each key one of ``rows``."""
+    known = {r["key"] for r in rows}
+    out: Dict[str, int] = {}
+    unknown: List[str] = []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(enumerate(csv.reader(f), 1))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CliError(f"cannot read --from-file {path!r}: {exc}") from exc
+    for n, row in lines:
+        if not row or row[0].startswith("#"):
+            continue
+        try:
+            key, pos = (f"{row[0]}/{int(row[1])}", int(row[2])) if len(row) == 3 else (row[0], int(row[1]))
+            if len(row) not in (2, 3):
+                raise ValueError
+        except (ValueError, IndexError):
+            raise CliError(f"--from-file {path}:{n}: expected topic,partition,offset or key,position, "
+                           f"got {','.join(row)!r}") from None
+        if pos < 0:
+            raise CliError(f"--from-file {path}:{n}: position of {key} must be >= 0, got {pos}")
+        if key in out:
+            raise CliError(f"--from-file {path}:{n}: {key} is named twice")
+        if key not in known:
+            unknown.append(f"{key} (line {n})")
+        out[key] = pos
+    if unknown:
+        raise CliError(f"--from-file {path}: unknown position(s) {', '.join(unknown)}: neither a stored position "
+                       f"of the app nor a partition of its topics at the broker; known: "
+                       f"{', '.join(sorted(known)) or '(none)'}")
+    return out
+
+
+def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> List[Dict[str, Any]]:
+    """One plan row per key: current, requested, the new position within [earliest, latest] and the clamp, if any."""
+    from .stores.batch import INT64_MAX
+
+    plan = []
+    for key, want in sorted(requested.items()):
+        row = rows[key]
+        lo, hi, cur = row.get("earliest"), row.get("latest"), row.get("position")
+        if lo is None or hi is None:
+            raise CliError(f"no earliest/latest known for {key}: pass --bootstrap-servers/--kafka-params "
+                           f"(Kafka) or make the file readable here (files)")
+        new, clamped = want, None
+        if want < lo:
+            new, clamped = lo, "earliest"
+        elif want > hi:
+            new, clamped = hi, "latest"
+        if not 0 <= new <= INT64_MAX:
+            raise CliError(f"position of {key} must be in 0..2**63-1, got {new}")
+        plan.append({"key": key, "current": cur, "requested": want, "new": new,
+                     "delta": None if cur is None else new - cur, "earliest": lo, "latest": hi,
+                     "clamped": None if clamped is None else f"to {clamped} ({want} -> {new})"})
+    return plan
+
+
+def _file_documents(rows: Mapping[str, Dict[str, Any]], plan: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The identity document of each file position at its new byte (the tail hash re-taken there), or
+    an error naming the key when the file at the document's path is no longer that identity."""
+    from .files.identity import FileView, stat_file
+
+    docs: Dict[str, Dict[str, Any]] = {}
+    for p in plan:
+        row = rows[p["key"]]
+        if row["source"] != "file":
+            continue
+        meta = row.get("meta")
+        if not isinstance(meta, dict) or not isinstance(meta.get("path"), str):
+            raise CliError(f"{p['key']}: the stored position has no file identity document; cannot re-anchor it")
+        st = stat_file(meta["path"])
+        if st is None:
+            raise CliError(f"{p['key']}: file {meta['path']!r} is gone; cannot re-anchor its position")
+        view = FileView(st)
+        try:
+            sample = int(meta.get("sample_length") or 0)
+            if sample and view.hash(0, sample) != meta.get("fingerprint"):
+                raise CliError(f"{p['key']}: {meta['path']!r} no longer starts with the bytes of this identity "
+                               f"(rotated or replaced); start the app once so it follows the file, then reset")
+            new = p["new"]
+            tn = min(max(sample, int(meta.get("tail_length") or 0)), new)
+            tail = view.hash(new - tn, tn)
+        except OSError as exc:
+            raise CliError(f"{p['key']}: cannot read {meta['path']!r}: {exc}") from exc
+        finally:
+            view.close()
+        if tail is None:
+            raise CliError(f"{p['key']}: {meta['path']!r} is shorter than the new position {p['new']}")
+        docs[p["key"]] = {**meta, "tail": tail, "tail_length": tn}
+    return docs
+
+
+def _check_writable(targets: Dict[str, int], docs: Dict[str, Dict[str, Any]]) -> None:
+    """The store's own argument checks of :meth:`reset_positions`, run before the epoch is taken."""
+    from .errors import ConfigurationError
+    from .stores._commit_rules import check_documents_arg, check_positions_arg
+
+    try:
+        check_documents_arg(docs, check_positions_arg(targets))
+    except ConfigurationError as exc:
+        raise CliError(f"cannot reset: {exc}") from exc
+
+
+def _plan(args: argparse.Namespace, store: Any) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]]]:
+    config = kafka_config(args)
+    broker = Broker(config) if config is not None else None
+    try:
+        rows = gather(store, broker, parse_scope(args.topic), with_meta=True)
+        if broker is None and any(r["source"] == "kafka" for r in rows):
+            raise CliError("resetting Kafka positions needs the broker (to check the partitions and clamp to "
+                           "earliest/latest): pass --bootstrap-servers or --kafka-params")
+        requested = _requested(args, rows, broker)
+    finally:
+        if broker is not None:
+            broker.close()
+    if not requested:
+        raise CliError(f"nothing to reset: app {store.app_id!r} has no positions in the scope")
+    by_key = {r["key"]: r for r in rows}
+    plan = _clamp(by_key, requested)
+    return plan, _file_documents(by_key, plan)
+
+
+def run_reset(args: argparse.Namespace, store: Any) -> int:
+    """``offsets reset``: every check first; a dry run prints the plan, ``--execute`` applies it."""
+    out = sys.stdout
+    plan, docs = _plan(args, store)
+    targets = {p["key"]: p["new"] for p in plan}
+    _check_writable(targets, docs)
+    if args.execute:
+        refuse_if_live(store, args.force, "reset positions")
+    pending = [b for b in store.pending_batches() if {r.position_key for r in b.ranges if r.count()} & set(targets)]
+    if pending:
+        raise CliError(f"batch(es) {[b.batch_id for b in pending]} are uncommitted in the offset log and would be "
+                       f"replayed from their logged ranges; start the app once (or stop it gracefully) so they "
+                       f"commit, then reset")
+    columns = ["key", "current", "new", "delta", "earliest", "latest"] + (
+        ["clamped"] if any(p["clamped"] for p in plan) else [])
+    if not args.execute:
+        status = driver_status(store)
+        if args.json:
+            emit_json({"dry_run": True, "plan": plan, "driver": status})
+        else:
+            out.write(f"DRY RUN for app {store.app_id} in {redact_url(store.url)} (nothing written; add --execute)\n"
+                      f"{describe_driver(status)}\n")
+            print_table(plan, columns, out)
+        return EXIT_OK
+    if not args.json:
+        out.write("plan:\n")
+        print_table(plan, columns, out)
+    epoch = store.start_epoch()
+    store.reset_positions(epoch, targets, docs)
+    after = store.load_positions()
+    for p in plan:
+        p["after"] = after[p["key"]].offset if p["key"] in after else None
+    if args.json:
+        emit_json({"dry_run": False, "epoch": epoch, "plan": plan})
+    else:
+        out.write(f"applied with new epoch {epoch}: a driver still running with an older epoch is fenced and stops "
+                  f"at its next batch; restart the app to read from the new positions\n")
+        print_table(plan, ["key", "current", "after"], out)
+    return EXIT_OK
