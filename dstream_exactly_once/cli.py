@@ -1,6 +1,6 @@
 """``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
 
-Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (one
+Commands: ``offsets show|reset``, ``batches [skip]``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (one
 module each: ``_cli_offsets``, ``_cli_batches``, ``_cli_chart``, ``demo``; ``docs/operations.md``).
 Parsing imports neither Spark nor Kafka clients, so ``dstream-eo --help`` and ``--version`` work
 where pyspark is not installed. Exit status: 0 success (dry runs too), 1 the command failed (one
@@ -33,6 +33,12 @@ def _run(args: argparse.Namespace) -> int:
         from ._cli_batches import run_lag
 
         return run_lag(args, args.store)
+    if args.cmd == "batches":
+        from ._cli_batches import check_batches_args, run_skip
+
+        if getattr(args, "batches_cmd", None) == "skip":
+            return run_skip(args)
+        check_batches_args(args)
     from ._cli_common import open_cli_store
 
     with open_cli_store(args.store, args.app) as store:
