@@ -114,3 +114,19 @@ def test_spark_names_fail_clearly_without_pyspark():
     """The lazy Spark names are the only part that needs pyspark (proves the block is effective)."""
     out = run(["-c", NO_SPARK + "from dstream_exactly_once import KafkaUtils"])
     assert out.returncode != 0 and "pyspark" in out.stderr
+
+
+def test_batches_skip_arguments_and_the_listing_without_a_store(tmp_path: Path) -> None:
+    out = console("batches")
+    assert out.returncode == 2 and "--store, --app" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    out = console("batches", "skip", "--store", f"sqlite:///{tmp_path}/x.db", "--app", "a")
+    assert out.returncode == 2 and "--batch" in out.stderr, out.stderr
+    out = console("batches", "skip", "--store", f"sqlite:///{tmp_path}/x.db", "--app", "a", "--batch", "-1")
+    assert out.returncode == 2 and "'-1'" in out.stderr, out.stderr
+    out = console("batches", "skip", "--help")
+    assert out.returncode == 0 and "--execute" in out.stdout and "--reason" in out.stdout
+    # nothing matched: one line naming the batch and the pending ids (none), and no file created
+    out = console("batches", "skip", "--store", f"sqlite:///{tmp_path}/x.db", "--app", "a", "--batch", "3",
+                  "--execute", "--force")
+    assert out.returncode == 1 and "batch 3 is not in the offset log" in out.stderr and "none" in out.stderr
+    assert out.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
