@@ -121,10 +121,13 @@ class SkipContract:
             skip_batch(url, app_id, 1, execute=True, force=True)
         assert snap() == before and store.current_epoch() == epoch
 
-    def test_execute_moves_positions_commits_records_the_incident_and_fences(self, store: Any, url: str,
-                                                                             app_id: str) -> None:
+    def test_execute_moves_positions_commits_records_the_incident_and_fences(
+            self, store: Any, url: str, app_id: str, caplog: pytest.LogCaptureFixture) -> None:
         old_epoch = store.current_epoch()
-        plan = skip_batch(url, app_id, 1, execute=True, reason="decode error at t/0@14")
+        with caplog.at_level("WARNING", logger="dstream_exactly_once.operators.skip"):
+            plan = skip_batch(url, app_id, 1, execute=True, reason="decode error at t/0@14")
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 1 and "skipped batch 1" in warned[0] and "t-0 [10 -> 20)" in warned[0]
         assert plan.executed and plan.epoch == old_epoch + 1 == store.current_epoch()
         assert plan.outcomes == {1: "skipped"}
         assert {k: p.offset for k, p in store.load_positions().items()} == {"t/0": 20, "t/1": 8}
@@ -192,6 +195,7 @@ class SkipContract:
         listing = capsys.readouterr().out
         row = next(line for line in listing.splitlines() if line.startswith("1 "))
         assert "SKIPPED" in row and ": bad record" in row
+        assert "deo-test-pw" not in out + listing  # the PostgreSQL test server's password
 
 
 class TestSQLiteSkip(SkipContract):
