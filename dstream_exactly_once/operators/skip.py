@@ -125,8 +125,9 @@ def _check_reason(reason: Optional[str]) -> Optional[str]:
     if reason is None:
         return None
     if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON_CHARS:
+        shown = f"a str of {len(reason)} characters" if isinstance(reason, str) and reason.strip() else repr(reason)
         raise ConfigurationError(f"reason must be None or a non-blank str of at most {MAX_REASON_CHARS} characters, "
-                                 f"got {reason!r}"[:300])
+                                 f"got {shown}")
     return reason.strip()
 
 
