@@ -74,7 +74,7 @@ def add_operator_commands(sub: Any) -> None:
     batches.add_argument("--ranges", action="store_true", help="show each batch's ranges")
     batches.add_argument("--label-source", metavar="S", type=non_empty,
                          help="show the sink labels recorded for this label source (DorisSink: <app>.<table>)")
-    bsub = batches.add_subparsers(dest="batches_cmd", required=False, metavar="ACTION", parser_class=type(batches))
+    bsub = batches.add_subparsers(dest="batches_cmd", required=False, metavar="[ACTION]", parser_class=type(batches))
     skip = _sub(bsub, "skip", "skip pending batches that fail every time (dry run unless --execute)",
                 "Move an app past pending batches whose output fails every time: their records are never output. "
                 "Dry run by default (the batches, their ranges, the positions before and after). --execute takes "
