@@ -14,6 +14,7 @@ from .errors import (
     ConfigurationError,
     DataLossError,
     DecodeError,
+    DriverLiveError,
     DStreamExactlyOnceError,
     FencedError,
     KafkaAuthError,
@@ -42,6 +43,7 @@ from .offsets import (
     TopicAndPartition,
     utf8_decoder,
 )
+from .operators import SkipPlan, skip_batch
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 # The Spark-facing names import pyspark, which is optional for the stores, the value types and the
@@ -99,6 +101,7 @@ __all__ = [
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
+    "DriverLiveError",
     "ExactlyOnceDStream",
     "FencedError",
     "FileUtils",
@@ -117,6 +120,7 @@ __all__ = [
     "RetryPolicy",
     "ServiceError",
     "SinkError",
+    "SkipPlan",
     "StoreAuthError",
     "StoreError",
     "StoreUnavailableError",
@@ -132,6 +136,7 @@ __all__ = [
     "current_offset_range",
     "exactly_once",
     "open_store",
+    "skip_batch",
     "stop_gracefully_on_signals",
     "utf8_decoder",
 ]

@@ -1,5 +1,6 @@
-"""``dstream-eo batches``, ``lag`` and ``in-doubt``: the offset/commit log, every app's lag, and
-Doris two-phase loads left in doubt by a crash. No Spark import."""
+"""``dstream-eo batches``, ``batches skip``, ``lag`` and ``in-doubt``: the offset/commit log, skipping
+a batch that fails every time, every app's lag, and Doris two-phase loads left in doubt by a crash.
+No Spark import."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any, Dict, List
 
 from ._cli_common import (
     EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
     CliError,
     describe_driver,
     driver_status,
@@ -23,7 +26,7 @@ from ._cli_common import (
 )
 from .stores.url import redact_url
 
-__all__ = ["run_batches", "run_in_doubt", "run_lag"]
+__all__ = ["check_batches_args", "run_batches", "run_in_doubt", "run_lag", "run_skip"]
 
 
 def _labels(store: Any, batch: Any, source: str) -> List[str]:
@@ -35,10 +38,21 @@ def _labels(store: Any, batch: Any, source: str) -> List[str]:
     return [label for i in range(len(batch.ranges)) if store.has_label(label := gen.label(batch.batch_id, i))]
 
 
+def check_batches_args(args: argparse.Namespace) -> None:
+    """The listing needs ``--store`` and ``--app`` (a sub-verb brings its own)."""
+    missing = [flag for flag, value in (("--store", args.store), ("--app", args.app)) if value is None]
+    if missing:
+        raise CliError(f"batches: the following arguments are required: {', '.join(missing)} (or an action: "
+                       f"batches skip; see dstream-eo batches --help)", EXIT_USAGE)
+
+
 def run_batches(args: argparse.Namespace, store: Any) -> int:
+    from .operators.skip import skipped_batches
+
     last_logged = store.last_logged_batch_id()
     last_committed = store.last_committed_batch_id()
     rows: List[Dict[str, Any]] = []
+    skipped = skipped_batches(store) if last_logged is not None else {}
     if last_logged is not None:
         first = max(0, last_logged - args.limit + 1)
         for bid in range(last_logged, first - 1, -1):
@@ -50,13 +64,17 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
                 continue
             ranges = [r for r in b.ranges if r.count()]
             rows.append({"batch": bid, "time": fmt_time(b.batch_time_ms / 1000),
-                         "state": "committed" if store.is_committed(bid) else "PENDING",
+                         "state": ("SKIPPED" if bid in skipped else "committed") if store.is_committed(bid)
+                         else "PENDING",
+                         "skipped": _skip_note(skipped[bid]) if bid in skipped else None,
                          "ranges": len(ranges), "positions": sum(r.count() for r in ranges),
                          "detail": "; ".join(r.describe() for r in ranges) if args.ranges or args.json else None,
                          "labels": (", ".join(_labels(store, b, args.label_source)) or None)
                          if args.label_source else None})
     status = driver_status(store)
     if args.json:
+        for r in rows:  # the whole incident record: who, when, reason, ranges, epoch
+            r["skipped"] = skipped.get(r["batch"])
         emit_json({"store": redact_url(store.url), "app": store.app_id, "last_logged": last_logged,
                    "last_committed": last_committed, "driver": status, "batches": rows})
         return EXIT_OK
@@ -66,11 +84,55 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
               f"{describe_driver(status)}\n")
     damaged = [r["batch"] for r in rows if r["state"] == "DAMAGED"]
     cols = (["batch", "time", "state", "ranges", "positions"] + (["labels"] if args.label_source else [])
+            + (["skipped"] if any(r.get("skipped") for r in rows) else [])
             + (["detail"] if args.ranges or damaged else []))
     print_table(rows, cols, out)
     if damaged:
         sys.stderr.write(f"warning: the offset-log entries of batch(es) {damaged} are damaged and were skipped "
                          f"(DAMAGED rows above)\n")
+    return EXIT_OK
+
+
+def _skip_note(doc: Dict[str, Any]) -> str:
+    return f"by {doc.get('by')} at {doc.get('at')}" + (f": {doc['reason']}" if doc.get("reason") else "")
+
+
+def run_skip(args: argparse.Namespace) -> int:
+    """``batches skip``: print the plan (dry run) or skip the batches (``--execute``)."""
+    from .errors import ConfigurationError, DriverLiveError, OffsetConflictError
+    from .operators.skip import skip_batch
+
+    try:
+        plan = skip_batch(args.store, args.app, args.batch, execute=args.execute, force=args.force,
+                          reason=args.reason)
+    except DriverLiveError as exc:
+        raise CliError(str(exc), EXIT_REFUSED) from exc
+    except (ConfigurationError, OffsetConflictError) as exc:
+        raise CliError(str(exc)) from exc
+    if args.json:
+        emit_json(plan.to_dict())
+        return EXIT_OK
+    out = sys.stdout
+    ids = plan.batch_ids
+    cols = ["batch", "key", "before", "after", "state", "range"]
+    if not plan.executed:
+        out.write(f"DRY RUN for app {plan.app_id} in {plan.store} (nothing written; add --execute)\n"
+                  f"{describe_driver(plan.driver)}\n"
+                  f"would skip batch(es) {ids} (pending: {list(plan.pending)}): the records of the ranges in state "
+                  f"'skip' are never output; the positions move to AFTER and the batches are marked committed\n")
+        print_table(plan.rows, cols, out)
+        return EXIT_OK
+    out.write(f"skipped batch(es) {[b for b, o in plan.outcomes.items() if o == 'skipped']} of app {plan.app_id} "
+              f"with new epoch {plan.epoch}: a driver still running with an older epoch is fenced and stops at its "
+              f"next batch\n")
+    print_table(plan.rows, cols, out)
+    for bid, doc in plan.incidents.items():
+        out.write(f"incident record skip:{bid:020d}: {_skip_note(doc)}; {doc['positions']} position(s) never "
+                  f"output\n")
+    for bid, outcome in plan.outcomes.items():
+        if outcome != "skipped":
+            out.write(f"batch {bid}: {outcome} before the skip took its epoch; nothing of it was skipped\n")
+    out.write("restart the app: it plans from the positions after the skipped batch(es)\n")
     return EXIT_OK
 
 

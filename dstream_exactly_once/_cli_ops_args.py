@@ -12,11 +12,11 @@ from ._cli_types import int_at_least, non_empty
 __all__ = ["add_operator_commands"]
 
 
-def _store(p: argparse.ArgumentParser, app: bool = True) -> None:
-    p.add_argument("--store", required=True, type=non_empty, metavar="URL",
+def _store(p: argparse.ArgumentParser, app: bool = True, required: bool = True) -> None:
+    p.add_argument("--store", required=required, type=non_empty, metavar="URL",
                    help="store URL (sqlite:///…, postgresql://…, redis://…); shown redacted")
     if app:
-        p.add_argument("--app", required=True, type=non_empty, metavar="ID", help="application id in the store")
+        p.add_argument("--app", required=required, type=non_empty, metavar="ID", help="application id in the store")
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
 
 
@@ -66,13 +66,27 @@ def add_operator_commands(sub: Any) -> None:
     reset.add_argument("--execute", action="store_true", help="apply the plan (default: dry run)")
     reset.add_argument("--force", action="store_true", help="apply even though a driver's heartbeat is fresh")
 
-    batches = _sub(sub, "batches", "the offset log and commit log of an app",
-                   "Newest batches of the offset log: committed or PENDING (replayed at the next start).")
-    _store(batches)
+    batches = _sub(sub, "batches", "the offset log and commit log of an app; skip a batch that always fails",
+                   "Newest batches of the offset log: committed, PENDING (replayed at the next start) or SKIPPED "
+                   "(by an operator: `batches skip`).")
+    _store(batches, required=False)  # required unless a sub-verb is given (checked when the command runs)
     batches.add_argument("--limit", type=int_at_least(1), default=20, help="newest N batches (default 20)")
     batches.add_argument("--ranges", action="store_true", help="show each batch's ranges")
     batches.add_argument("--label-source", metavar="S", type=non_empty,
                          help="show the sink labels recorded for this label source (DorisSink: <app>.<table>)")
+    bsub = batches.add_subparsers(dest="batches_cmd", required=False, metavar="[ACTION]", parser_class=type(batches))
+    skip = _sub(bsub, "skip", "skip pending batches that fail every time (dry run unless --execute)",
+                "Move an app past pending batches whose output fails every time: their records are never output. "
+                "Dry run by default (the batches, their ranges, the positions before and after). --execute takes "
+                "a new epoch (a running driver is fenced) and commits each batch without output, with an incident "
+                "record (who, when, ranges, reason), in one store transaction. Only the oldest pending batches can "
+                "be skipped (repeat --batch to name several). Refused while a driver is live unless --force.")
+    _store(skip)
+    skip.add_argument("--batch", required=True, action="append", type=int_at_least(0), metavar="N",
+                      help="the batch id (see `dstream-eo batches`); repeatable")
+    skip.add_argument("--reason", type=non_empty, metavar="TEXT", help="why, kept in the incident record")
+    skip.add_argument("--execute", action="store_true", help="apply the skip (default: dry run)")
+    skip.add_argument("--force", action="store_true", help="apply even though a driver's heartbeat is fresh")
 
     lag = _sub(sub, "lag", "every app in a store: lag, last batch, driver",
                "One line per application found in the store.")

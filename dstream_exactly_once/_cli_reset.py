@@ -215,9 +215,11 @@ def run_reset(args: argparse.Namespace, store: Any) -> int:
         refuse_if_live(store, args.force, "reset positions")
     pending = [b for b in store.pending_batches() if {r.position_key for r in b.ranges if r.count()} & set(targets)]
     if pending:
-        raise CliError(f"batch(es) {[b.batch_id for b in pending]} are uncommitted in the offset log and would be "
-                       f"replayed from their logged ranges; start the app once (or stop it gracefully) so they "
-                       f"commit, then reset")
+        ids = [b.batch_id for b in pending]
+        raise CliError(f"batch(es) {ids} are uncommitted in the offset log and would be replayed from their logged "
+                       f"ranges; start the app once (or stop it gracefully) so they commit, then reset; a batch that "
+                       f"fails every time is skipped with: dstream-eo batches skip --store {redact_url(store.url)} "
+                       f"--app {store.app_id} --batch {ids[0]} --execute")
     columns = ["key", "current", "new", "delta", "earliest", "latest"] + (
         ["clamped"] if any(p["clamped"] for p in plan) else [])
     if not args.execute:

@@ -1,6 +1,6 @@
 """``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
 
-Commands: ``offsets show|reset``, ``batches``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
+Commands: ``offsets show|reset``, ``batches [skip]``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
 ``_cli_offsets``, ``_cli_reset``, ``_cli_batches`` with ``_cli_labels``, ``_cli_chart``, ``demo``;
 ``docs/operations.md``). A command refused for its input writes nothing: a missing SQLite file or an
 unknown app is reported (with the apps the store holds), never created.
@@ -35,6 +35,12 @@ def _run(args: argparse.Namespace) -> int:
         from ._cli_batches import run_lag
 
         return run_lag(args, args.store)
+    if args.cmd == "batches":
+        from ._cli_batches import check_batches_args, run_skip
+
+        if getattr(args, "batches_cmd", None) == "skip":
+            return run_skip(args)
+        check_batches_args(args)
     from ._cli_common import open_cli_store
 
     with open_cli_store(args.store, args.app) as store:

@@ -17,6 +17,7 @@
     │   ├── OffsetConflictError              compare-and-set on offsets failed (names partition)
     │   └── FencedError                      an older driver epoch tried to commit
     ├── OutputError                          the user's output function raised (names batch/range)
+    ├── DriverLiveError                      an operator action refused: the app's driver is live
     ├── SinkError                            an external sink (Doris, Kafka) rejected a write
     │   └── LoadRejectedError                Doris refused a load or 2PC call for good (not retriable)
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
@@ -34,6 +35,7 @@ __all__ = [
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
+    "DriverLiveError",
     "FencedError",
     "KafkaAuthError",
     "KafkaUnavailableError",
@@ -129,6 +131,11 @@ class OutputError(DStreamExactlyOnceError):
         super().__init__(message)
         self.batch = batch
         self.offset_ranges = offset_ranges
+
+
+class DriverLiveError(DStreamExactlyOnceError):
+    """An operator action was refused because a driver of the application is live (its heartbeat is
+    fresh and carries the store's current epoch); stop the driver first, or force the action."""
 
 
 class SinkError(DStreamExactlyOnceError):

@@ -1,9 +1,10 @@
 """The one error boundary around user code (Dagster's ``user_code_error_boundary``).
 
 Every output pattern runs the user's function inside :func:`user_code`: an ``Exception`` raised
-by user code becomes one :class:`~dstream_exactly_once.errors.OutputError` naming the batch and its
-ranges, with the user's exception as ``__cause__``; the library's own errors pass unchanged (they
-already say what happened); ``SystemExit``, ``KeyboardInterrupt`` and other ``BaseException``\\ s are
+by user code becomes one :class:`~dstream_exactly_once.errors.OutputError` naming the batch, its
+ranges and the command that skips a batch failing every time (``dstream-eo batches skip``), with
+the user's exception as ``__cause__``; the library's own errors pass unchanged (they already say
+what happened); ``SystemExit``, ``KeyboardInterrupt`` and other ``BaseException``\\ s are
 never caught. Whatever escapes, the caller commits nothing for the batch.
 """
 
@@ -25,7 +26,10 @@ def output_error(batch: PlannedBatch, exc: BaseException, ranges: Optional[Seque
     rs = list(ranges if ranges is not None else batch.ranges)
     shown = ", ".join(str(r) for r in rs[:8]) + (f" and {len(rs) - 8} more" if len(rs) > 8 else "")
     return OutputError(f"{what} of batch {batch.batch_id} failed, nothing was committed "
-                       f"(ranges: {shown}): {type(exc).__name__}: {exc}", batch=batch.batch_id, offset_ranges=rs)
+                       f"(ranges: {shown}): {type(exc).__name__}: {exc}; the next start replays the batch with these "
+                       f"ranges; if it fails every time, skip it (its records are never output): dstream-eo batches "
+                       f"skip --store URL --app ID --batch {batch.batch_id} --execute", batch=batch.batch_id,
+                       offset_ranges=rs)
 
 
 @contextmanager

@@ -446,3 +446,19 @@ def test_show_and_reset_measure_a_gzip_file_by_its_content(tmp_path, capsys):
     assert [(p["position"], p["latest"], p["lag"]) for p in json.loads(out)["partitions"]] == [(400, 400, 0)]
     code, out, err = cli(capsys, "offsets", "reset", "--store", url, "--app", "gz", "--to-latest", "--json")
     assert code == 0 and [p["new"] for p in json.loads(out)["plan"]] == [400], err
+
+
+def test_batches_skip_arguments_and_the_listing_without_a_store(tmp_path: Path) -> None:
+    out = console("batches")
+    assert out.returncode == 2 and "--store, --app" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    out = console("batches", "skip", "--store", f"sqlite:///{tmp_path}/x.db", "--app", "a")
+    assert out.returncode == 2 and "--batch" in out.stderr, out.stderr
+    out = console("batches", "skip", "--store", f"sqlite:///{tmp_path}/x.db", "--app", "a", "--batch", "-1")
+    assert out.returncode == 2 and "'-1'" in out.stderr, out.stderr
+    out = console("batches", "skip", "--help")
+    assert out.returncode == 0 and "--execute" in out.stdout and "--reason" in out.stdout
+    # nothing matched: one line naming the batch and the pending ids (none), and no file created
+    out = console("batches", "skip", "--store", f"sqlite:///{tmp_path}/x.db", "--app", "a", "--batch", "3",
+                  "--execute", "--force")
+    assert out.returncode == 1 and "batch 3 is not in the offset log" in out.stderr and "none" in out.stderr
+    assert out.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []

@@ -71,6 +71,7 @@ def test_user_code_boundary_wraps_user_exceptions_once_and_names_the_batch():
             raise ValueError("boom")
     assert isinstance(info.value.__cause__, ValueError)
     assert info.value.batch == 7
+    assert "dstream-eo batches skip --store URL --app ID --batch 7 --execute" in str(info.value)
 
 
 def test_user_code_boundary_lets_library_errors_and_system_exit_pass_unchanged():

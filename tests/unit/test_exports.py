@@ -20,6 +20,7 @@ EXPECTED = [
     "DStreamExactlyOnceError",
     "DataLossError",
     "DecodeError",
+    "DriverLiveError",
     "ExactlyOnceDStream",
     "FencedError",
     "FileUtils",
@@ -38,6 +39,7 @@ EXPECTED = [
     "RetryPolicy",
     "ServiceError",
     "SinkError",
+    "SkipPlan",
     "StoreAuthError",
     "StoreError",
     "StoreUnavailableError",
@@ -53,6 +55,7 @@ EXPECTED = [
     "current_offset_range",
     "exactly_once",
     "open_store",
+    "skip_batch",
     "stop_gracefully_on_signals",
     "utf8_decoder",
 ]
