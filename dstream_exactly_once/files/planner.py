@@ -20,22 +20,35 @@ the identity's file (same dev/inode, fingerprint and   next range ``[offset, off
 tail match), possibly under a new name (rename)        cut after its last ``\\n``; a half-written
                                                        line waits; a longer line than
                                                        ``line.max.bytes`` is split (``line.overflow``)
-same fingerprint, shorter than the offset, no copy     truncated: new generation key starting at
-                                                       its length (a warning, ``truncations``)
-fingerprint or tail changed, shorter than the sample   replaced: the file is a new identity from 0
-                                                       (``replacements``; ``losses`` if unread bytes)
+the identity's dev/inode under its name, same          truncated: new generation key starting at
+fingerprint, shorter than the offset, no copy          its length (a warning, ``truncations``)
+the identity's dev/inode under its name, fingerprint   replaced: the file is a new identity from 0
+or tail changed                                        (``replacements``; ``losses`` if unread bytes)
+the identity's dev/inode under *another* name,         a new file on a deleted file's reused inode
+fingerprint or tail changed or shorter than the        (a renamed file keeps its bytes): a new
+offset                                                 identity from 0 (an info log); the identity
+                                                       is nowhere (last row)
 the identity's bytes are in another file (fingerprint  rotated by copy (copytruncate) or compressed:
 and tail at the offset match, plain or gzip)           continue there; the truncated original is a
                                                        new identity from 0
-a file whose bytes equal a tracked file's (a copy      not read while it stays equal (a copy in
-made before truncation)                                progress); kept as an *alias*; read from 0
-                                                       as a new identity once its bytes differ
+a file whose bytes so far equal the start of a         not read while it stays equal (a copy in
+tracked file's: first and last ``min(size, sample)``   progress, also one written in pieces smaller
+bytes, no longer than the file                         than the sample); kept as an *alias* of the
+                                                       identity whose bytes it repeats (never of
+                                                       another file with the same first bytes);
+                                                       read from 0 as a new identity once its
+                                                       bytes differ
 the identity is nowhere                                stops being planned (``disappearances``;
-                                                       ``losses``/``lost_bytes`` if unread bytes)
+                                                       ``losses``/``lost_bytes`` if bytes below the
+                                                       size last seen were unread; that size is
+                                                       stored, so a restarted driver reports them)
 =====================================================  ==========================================
 
 A position never moves backwards under the store's compare-and-set, so a truncated file continues
-under a new key whose document names the key it ``supersedes``.
+under a new key whose document names the key it ``supersedes``. Inodes are reused as soon as a file
+is deleted, so a file on a tracked inode under another name is a new file, never a truncation: its
+first lines are read, not skipped (a file renamed *and* truncated between two scans looks the same
+and is read again from 0).
 """
 
 from __future__ import annotations
@@ -99,13 +112,15 @@ class _Track:
             r = FileRange(key[len(FILE_KEY_PREFIX):], meta["path"], pos.offset, pos.offset,
                           meta["fingerprint"], meta["sample_length"], meta["tail"], meta["tail_length"],
                           meta["dev"], meta["inode"], meta.get("host"), bool(meta.get("compressed", False)),
-                          tuple(tuple(a) for a in meta.get("aliases", ())), meta.get("supersedes"))
+                          tuple(tuple(a) for a in meta.get("aliases", ())), meta.get("supersedes"),
+                          meta.get("seen_size", 0))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigurationError(f"stored position {key!r} has a bad file identity document {meta!r} "
                                      f"({exc})") from None
         aliases = {(a[0], a[1]): a[2] for a in r.aliases}
         return cls(key, r.path, r.dev, r.inode, r.fingerprint, r.sample_length, pos.offset, r.tail,
-                   r.tail_length, r.compressed, aliases, r.supersedes, r.host, "active", pos.offset, False)
+                   r.tail_length, r.compressed, aliases, r.supersedes, r.host, "active",
+                   max(pos.offset, r.seen_size), False)
 
 
 class _Scan:
@@ -249,6 +264,10 @@ class FilePlanner(BatchSource):
             if key in located:
                 log.warning("%s was rotated by copy (copytruncate); its new content is a new file read from 0", st.path)
                 new_files.append((st, 0, None))
+            elif st.path != t.path:  # renamed files keep their bytes: this one took a deleted file's inode
+                log.info("%s is a new file on the inode of %s (%s), whose bytes it does not hold; reading it "
+                         "from 0", st.path, t.path, key)
+                new_files.append((st, 0, None))
             elif verdict == "truncated":
                 size = scan.size(st) or 0
                 log.warning("%s was truncated to %d bytes below its position %d; continuing at %d as a new "
@@ -276,8 +295,13 @@ class FilePlanner(BatchSource):
         for st in scan.stats:
             if st.node in claimed or scan.size(st) is None:
                 continue
-            t = owners.get(st.node) or self._copy_of(st, scan, located)
-            if t is not None and self._still_copy(t, st, scan, located):
+            t = owners.get(st.node)
+            if t is not None and not self._still_copy(t, st, scan, located):
+                del t.aliases[st.node]  # no longer a copy of its identity; maybe of another one
+                t.dirty, t = True, None
+            if t is None:
+                t = self._copy_of(st, scan, located)
+            if t is not None:
                 claimed[st.node] = t.key
                 if st.node not in t.aliases:
                     log.info("%s holds a copy of %s (%s); not read while its bytes stay equal", st.path,
@@ -286,9 +310,6 @@ class FilePlanner(BatchSource):
                     t.aliases[st.node] = scan.size(st) or 0
                     t.dirty = True
                 continue
-            if t is not None and st.node in t.aliases:
-                del t.aliases[st.node]
-                t.dirty = True
             claimed[st.node] = ""
             new_files.append((st, self._start_offset(scan, st), None))
         for t in self._tracks.values():  # forget aliases that left the scan
@@ -332,29 +353,32 @@ class FilePlanner(BatchSource):
         return None
 
     def _copy_of(self, st: FileStat, scan: _Scan, located: Dict[str, FileStat]) -> Optional[_Track]:
-        """The located identity whose first bytes ``st`` repeats (a copy candidate), if any."""
+        """The located identity ``st`` is a copy of so far (:meth:`_still_copy`), if any: every identity
+        whose file it could be copied from is compared, so files that merely share their first bytes
+        (identical headers) never take each other's copies."""
         for key, loc in sorted(located.items()):
             t = self._tracks[key]
-            if t.sample_length and loc.node != st.node and scan.hash(st, 0, t.sample_length) == t.fingerprint:
+            if loc.node != st.node and self._still_copy(t, st, scan, located):
                 return t
         return None
 
     def _still_copy(self, t: _Track, st: FileStat, scan: _Scan, located: Dict[str, FileStat]) -> bool:
-        """Whether ``st`` still holds only bytes of identity ``t``: the same first bytes, and — while ``t``'s
-        own file is here to compare — the same bytes up to the shorter of the two."""
+        """Whether ``st`` still holds only bytes of identity ``t``: while ``t``'s own file is here to compare,
+        ``st`` is no longer than it and has the same first and last ``min(size, sample)`` bytes (a copy
+        still shorter than the sample — written in small pieces — is compared with as many bytes of
+        the file); otherwise ``st`` is a recorded copy of unchanged size."""
         size = scan.size(st)
         loc = located.get(t.key)
         if loc is None:  # the identity's file is gone: only a recorded, unchanged copy is recognised
             head = min(t.sample_length, size or 0)
             return (t.aliases.get(st.node) == size and head > 0
                     and (head < t.sample_length or scan.hash(st, 0, head) == t.fingerprint))
-        if not t.sample_length or scan.hash(st, 0, t.sample_length) != t.fingerprint:
-            return False
         loc_size = scan.size(loc)
-        if size is None or loc_size is None or size > loc_size:
+        if not t.sample_length or not size or loc_size is None or size > loc_size:
             return False  # a copy of a growing file is never longer than the file
         n = min(size, t.sample_length)
-        return scan.hash(st, size - n, n) == scan.hash(loc, size - n, n)
+        first = t.fingerprint if n == t.sample_length else scan.hash(loc, 0, n)
+        return scan.hash(st, 0, n) == first and scan.hash(st, size - n, n) == scan.hash(loc, size - n, n)
 
     # ---------------------------------------------------------------- changes of identity
     def _gone(self, t: _Track) -> None:
@@ -428,7 +452,7 @@ class FilePlanner(BatchSource):
             t.offset, t.dirty = until, False
             out.append(FileRange(key[len(FILE_KEY_PREFIX):], t.path, start, until, t.fingerprint, t.sample_length,
                                  t.tail, t.tail_length, t.dev, t.inode, t.host, t.compressed,
-                                 tuple(sorted((*a, n) for a, n in t.aliases.items())), t.supersedes))
+                                 tuple(sorted((*a, n) for a, n in t.aliases.items())), t.supersedes, size))
         return out
 
     def _cut(self, t: _Track, view: FileView, size: int, final: bool) -> int:

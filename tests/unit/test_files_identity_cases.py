@@ -1,0 +1,160 @@
+"""Identity failure modes of other log tailers, replayed against the file planner with driver restarts.
+
+Each case ends with every line counted exactly once, or with the loss reported with its byte range
+(WARN log, planner counters, the identity's ``gone`` state): never a double count, never a silent
+skip. Real files; a restart builds a new planner from what the harness's store holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from typing import Iterable
+
+from ._files_harness import Harness, lines, names, write
+
+HEADER = "#" * 1100 + "\n"  # longer than md5.sample.length (1024): files that share it share a fingerprint
+
+
+def _once(seen: Counter[str], expected: Iterable[str]) -> None:
+    expected = list(expected)
+    assert sorted(seen) == sorted(expected), sorted(set(seen) ^ set(expected))[:10]
+    assert {k: n for k, n in seen.items() if n != 1} == {}
+
+
+def _on_inode(path: str, text: str, inode: int, scratch: str) -> None:
+    """Create ``path`` holding ``text`` on ``inode``, just freed by a delete: the file system hands a
+    freed inode to the next new file; should another process take it first, park the file we got
+    (keeping its inode busy) and try again."""
+    parked = []
+    for i in range(50):
+        write(path, text, mode="w")
+        if os.stat(path).st_ino == inode:
+            break
+        parked.append(os.path.join(scratch, f"parked-{i}"))
+        os.rename(path, parked[-1])
+    else:
+        raise AssertionError(f"no new file landed on the freed inode {inode}")
+    for p in parked:
+        os.remove(p)
+
+
+# ---------------------------------------------------------------- 1. copy in small pieces
+def test_copy_written_in_pieces_smaller_than_the_sample_is_not_read_twice(tmp_path):
+    log, rotated = str(tmp_path / "service.log"), str(tmp_path / "service.log.1")
+    write(log, lines("x", 0, 300))  # 2390 bytes: the fingerprint covers the first 1024
+    h = Harness(str(tmp_path / "service.log*"))
+    seen: Counter[str] = Counter(h.batch())
+    write(log, lines("x", 300, 310))  # the service still writes while logrotate copies
+    copied = 0
+    for step in range(40):  # logrotate's copy, 200 bytes at a time, a batch after each piece
+        with open(log, "rb") as src, open(rotated, "ab") as dst:
+            src.seek(copied)
+            piece = src.read(200)
+            dst.write(piece)
+        copied += len(piece)
+        seen.update(h.batch())
+        if step in (2, 7):
+            h.restart()
+        if not piece:
+            break
+    os.truncate(log, 0)  # copytruncate's truncate, once the copy holds everything
+    write(log, lines("y", 0, 3))
+    h.restart()
+    seen.update(h.drain())
+    _once(seen, names("x", 0, 310) + names("y", 0, 3))
+    assert h.planner.counters["losses"] == 0
+
+
+# ---------------------------------------------------------------- 2. identical first bytes
+def test_copytruncate_among_files_with_identical_headers_keeps_each_identity(tmp_path):
+    services = ["a", "b", "c", "d"]
+    logs = {s: str(tmp_path / f"{s}.log") for s in services}
+    for s, p in logs.items():
+        write(p, HEADER + lines(s, 0, 5))
+    h = Harness(str(tmp_path / "*.log*"))
+    seen: Counter[str] = Counter(h.drain())
+    for s in services:  # each in turn: copy, a batch, a restart, truncate, new lines
+        write(logs[s], lines(s, 5, 8))
+        shutil.copyfile(logs[s], logs[s] + ".1")
+        seen.update(h.batch())
+        h.restart()
+        os.truncate(logs[s], 0)
+        write(logs[s], lines(s + "-new", 0, 2))
+        seen.update(h.batch())
+    seen.update(h.drain())
+    expected = [HEADER[:-1]] * len(services)
+    for s in services:
+        expected += names(s, 0, 8) + names(s + "-new", 0, 2)
+    assert seen.pop(HEADER[:-1]) == len(services)
+    _once(seen, [e for e in expected if e != HEADER[:-1]])
+    assert h.planner.counters["losses"] == 0
+
+
+# ---------------------------------------------------------------- 3. a new name on a reused inode
+def test_new_file_on_a_deleted_files_inode_with_the_same_header_is_read_from_zero(tmp_path, caplog):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    old, new = str(logs / "old.log"), str(logs / "new.log")
+    write(old, HEADER + lines("old", 0, 20))
+    h = Harness(str(logs / "*.log"))
+    seen: Counter[str] = Counter(h.drain())
+    inode = os.stat(old).st_ino
+    os.remove(old)  # while the driver is down
+    _on_inode(new, HEADER + lines("new", 0, 3), inode, str(tmp_path))  # shorter than old.log's position
+    h.restart()
+    with caplog.at_level("INFO"):
+        seen.update(h.drain())
+    assert seen.pop(HEADER[:-1]) == 2
+    _once(seen, names("old", 0, 20) + names("new", 0, 3))
+    c = h.planner.counters
+    assert c["truncations"] == 0 and c["replacements"] == 0 and c["losses"] == 0
+    assert "truncated" not in caplog.text
+    assert f"{new} is a new file on the inode of {old}" in caplog.text
+
+
+def test_next_service_log_on_a_deleted_rotated_files_inode_is_reported_as_a_new_file(tmp_path, caplog):
+    log = str(tmp_path / "service.log")
+    write(log, lines("a", 0, 5))
+    h = Harness(str(tmp_path / "service.log*"))
+    seen: Counter[str] = Counter(h.drain())
+    os.rename(log, log + ".1")  # rotation by rename
+    write(log, lines("b", 0, 5))
+    seen.update(h.drain())
+    h.restart()
+    inode = os.stat(log + ".1").st_ino
+    os.remove(log + ".1")  # rotate count reached: the oldest file goes
+    os.rename(log, log + ".1")  # the next rotation; its new service.log lands on the freed inode
+    _on_inode(log, lines("c", 0, 5), inode, str(tmp_path))
+    with caplog.at_level("INFO"):
+        seen.update(h.drain())
+    _once(seen, names("a", 0, 5) + names("b", 0, 5) + names("c", 0, 5))
+    assert "replaced" not in caplog.text
+    assert f"{log} is a new file on the inode of {log}.1" in caplog.text
+    c = h.planner.counters
+    assert c["replacements"] == 0 and c["losses"] == 0 and c["disappearances"] == 1
+
+
+# ---------------------------------------------------------------- 4. deleted while the driver is down
+def test_rotated_file_deleted_while_the_driver_is_down_is_reported_as_a_loss(tmp_path, caplog):
+    log = str(tmp_path / "service.log")
+    write(log, lines("x", 0, 100))
+    h = Harness(str(tmp_path / "service.log*"), bytes_max=64, line_max_bytes=32)
+    first = h.batch()
+    seen: Counter[str] = Counter(first)
+    read_until, size = h.ranges[0].untilOffset, os.path.getsize(log)
+    key = h.ranges[0].position_key
+    assert read_until < size
+    # the driver is down: service.log is rotated by rename, and the rotated file deleted unread
+    os.rename(log, log + ".1")
+    write(log, lines("y", 0, 3))
+    os.remove(log + ".1")
+    h.restart()
+    with caplog.at_level("WARNING"):
+        seen.update(h.drain())
+    _once(seen, first + names("y", 0, 3))
+    c = h.planner.counters
+    assert c["losses"] == 1 and c["lost_bytes"] == size - read_until and c["disappearances"] == 1
+    assert f"[{read_until}, {size}): LOST" in caplog.text and log in caplog.text
+    assert h.planner.tracked()[key][0] == "gone"
