@@ -277,7 +277,8 @@ class FilePlanner(BatchSource):
                 new_files.append((st, size, key))
             else:
                 self._counters["replacements"] += 1
-                log.warning("%s was replaced (its first bytes changed); reading the new file from 0", st.path)
+                log.warning("%s was replaced (its first bytes changed: rewritten in place, or deleted and created "
+                            "again on the same inode); reading the new file from 0", st.path)
                 new_files.append((st, 0, None))
         self._classify_unclaimed(scan, claimed, located, new_files)
         for t in live:  # 5. identities nowhere to be found

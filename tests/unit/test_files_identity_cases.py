@@ -12,6 +12,8 @@ import shutil
 from collections import Counter
 from typing import Iterable
 
+import pytest
+
 from ._files_harness import Harness, lines, names, write
 
 HEADER = "#" * 1100 + "\n"  # longer than md5.sample.length (1024): files that share it share a fingerprint
@@ -68,27 +70,28 @@ def test_copy_written_in_pieces_smaller_than_the_sample_is_not_read_twice(tmp_pa
 
 
 # ---------------------------------------------------------------- 2. identical first bytes
-def test_copytruncate_among_files_with_identical_headers_keeps_each_identity(tmp_path):
+@pytest.mark.parametrize("together", [False, True], ids=["one-by-one", "all-copied-then-all-truncated"])
+def test_copytruncate_among_files_with_identical_headers_keeps_each_identity(tmp_path, together):
     services = ["a", "b", "c", "d"]
     logs = {s: str(tmp_path / f"{s}.log") for s in services}
     for s, p in logs.items():
         write(p, HEADER + lines(s, 0, 5))
     h = Harness(str(tmp_path / "*.log*"))
     seen: Counter[str] = Counter(h.drain())
-    for s in services:  # each in turn: copy, a batch, a restart, truncate, new lines
-        write(logs[s], lines(s, 5, 8))
-        shutil.copyfile(logs[s], logs[s] + ".1")
+    groups = [services] if together else [[s] for s in services]
+    for group in groups:  # copy, a batch, a restart, truncate, new lines
+        for s in group:
+            write(logs[s], lines(s, 5, 8))
+            shutil.copyfile(logs[s], logs[s] + ".1")
         seen.update(h.batch())
         h.restart()
-        os.truncate(logs[s], 0)
-        write(logs[s], lines(s + "-new", 0, 2))
+        for s in group:
+            os.truncate(logs[s], 0)
+            write(logs[s], lines(s + "-new", 0, 2))
         seen.update(h.batch())
     seen.update(h.drain())
-    expected = [HEADER[:-1]] * len(services)
-    for s in services:
-        expected += names(s, 0, 8) + names(s + "-new", 0, 2)
     assert seen.pop(HEADER[:-1]) == len(services)
-    _once(seen, [e for e in expected if e != HEADER[:-1]])
+    _once(seen, [n for s in services for n in names(s, 0, 8) + names(s + "-new", 0, 2)])
     assert h.planner.counters["losses"] == 0
 
 
