@@ -14,27 +14,28 @@ device/inode, fingerprint of the first bytes and tail hash before the position â
 what the scan shows                                    decision
 =====================================================  ==========================================
 a file no identity claims, first start                 ``starting.offsets``: byte 0, or after its
-                                                       last complete line
-a file no identity claims, later                       new identity, from byte 0
+                                                       last complete line (unless a copy, below)
+a file no identity claims, later                       new identity, from byte 0 (unless a copy)
 the identity's file (same dev/inode, fingerprint and   next range ``[offset, offset + bytes.max)``
 tail match), possibly under a new name (rename)        cut after its last ``\\n``; a half-written
                                                        line waits; a longer line than
                                                        ``line.max.bytes`` is split (``line.overflow``)
 the identity's dev/inode under its name, same          truncated: new generation key starting at
 fingerprint, shorter than the offset, no copy          its length (a warning, ``truncations``)
-the identity's dev/inode under its name, fingerprint   replaced: the file is a new identity from 0
-or tail changed                                        (``replacements``; ``losses`` if unread bytes)
+the identity's dev/inode under its name, fingerprint   replaced (``replacements``): the file is one
+or tail changed                                        no identity claims; the identity is nowhere
+                                                       (last row)
 the identity's dev/inode under *another* name,         a new file on a deleted file's reused inode
-fingerprint or tail changed or shorter than the        (a renamed file keeps its bytes): a new
-offset                                                 identity from 0 (an info log); the identity
-                                                       is nowhere (last row)
+fingerprint or tail changed or shorter than the        (a renamed file keeps its bytes; an info
+offset                                                 log): a file no identity claims; the
+                                                       identity is nowhere (last row)
 the identity's bytes are in another file (fingerprint  rotated by copy (copytruncate) or compressed:
 and tail at the offset match, plain or gzip)           continue there; the truncated original is a
-                                                       new identity from 0
-a file whose bytes so far equal the start of a         not read while it stays equal (a copy in
-tracked file's: first and last ``min(size, sample)``   progress, also one written in pieces smaller
-bytes, no longer than the file                         than the sample); kept as an *alias* of the
-                                                       identity whose bytes it repeats (never of
+                                                       file no identity claims
+a file no identity claims whose bytes so far equal     not read while it stays equal (a copy in
+the start of a tracked file, or of a longer file new   progress, also one written in pieces smaller
+in this batch: first and last ``min(size, sample)``    than the sample); kept as an *alias* of the
+bytes, no longer than that file                        identity whose bytes it repeats (never of
                                                        another file with the same first bytes);
                                                        read from 0 as a new identity once its
                                                        bytes differ
@@ -48,7 +49,8 @@ A position never moves backwards under the store's compare-and-set, so a truncat
 under a new key whose document names the key it ``supersedes``. Inodes are reused as soon as a file
 is deleted, so a file on a tracked inode under another name is a new file, never a truncation: its
 first lines are read, not skipped (a file renamed *and* truncated between two scans looks the same
-and is read again from 0).
+and is read again from 0). A copy is told from a new file by its bytes alone: a new file holding
+nothing but another file's first bytes (a shared header, say) waits with it until its bytes differ.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ COUNTERS = ("renames", "copies", "compressed", "truncations", "replacements", "d
             "lost_bytes")
 
 Node = Tuple[int, int]
+
+#: Bytes of a file's start compared first when looking for the file a new file copies.
+HEAD = 64
 
 
 @dataclass
@@ -132,6 +137,7 @@ class _Scan:
         self._views: Dict[Node, FileView] = {}
         self._sizes: Dict[Node, Optional[int]] = {}
         self._hashes: Dict[Tuple[Node, int, int], Optional[str]] = {}
+        self._heads: Dict[Node, bytes] = {}
 
     def view(self, st: FileStat) -> FileView:
         v = self._views.get(st.node)
@@ -150,6 +156,12 @@ class _Scan:
         if key not in self._hashes:
             self._hashes[key] = self.view(st).hash(start, n)
         return self._hashes[key]
+
+    def head(self, st: FileStat) -> bytes:
+        """The first :data:`HEAD` bytes of the content as scanned (fewer if shorter), memoised."""
+        if st.node not in self._heads:
+            self._heads[st.node] = self.view(st).read(0, min(HEAD, self.size(st) or 0))
+        return self._heads[st.node]
 
     def close(self) -> None:
         for v in self._views.values():
@@ -260,40 +272,56 @@ class FilePlanner(BatchSource):
             t = self._tracks[key]
             if st.node in claimed:
                 continue
-            claimed[st.node] = key
+            # a file that no longer holds its identity's bytes is classified in step 4 like any file no
+            # identity claims: new (from 0), or a copy in progress of a tracked file
             if key in located:
-                log.warning("%s was rotated by copy (copytruncate); its new content is a new file read from 0", st.path)
-                new_files.append((st, 0, None))
+                log.warning("%s was rotated by copy (copytruncate); its new content is a new file", st.path)
             elif st.path != t.path:  # renamed files keep their bytes: this one took a deleted file's inode
-                log.info("%s is a new file on the inode of %s (%s), whose bytes it does not hold; reading it "
-                         "from 0", st.path, t.path, key)
-                new_files.append((st, 0, None))
+                log.info("%s is a new file on the inode of %s (%s), whose bytes it does not hold", st.path,
+                         t.path, key)
             elif verdict == "truncated":
                 size = scan.size(st) or 0
                 log.warning("%s was truncated to %d bytes below its position %d; continuing at %d as a new "
                             "generation of %s", st.path, size, t.offset, size, key)
                 self._counters["truncations"] += 1
                 t.state = "retired"
+                claimed[st.node] = key
                 new_files.append((st, size, key))
             else:
                 self._counters["replacements"] += 1
                 log.warning("%s was replaced (its first bytes changed: rewritten in place, or deleted and created "
-                            "again on the same inode); reading the new file from 0", st.path)
-                new_files.append((st, 0, None))
-        self._classify_unclaimed(scan, claimed, located, new_files)
+                            "again on the same inode); its content is a new file", st.path)
+        copies = self._classify_unclaimed(scan, claimed, located, new_files)
         for t in live:  # 5. identities nowhere to be found
             if t.state == "active" and t.key not in located:
                 self._gone(t)
+        new_keys: Dict[Node, str] = {}
         for st, offset, supersedes in new_files:
             if scan.size(st) or not self.options.md5_check_enabled:  # an empty file has no identity yet
-                located[self._new_track(scan, st, offset, supersedes)] = st
+                new_keys[st.node] = self._new_track(scan, st, offset, supersedes)
+                located[new_keys[st.node]] = st
+        for node, (original, size) in copies.items():  # copies of files new in this batch
+            self._tracks[new_keys[original]].aliases[node] = size
         return self._ranges(scan, located)
 
     def _classify_unclaimed(self, scan: _Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
-                            new_files: List[Tuple[FileStat, int, Optional[str]]]) -> None:
-        """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal) or new."""
+                            new_files: List[Tuple[FileStat, int, Optional[str]]]) -> Dict[Node, Tuple[Node, int]]:
+        """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal), a copy
+        of a file new in this batch (returned as ``{copy: (original, size)}``; the longer file is the
+        original) or new."""
         owners = {a: t for t in self._tracks.values() if t.state != "retired" for a in t.aliases}
-        for st in scan.stats:
+        fresh: List[FileStat] = []
+        by_head: Dict[bytes, List[FileStat]] = {}  # new files of at least HEAD bytes, by their first bytes
+
+        def add_fresh(f: FileStat) -> None:
+            fresh.append(f)
+            if len(scan.head(f)) == HEAD:
+                by_head.setdefault(scan.head(f), []).append(f)
+
+        for f, _, _ in new_files:
+            add_fresh(f)
+        copies: Dict[Node, Tuple[Node, int]] = {}
+        for st in sorted(scan.stats, key=lambda s: (-(scan.size(s) or 0), s.path)):
             if st.node in claimed or scan.size(st) is None:
                 continue
             t = owners.get(st.node)
@@ -312,13 +340,24 @@ class FilePlanner(BatchSource):
                     t.dirty = True
                 continue
             claimed[st.node] = ""
+            head = scan.head(st)
+            candidates = by_head.get(head, []) if len(head) == HEAD else [
+                f for f in fresh if scan.head(f).startswith(head)]
+            original = next((f for f in candidates if self._repeats(st, f, scan)), None)
+            if original is not None:
+                log.info("%s holds a copy of %s (new too); not read while its bytes stay equal", st.path,
+                         original.path)
+                copies[st.node] = (original.node, scan.size(st) or 0)
+                continue
             new_files.append((st, self._start_offset(scan, st), None))
+            add_fresh(st)
         for t in self._tracks.values():  # forget aliases that left the scan
             gone = [a for a in t.aliases if a not in scan.by_node]
             if gone and t.state == "active":
                 for a in gone:
                     del t.aliases[a]
                 t.dirty = True
+        return copies
 
     # ---------------------------------------------------------------- identity checks
     def _verify(self, t: _Track, scan: _Scan, st: FileStat) -> str:
@@ -374,12 +413,22 @@ class FilePlanner(BatchSource):
             head = min(t.sample_length, size or 0)
             return (t.aliases.get(st.node) == size and head > 0
                     and (head < t.sample_length or scan.hash(st, 0, head) == t.fingerprint))
-        loc_size = scan.size(loc)
-        if not t.sample_length or not size or loc_size is None or size > loc_size:
-            return False  # a copy of a growing file is never longer than the file
-        n = min(size, t.sample_length)
-        first = t.fingerprint if n == t.sample_length else scan.hash(loc, 0, n)
-        return scan.hash(st, 0, n) == first and scan.hash(st, size - n, n) == scan.hash(loc, size - n, n)
+        if not t.sample_length or not size:
+            return False
+        if size >= t.sample_length and scan.hash(st, 0, t.sample_length) != t.fingerprint:
+            return False  # decided without reading the identity's file
+        return self._repeats(st, loc, scan)
+
+    def _repeats(self, st: FileStat, original: FileStat, scan: _Scan) -> bool:
+        """Whether ``st`` holds ``original``'s first bytes so far (a copy, maybe still being written): it
+        is not empty, no longer (a copy of a growing file never is), and its first and last
+        ``min(size, sample)`` bytes are the original's at the same offsets."""
+        size, original_size = scan.size(st), scan.size(original)
+        n = min(size or 0, self.options.sample_length)
+        if not n or size is None or original_size is None or size > original_size:
+            return False
+        return (scan.hash(st, 0, n) == scan.hash(original, 0, n)
+                and scan.hash(st, size - n, n) == scan.hash(original, size - n, n))
 
     # ---------------------------------------------------------------- changes of identity
     def _gone(self, t: _Track) -> None:

@@ -8,9 +8,10 @@ skip. Real files; a restart builds a new planner from what the harness's store h
 from __future__ import annotations
 
 import os
+import random
 import shutil
 from collections import Counter
-from typing import Iterable
+from typing import Any, Iterable, List, Optional
 
 import pytest
 
@@ -66,6 +67,29 @@ def test_copy_written_in_pieces_smaller_than_the_sample_is_not_read_twice(tmp_pa
     h.restart()
     seen.update(h.drain())
     _once(seen, names("x", 0, 310) + names("y", 0, 3))
+    assert h.planner.counters["losses"] == 0
+
+
+def test_copy_in_progress_of_a_file_that_is_new_too_is_not_read_twice(tmp_path):
+    log, rotated = str(tmp_path / "service.log"), str(tmp_path / "service.log.2")
+    write(log, lines("x", 0, 5))
+    h = Harness(str(tmp_path / "service.log*"))
+    seen: Counter[str] = Counter(h.batch())
+    # the driver is down: a rename rotation, a new service.log, and logrotate's copy of it under way
+    os.rename(log, log + ".1")
+    write(log, lines("y", 0, 200))
+    with open(log, "rb") as src, open(rotated, "wb") as dst:
+        dst.write(src.read(300))
+    h.restart()
+    seen.update(h.batch())
+    with open(log, "rb") as src, open(rotated, "ab") as dst:
+        src.seek(300)
+        dst.write(src.read())
+    seen.update(h.batch())
+    os.truncate(log, 0)
+    write(log, lines("z", 0, 3))
+    seen.update(h.drain())
+    _once(seen, names("x", 0, 5) + names("y", 0, 200) + names("z", 0, 3))
     assert h.planner.counters["losses"] == 0
 
 
@@ -161,3 +185,75 @@ def test_rotated_file_deleted_while_the_driver_is_down_is_reported_as_a_loss(tmp
     assert c["losses"] == 1 and c["lost_bytes"] == size - read_until and c["disappearances"] == 1
     assert f"[{read_until}, {size}): LOST" in caplog.text and log in caplog.text
     assert h.planner.tracked()[key][0] == "gone"
+
+
+# ---------------------------------------------------------------- all of it, at random
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+@pytest.mark.parametrize("header", ["", "#" * 40 + "\n"], ids=["plain", "header"])
+def test_random_rotations_copies_in_pieces_deletions_and_restarts_count_every_line_once(tmp_path, seed, header):
+    """Rename and copytruncate rotations (the copy written in small pieces while the writer goes on),
+    deletion of rotated files once read (their inodes are reused by the next files), restarts and
+    crashes between planning and committing."""
+    rnd = random.Random(seed)
+    log = str(tmp_path / "app.log")
+    rotated: List[str] = []
+    state = {"next": 0, "seq": 0}
+    copying: Optional[List[Any]] = None  # [destination, bytes copied]
+
+    def append(n: int) -> None:
+        with open(log, "a", encoding="utf-8") as f:
+            if header and os.path.getsize(log) == 0:
+                f.write(header)
+            for _ in range(n):
+                f.write(f"{state['next']}\n")
+                state["next"] += 1
+
+    def rotated_name() -> str:
+        state["seq"] += 1
+        return f"{log}.{state['seq']:03d}"
+
+    open(log, "w").close()
+    append(3)
+    h = Harness(str(tmp_path / "app.log*"), bytes_max=64, line_max_bytes=32,
+                md5_sample_length=rnd.choice([16, 64, 1024]))
+    seen: Counter[str] = Counter(h.batch())
+    for _ in range(300):
+        op = rnd.random()
+        if copying is not None and op < 0.5:  # the next piece of logrotate's copy
+            with open(log, "rb") as src, open(copying[0], "ab") as dst:
+                src.seek(copying[1])
+                piece = src.read(rnd.randint(1, 30))
+                dst.write(piece)
+            copying[1] += len(piece)
+            if copying[1] >= os.path.getsize(log):
+                os.truncate(log, 0)
+                rotated.append(copying[0])
+                copying = None
+        elif op < 0.35:
+            append(rnd.randint(1, 8))
+        elif op < 0.42 and copying is None:
+            rotated.append(rotated_name())
+            os.rename(log, rotated[-1])
+            open(log, "w").close()
+        elif op < 0.49 and copying is None:
+            copying = [rotated_name(), 0]
+            open(copying[0], "w").close()
+        elif op < 0.56 and rotated and copying is None:
+            seen.update(h.drain())  # read to the end first: no loss is expected
+            os.remove(rotated.pop(0))
+        elif op < 0.63:
+            h.restart()
+        elif op < 0.68:  # a crash after planning, before the commit
+            h.planner.plan()
+            h.restart()
+        else:
+            seen.update(h.batch())
+    if copying is not None:
+        with open(log, "rb") as src, open(copying[0], "ab") as dst:
+            src.seek(copying[1])
+            dst.write(src.read())
+        os.truncate(log, 0)
+    seen.update(h.drain())
+    numbers = Counter({k: n for k, n in seen.items() if not k.startswith("#")})  # headers: split in two
+    _once(numbers, [str(i) for i in range(state["next"])])
+    assert h.planner.counters["losses"] == 0
