@@ -8,7 +8,7 @@ never silent. Without a committer, at-least-once.
 
 Each batch scans the pattern once and decides, per tracked identity (its stored position, path,
 device/inode, fingerprint of the first bytes and tail hash before the position — see
-:mod:`.identity`):
+:mod:`.identity`; the checks behind each row are in :mod:`.matching`):
 
 =====================================================  ==========================================
 what the scan shows                                    decision
@@ -56,7 +56,6 @@ nothing but another file's first bytes (a shared header, say) waits with it unti
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -64,6 +63,7 @@ from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, DecodeError
 from .identity import FileStat, FileView, content_hash, utf8_cut
+from .matching import HEAD, Node, Scan, Track, copy_of, repeats, still_copy, verify
 from .options import FileSourceOptions
 from .paths import PathPattern
 from .ranges import FILE_KEY_PREFIX, FileRange
@@ -75,98 +75,6 @@ __all__ = ["COUNTERS", "FilePlanner"]
 #: The event counters :attr:`FilePlanner.counters` reports.
 COUNTERS = ("renames", "copies", "compressed", "truncations", "replacements", "disappearances", "losses",
             "lost_bytes")
-
-Node = Tuple[int, int]
-
-#: Bytes of a file's start compared first when looking for the file a new file copies.
-HEAD = 64
-
-
-@dataclass
-class _Track:
-    """One file identity as the planner follows it (the mutable twin of a range's identity document)."""
-
-    key: str
-    path: str
-    dev: int
-    inode: int
-    fingerprint: str
-    sample_length: int
-    offset: int
-    tail: str = ""
-    tail_length: int = 0
-    compressed: bool = False
-    aliases: Dict[Node, int] = field(default_factory=dict)  # copies of this file: node -> size
-    supersedes: Optional[str] = None
-    host: Optional[str] = None
-    state: str = "active"  # active | gone | retired
-    last_size: int = 0
-    dirty: bool = True  # the identity document changed since the last planned range
-
-    @property
-    def node(self) -> Node:
-        return (self.dev, self.inode)
-
-    @classmethod
-    def from_position(cls, key: str, pos: Position) -> _Track:
-        meta = pos.meta
-        if not isinstance(meta, dict):
-            raise ConfigurationError(f"stored position {key!r} has no file identity document (got {meta!r}); "
-                                     f"the store must keep the position meta written with file ranges")
-        try:
-            r = FileRange(key[len(FILE_KEY_PREFIX):], meta["path"], pos.offset, pos.offset,
-                          meta["fingerprint"], meta["sample_length"], meta["tail"], meta["tail_length"],
-                          meta["dev"], meta["inode"], meta.get("host"), bool(meta.get("compressed", False)),
-                          tuple(tuple(a) for a in meta.get("aliases", ())), meta.get("supersedes"),
-                          meta.get("seen_size", 0))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigurationError(f"stored position {key!r} has a bad file identity document {meta!r} "
-                                     f"({exc})") from None
-        aliases = {(a[0], a[1]): a[2] for a in r.aliases}
-        return cls(key, r.path, r.dev, r.inode, r.fingerprint, r.sample_length, pos.offset, r.tail,
-                   r.tail_length, r.compressed, aliases, r.supersedes, r.host, "active",
-                   max(pos.offset, r.seen_size), False)
-
-
-class _Scan:
-    """One batch's view of the files: stats, lazily opened views and cached content sizes/hashes."""
-
-    def __init__(self, stats: List[FileStat]) -> None:
-        self.stats = stats
-        self.by_node: Dict[Node, FileStat] = {st.node: st for st in stats}
-        self._views: Dict[Node, FileView] = {}
-        self._sizes: Dict[Node, Optional[int]] = {}
-        self._hashes: Dict[Tuple[Node, int, int], Optional[str]] = {}
-        self._heads: Dict[Node, bytes] = {}
-
-    def view(self, st: FileStat) -> FileView:
-        v = self._views.get(st.node)
-        if v is None:
-            v = self._views[st.node] = FileView(st)
-        return v
-
-    def size(self, st: FileStat) -> Optional[int]:
-        if st.node not in self._sizes:
-            self._sizes[st.node] = self.view(st).size
-        return self._sizes[st.node]
-
-    def hash(self, st: FileStat, start: int, n: int) -> Optional[str]:
-        """Memoised :meth:`FileView.hash` (one read per file and range per batch)."""
-        key = (st.node, start, n)
-        if key not in self._hashes:
-            self._hashes[key] = self.view(st).hash(start, n)
-        return self._hashes[key]
-
-    def head(self, st: FileStat) -> bytes:
-        """The first :data:`HEAD` bytes of the content as scanned (fewer if shorter), memoised."""
-        if st.node not in self._heads:
-            self._heads[st.node] = self.view(st).read(0, min(HEAD, self.size(st) or 0))
-        return self._heads[st.node]
-
-    def close(self) -> None:
-        for v in self._views.values():
-            v.close()
-
 
 class FilePlanner(BatchSource):
     """Plans byte ranges of the files named by ``path`` (an absolute glob or, with ``path.syntax=regex``,
@@ -181,7 +89,7 @@ class FilePlanner(BatchSource):
             raise ConfigurationError(f"options must be FileSourceOptions, got {self.options!r}")
         self.pattern = PathPattern.of(path, self.options)
         self.host = host
-        self._tracks: Dict[str, _Track] = {}
+        self._tracks: Dict[str, Track] = {}
         self._started = False
         self._first_start = True
         self._counters: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -192,12 +100,12 @@ class FilePlanner(BatchSource):
 
     def start(self, positions: Mapping[str, Position]) -> None:
         self.pattern.check()
-        tracks: Dict[str, _Track] = {}
+        tracks: Dict[str, Track] = {}
         for key, pos in sorted(positions.items()):
             if FileRange.parse_position_key(key) is None:
                 raise ConfigurationError(f"stored position {key!r} is not a file position (want 'file:<id>'); "
                                          f"is this app_id used by another source?")
-            tracks[key] = _Track.from_position(key, pos)
+            tracks[key] = Track.from_position(key, pos)
         self._tracks = tracks
         self._retire_superseded()
         self._first_start = not tracks
@@ -207,7 +115,7 @@ class FilePlanner(BatchSource):
         for r in ranges:
             if not isinstance(r, FileRange):
                 raise ConfigurationError(f"a file source cannot advance past {r!r} (not a FileRange)")
-            self._tracks[r.position_key] = _Track.from_position(r.position_key, Position(r.end, r.position_meta()))
+            self._tracks[r.position_key] = Track.from_position(r.position_key, Position(r.end, r.position_meta()))
         self._retire_superseded()
         if self._tracks:
             self._first_start = False
@@ -235,7 +143,7 @@ class FilePlanner(BatchSource):
     def plan(self, time: Optional[datetime] = None) -> List[SourceRange]:
         if not self._started:
             raise ConfigurationError("FilePlanner.plan() before start(); call start(positions) first")
-        scan = _Scan(self.pattern.scan())
+        scan = Scan(self.pattern.scan())
         try:
             return self._plan(scan)
         finally:
@@ -243,7 +151,7 @@ class FilePlanner(BatchSource):
             self._first_start = False
 
     # ---------------------------------------------------------------- one batch
-    def _plan(self, scan: _Scan) -> List[SourceRange]:
+    def _plan(self, scan: Scan) -> List[SourceRange]:
         live = [t for _, t in sorted(self._tracks.items()) if t.state != "retired"]
         claimed: Dict[Node, str] = {}
         located: Dict[str, FileStat] = {}
@@ -252,7 +160,7 @@ class FilePlanner(BatchSource):
             st = scan.by_node.get(t.node)
             if st is None or st.node in claimed:
                 continue
-            verdict = self._verify(t, scan, st)
+            verdict = verify(t, scan, st)
             if verdict == "same":
                 located[t.key] = st
                 claimed[st.node] = t.key
@@ -304,7 +212,7 @@ class FilePlanner(BatchSource):
             self._tracks[new_keys[original]].aliases[node] = size
         return self._ranges(scan, located)
 
-    def _classify_unclaimed(self, scan: _Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
+    def _classify_unclaimed(self, scan: Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
                             new_files: List[Tuple[FileStat, int, Optional[str]]]) -> Dict[Node, Tuple[Node, int]]:
         """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal), a copy
         of a file new in this batch (returned as ``{copy: (original, size)}``; the longer file is the
@@ -325,11 +233,11 @@ class FilePlanner(BatchSource):
             if st.node in claimed or scan.size(st) is None:
                 continue
             t = owners.get(st.node)
-            if t is not None and not self._still_copy(t, st, scan, located):
+            if t is not None and not still_copy(t, st, scan, located, self.options.sample_length):
                 del t.aliases[st.node]  # no longer a copy of its identity; maybe of another one
                 t.dirty, t = True, None
             if t is None:
-                t = self._copy_of(st, scan, located)
+                t = copy_of(self._tracks, st, scan, located, self.options.sample_length)
             if t is not None:
                 claimed[st.node] = t.key
                 if st.node not in t.aliases:
@@ -343,7 +251,7 @@ class FilePlanner(BatchSource):
             head = scan.head(st)
             candidates = by_head.get(head, []) if len(head) == HEAD else [
                 f for f in fresh if scan.head(f).startswith(head)]
-            original = next((f for f in candidates if self._repeats(st, f, scan)), None)
+            original = next((f for f in candidates if repeats(st, f, scan, self.options.sample_length)), None)
             if original is not None:
                 log.info("%s holds a copy of %s (new too); not read while its bytes stay equal", st.path,
                          original.path)
@@ -359,28 +267,14 @@ class FilePlanner(BatchSource):
                 t.dirty = True
         return copies
 
-    # ---------------------------------------------------------------- identity checks
-    def _verify(self, t: _Track, scan: _Scan, st: FileStat) -> str:
-        """``same`` (this file holds the identity's bytes up to its offset), ``truncated`` (same first
-        bytes, shorter than the offset) or ``replaced``."""
-        size = scan.size(st)
-        if size is None:
-            return "replaced"
-        if t.sample_length and scan.hash(st, 0, t.sample_length) != t.fingerprint:
-            return "replaced"
-        if size < t.offset:
-            return "truncated"
-        if t.tail_length and scan.hash(st, t.offset - t.tail_length, t.tail_length) != t.tail:
-            return "replaced"
-        return "same"
-
-    def _find_continuation(self, t: _Track, scan: _Scan, claimed: Dict[Node, str]) -> Optional[FileStat]:
+    # ---------------------------------------------------------------- continued elsewhere
+    def _find_continuation(self, t: Track, scan: Scan, claimed: Dict[Node, str]) -> Optional[FileStat]:
         order = sorted(scan.stats, key=lambda s: (s.node not in t.aliases, s.compressed, s.path))
         for st in order:
             if st.node == t.node or claimed.get(st.node, t.key) != t.key:
                 continue
             size = scan.size(st)
-            if size is None or size < t.offset or self._verify(t, scan, st) != "same":
+            if size is None or size < t.offset or verify(t, scan, st) != "same":
                 continue
             kind = "compressed" if st.compressed else "copies"
             self._counters[kind] += 1
@@ -392,46 +286,8 @@ class FilePlanner(BatchSource):
             return st
         return None
 
-    def _copy_of(self, st: FileStat, scan: _Scan, located: Dict[str, FileStat]) -> Optional[_Track]:
-        """The located identity ``st`` is a copy of so far (:meth:`_still_copy`), if any: every identity
-        whose file it could be copied from is compared, so files that merely share their first bytes
-        (identical headers) never take each other's copies."""
-        for key, loc in sorted(located.items()):
-            t = self._tracks[key]
-            if loc.node != st.node and self._still_copy(t, st, scan, located):
-                return t
-        return None
-
-    def _still_copy(self, t: _Track, st: FileStat, scan: _Scan, located: Dict[str, FileStat]) -> bool:
-        """Whether ``st`` still holds only bytes of identity ``t``: while ``t``'s own file is here to compare,
-        ``st`` is no longer than it and has the same first and last ``min(size, sample)`` bytes (a copy
-        still shorter than the sample — written in small pieces — is compared with as many bytes of
-        the file); otherwise ``st`` is a recorded copy of unchanged size."""
-        size = scan.size(st)
-        loc = located.get(t.key)
-        if loc is None:  # the identity's file is gone: only a recorded, unchanged copy is recognised
-            head = min(t.sample_length, size or 0)
-            return (t.aliases.get(st.node) == size and head > 0
-                    and (head < t.sample_length or scan.hash(st, 0, head) == t.fingerprint))
-        if not t.sample_length or not size:
-            return False
-        if size >= t.sample_length and scan.hash(st, 0, t.sample_length) != t.fingerprint:
-            return False  # decided without reading the identity's file
-        return self._repeats(st, loc, scan)
-
-    def _repeats(self, st: FileStat, original: FileStat, scan: _Scan) -> bool:
-        """Whether ``st`` holds ``original``'s first bytes so far (a copy, maybe still being written): it
-        is not empty, no longer (a copy of a growing file never is), and its first and last
-        ``min(size, sample)`` bytes are the original's at the same offsets."""
-        size, original_size = scan.size(st), scan.size(original)
-        n = min(size or 0, self.options.sample_length)
-        if not n or size is None or original_size is None or size > original_size:
-            return False
-        return (scan.hash(st, 0, n) == scan.hash(original, 0, n)
-                and scan.hash(st, size - n, n) == scan.hash(original, size - n, n))
-
     # ---------------------------------------------------------------- changes of identity
-    def _gone(self, t: _Track) -> None:
+    def _gone(self, t: Track) -> None:
         # an identity without content (an empty file) has nothing to continue: it is never matched again
         t.state = "gone" if t.sample_length or not self.options.md5_check_enabled else "retired"
         self._counters["disappearances"] += 1
@@ -444,13 +300,13 @@ class FilePlanner(BatchSource):
         else:
             log.warning("%s (%s) disappeared after byte %d; no longer planned", t.path, t.key, t.offset)
 
-    def _start_offset(self, scan: _Scan, st: FileStat) -> int:
+    def _start_offset(self, scan: Scan, st: FileStat) -> int:
         if not self._first_start or self.options.starting_offsets == "earliest":
             return 0
         size = scan.size(st) or 0
         return size if st.compressed else scan.view(st).last_newline(0, size) + 1
 
-    def _new_track(self, scan: _Scan, st: FileStat, offset: int, supersedes: Optional[str]) -> str:
+    def _new_track(self, scan: Scan, st: FileStat, offset: int, supersedes: Optional[str]) -> str:
         size = scan.size(st) or 0
         n = min(self.options.sample_length, size)
         fp = scan.view(st).hash(0, n) or ""
@@ -467,7 +323,7 @@ class FilePlanner(BatchSource):
         tail = scan.view(st).hash(offset - tn, tn) or ""
         if st.path != self.pattern.path and not self._first_start:
             log.info("new file %s (%s) from byte %d", st.path, key, offset)
-        self._tracks[key] = _Track(key, st.path, st.dev, st.inode, fp, n, offset, tail, tn, st.compressed,
+        self._tracks[key] = Track(key, st.path, st.dev, st.inode, fp, n, offset, tail, tn, st.compressed,
                                    {}, supersedes, self.host, "active", size, True)
         return key
 
@@ -478,7 +334,7 @@ class FilePlanner(BatchSource):
                 old.state = "retired"
 
     # ---------------------------------------------------------------- ranges
-    def _ranges(self, scan: _Scan, located: Dict[str, FileStat]) -> List[SourceRange]:
+    def _ranges(self, scan: Scan, located: Dict[str, FileStat]) -> List[SourceRange]:
         out: List[SourceRange] = []
         for key, st in sorted(located.items()):
             t = self._tracks[key]
@@ -505,7 +361,7 @@ class FilePlanner(BatchSource):
                                  tuple(sorted((*a, n) for a, n in t.aliases.items())), t.supersedes, size))
         return out
 
-    def _cut(self, t: _Track, view: FileView, size: int, final: bool) -> int:
+    def _cut(self, t: Track, view: FileView, size: int, final: bool) -> int:
         """The end of the next range: after the last ``\\n`` within ``bytes.max``; a half-written line
         waits (unless the file is final: compressed); a line longer than ``line.max.bytes`` is split."""
         start, line_max = t.offset, self.options.line_max_bytes
