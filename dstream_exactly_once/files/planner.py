@@ -45,12 +45,14 @@ the identity is nowhere                                stops being planned (``di
                                                        stored, so a restarted driver reports them)
 =====================================================  ==========================================
 
+Inodes are reused as soon as a file is deleted, so a file on a tracked inode under another name is
+a new file, never a truncation: its first lines are read, not skipped (a file renamed *and*
+truncated between two scans looks the same and is read again from 0). A copy is told from a new
+file by its bytes alone: a new file holding nothing but another file's first bytes (a shared
+header, say) waits with it until its bytes differ.
+
 A position never moves backwards under the store's compare-and-set, so a truncated file continues
-under a new key whose document names the key it ``supersedes``. Inodes are reused as soon as a file
-is deleted, so a file on a tracked inode under another name is a new file, never a truncation: its
-first lines are read, not skipped (a file renamed *and* truncated between two scans looks the same
-and is read again from 0). A copy is told from a new file by its bytes alone: a new file holding
-nothing but another file's first bytes (a shared header, say) waits with it until its bytes differ.
+under a new key whose document names the key it ``supersedes``.
 """
 
 from __future__ import annotations
