@@ -15,6 +15,9 @@ from typing import Any, Iterable, List, Optional
 
 import pytest
 
+from dstream_exactly_once.errors import OffsetRangeError
+from dstream_exactly_once.files import FileRange
+
 from ._files_harness import Harness, lines, names, write
 
 HEADER = "#" * 1100 + "\n"  # longer than md5.sample.length (1024): files that share it share a fingerprint
@@ -257,3 +260,17 @@ def test_random_rotations_copies_in_pieces_deletions_and_restarts_count_every_li
     numbers = Counter({k: n for k, n in seen.items() if not k.startswith("#")})  # headers: split in two
     _once(numbers, [str(i) for i in range(state["next"])])
     assert h.planner.counters["losses"] == 0
+
+
+def test_the_size_last_seen_is_stored_and_a_document_without_it_still_loads(tmp_path):
+    log = str(tmp_path / "service.log")
+    write(log, lines("x", 0, 10) + "partial")
+    h = Harness(log)
+    h.batch()
+    ((key, pos),) = h.store.items()
+    assert pos.meta["seen_size"] == os.path.getsize(log) > pos.offset
+    with pytest.raises(OffsetRangeError, match="seen_size must be an int >= 0, got -1"):
+        FileRange("f1", log, 0, 4, seen_size=-1)
+    del pos.meta["seen_size"]  # a document written without it: nothing is known beyond the position
+    h.restart()
+    assert h.planner.latest_positions() == {key: pos.offset}
