@@ -8,31 +8,48 @@ never silent. Without a committer, at-least-once.
 
 Each batch scans the pattern once and decides, per tracked identity (its stored position, path,
 device/inode, fingerprint of the first bytes and tail hash before the position — see
-:mod:`.identity`):
+:mod:`.identity`; the checks behind each row are in :mod:`.matching`):
 
 =====================================================  ==========================================
 what the scan shows                                    decision
 =====================================================  ==========================================
 a file no identity claims, first start                 ``starting.offsets``: byte 0, or after its
-                                                       last complete line
-a file no identity claims, later                       new identity, from byte 0
+                                                       last complete line (unless a copy, below)
+a file no identity claims, later                       new identity, from byte 0 (unless a copy)
 the identity's file (same dev/inode, fingerprint and   next range ``[offset, offset + bytes.max)``
 tail match), possibly under a new name (rename)        cut after its last ``\\n``; a half-written
                                                        line waits; a longer line than
                                                        ``line.max.bytes`` is split (``line.overflow``)
-same fingerprint, shorter than the offset, no copy     truncated: new generation key starting at
-                                                       its length (a warning, ``truncations``)
-fingerprint or tail changed, shorter than the sample   replaced: the file is a new identity from 0
-                                                       (``replacements``; ``losses`` if unread bytes)
+the identity's dev/inode under its name, same          truncated: new generation key starting at
+fingerprint, shorter than the offset, no copy          its length (a warning, ``truncations``)
+the identity's dev/inode under its name, fingerprint   replaced (``replacements``): the file is one
+or tail changed                                        no identity claims; the identity is nowhere
+                                                       (last row)
+the identity's dev/inode under *another* name,         a new file on a deleted file's reused inode
+fingerprint or tail changed or shorter than the        (a renamed file keeps its bytes; an info
+offset                                                 log): a file no identity claims; the
+                                                       identity is nowhere (last row)
 the identity's bytes are in another file (fingerprint  rotated by copy (copytruncate) or compressed:
 and tail at the offset match, plain or gzip)           continue there; the truncated original is a
-                                                       new identity from 0
-a file whose bytes equal a tracked file's (a copy      not read while it stays equal (a copy in
-made before truncation)                                progress); kept as an *alias*; read from 0
-                                                       as a new identity once its bytes differ
+                                                       file no identity claims
+a file no identity claims whose bytes so far equal     not read while it stays equal (a copy in
+the start of a tracked file, or of a longer file new   progress, also one written in pieces smaller
+in this batch: first and last ``min(size, sample)``    than the sample); kept as an *alias* of the
+bytes, no longer than that file                        identity whose bytes it repeats (never of
+                                                       another file with the same first bytes);
+                                                       read from 0 as a new identity once its
+                                                       bytes differ
 the identity is nowhere                                stops being planned (``disappearances``;
-                                                       ``losses``/``lost_bytes`` if unread bytes)
+                                                       ``losses``/``lost_bytes`` if bytes below the
+                                                       size last seen were unread; that size is
+                                                       stored, so a restarted driver reports them)
 =====================================================  ==========================================
+
+Inodes are reused as soon as a file is deleted, so a file on a tracked inode under another name is
+a new file, never a truncation: its first lines are read, not skipped (a file renamed *and*
+truncated between two scans looks the same and is read again from 0). A copy is told from a new
+file by its bytes alone: a new file holding nothing but another file's first bytes (a shared
+header, say) waits with it until its bytes differ.
 
 A position never moves backwards under the store's compare-and-set, so a truncated file continues
 under a new key whose document names the key it ``supersedes``.
@@ -46,7 +63,6 @@ is not valid UTF-8 is planned like any other.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -54,6 +70,7 @@ from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, DecodeError
 from .identity import FileStat, FileView, content_hash, utf8_cut
+from .matching import HEAD, Node, Scan, Track, copy_of, repeats, still_copy, verify
 from .options import FileSourceOptions
 from .paths import PathPattern
 from .ranges import FILE_KEY_PREFIX, FileRange
@@ -65,86 +82,6 @@ __all__ = ["COUNTERS", "FilePlanner"]
 #: The event counters :attr:`FilePlanner.counters` reports.
 COUNTERS = ("renames", "copies", "compressed", "truncations", "replacements", "disappearances", "losses",
             "lost_bytes", "unreadable")
-
-Node = Tuple[int, int]
-
-
-@dataclass
-class _Track:
-    """One file identity as the planner follows it (the mutable twin of a range's identity document)."""
-
-    key: str
-    path: str
-    dev: int
-    inode: int
-    fingerprint: str
-    sample_length: int
-    offset: int
-    tail: str = ""
-    tail_length: int = 0
-    compressed: bool = False
-    aliases: Dict[Node, int] = field(default_factory=dict)  # copies of this file: node -> size
-    supersedes: Optional[str] = None
-    host: Optional[str] = None
-    state: str = "active"  # active | gone | retired
-    last_size: int = 0
-    dirty: bool = True  # the identity document changed since the last planned range
-
-    @property
-    def node(self) -> Node:
-        return (self.dev, self.inode)
-
-    @classmethod
-    def from_position(cls, key: str, pos: Position) -> _Track:
-        meta = pos.meta
-        if not isinstance(meta, dict):
-            raise ConfigurationError(f"stored position {key!r} has no file identity document (got {meta!r}); "
-                                     f"the store must keep the position meta written with file ranges")
-        try:
-            r = FileRange(key[len(FILE_KEY_PREFIX):], meta["path"], pos.offset, pos.offset,
-                          meta["fingerprint"], meta["sample_length"], meta["tail"], meta["tail_length"],
-                          meta["dev"], meta["inode"], meta.get("host"), bool(meta.get("compressed", False)),
-                          tuple(tuple(a) for a in meta.get("aliases", ())), meta.get("supersedes"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigurationError(f"stored position {key!r} has a bad file identity document {meta!r} "
-                                     f"({exc})") from None
-        aliases = {(a[0], a[1]): a[2] for a in r.aliases}
-        return cls(key, r.path, r.dev, r.inode, r.fingerprint, r.sample_length, pos.offset, r.tail,
-                   r.tail_length, r.compressed, aliases, r.supersedes, r.host, "active", pos.offset, False)
-
-
-class _Scan:
-    """One batch's view of the files: stats, lazily opened views and cached content sizes/hashes."""
-
-    def __init__(self, stats: List[FileStat]) -> None:
-        self.stats = stats
-        self.by_node: Dict[Node, FileStat] = {st.node: st for st in stats}
-        self._views: Dict[Node, FileView] = {}
-        self._sizes: Dict[Node, Optional[int]] = {}
-        self._hashes: Dict[Tuple[Node, int, int], Optional[str]] = {}
-
-    def view(self, st: FileStat) -> FileView:
-        v = self._views.get(st.node)
-        if v is None:
-            v = self._views[st.node] = FileView(st)
-        return v
-
-    def size(self, st: FileStat) -> Optional[int]:
-        if st.node not in self._sizes:
-            self._sizes[st.node] = self.view(st).size
-        return self._sizes[st.node]
-
-    def hash(self, st: FileStat, start: int, n: int) -> Optional[str]:
-        """Memoised :meth:`FileView.hash` (one read per file and range per batch)."""
-        key = (st.node, start, n)
-        if key not in self._hashes:
-            self._hashes[key] = self.view(st).hash(start, n)
-        return self._hashes[key]
-
-    def close(self) -> None:
-        for v in self._views.values():
-            v.close()
-
 
 class FilePlanner(BatchSource):
     """Plans byte ranges of the files named by ``path`` (an absolute glob or, with ``path.syntax=regex``,
@@ -159,7 +96,7 @@ class FilePlanner(BatchSource):
             raise ConfigurationError(f"options must be FileSourceOptions, got {self.options!r}")
         self.pattern = PathPattern.of(path, self.options)
         self.host = host
-        self._tracks: Dict[str, _Track] = {}
+        self._tracks: Dict[str, Track] = {}
         self._started = False
         self._first_start = True
         self._counters: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
@@ -171,12 +108,12 @@ class FilePlanner(BatchSource):
 
     def start(self, positions: Mapping[str, Position]) -> None:
         self.pattern.check()
-        tracks: Dict[str, _Track] = {}
+        tracks: Dict[str, Track] = {}
         for key, pos in sorted(positions.items()):
             if FileRange.parse_position_key(key) is None:
                 raise ConfigurationError(f"stored position {key!r} is not a file position (want 'file:<id>'); "
                                          f"is this app_id used by another source?")
-            tracks[key] = _Track.from_position(key, pos)
+            tracks[key] = Track.from_position(key, pos)
         self._tracks = tracks
         self._retire_superseded()
         self._first_start = not tracks
@@ -186,7 +123,7 @@ class FilePlanner(BatchSource):
         for r in ranges:
             if not isinstance(r, FileRange):
                 raise ConfigurationError(f"a file source cannot advance past {r!r} (not a FileRange)")
-            self._tracks[r.position_key] = _Track.from_position(r.position_key, Position(r.end, r.position_meta()))
+            self._tracks[r.position_key] = Track.from_position(r.position_key, Position(r.end, r.position_meta()))
         self._retire_superseded()
         if self._tracks:
             self._first_start = False
@@ -226,7 +163,7 @@ class FilePlanner(BatchSource):
             raise ConfigurationError("FilePlanner.plan() before start(); call start(positions) first")
         stats, problems = self.pattern.scan_report()
         self._report_unreadable(problems)
-        scan = _Scan(stats)
+        scan = Scan(stats)
         try:
             return self._plan(scan)
         finally:
@@ -247,7 +184,7 @@ class FilePlanner(BatchSource):
         self._unreadable = now
 
     # ---------------------------------------------------------------- one batch
-    def _plan(self, scan: _Scan) -> List[SourceRange]:
+    def _plan(self, scan: Scan) -> List[SourceRange]:
         live = [t for _, t in sorted(self._tracks.items()) if t.state != "retired"]
         claimed: Dict[Node, str] = {}
         located: Dict[str, FileStat] = {}
@@ -256,7 +193,7 @@ class FilePlanner(BatchSource):
             st = scan.by_node.get(t.node)
             if st is None or st.node in claimed:
                 continue
-            verdict = self._verify(t, scan, st)
+            verdict = verify(t, scan, st)
             if verdict == "same":
                 located[t.key] = st
                 claimed[st.node] = t.key
@@ -276,39 +213,65 @@ class FilePlanner(BatchSource):
             t = self._tracks[key]
             if st.node in claimed:
                 continue
-            claimed[st.node] = key
+            # a file that no longer holds its identity's bytes is classified in step 4 like any file no
+            # identity claims: new (from 0), or a copy in progress of a tracked file
             if key in located:
-                log.warning("%s was rotated by copy (copytruncate); its new content is a new file read from 0", st.path)
-                new_files.append((st, 0, None))
+                log.warning("%s was rotated by copy (copytruncate); its new content is a new file", st.path)
+            elif st.path != t.path:  # renamed files keep their bytes: this one took a deleted file's inode
+                log.info("%s is a new file on the inode of %s (%s), whose bytes it does not hold", st.path,
+                         t.path, key)
             elif verdict == "truncated":
                 size = scan.size(st) or 0
                 log.warning("%s was truncated to %d bytes below its position %d; continuing at %d as a new "
                             "generation of %s", st.path, size, t.offset, size, key)
                 self._counters["truncations"] += 1
                 t.state = "retired"
+                claimed[st.node] = key
                 new_files.append((st, size, key))
             else:
                 self._counters["replacements"] += 1
-                log.warning("%s was replaced (its first bytes changed); reading the new file from 0", st.path)
-                new_files.append((st, 0, None))
-        self._classify_unclaimed(scan, claimed, located, new_files)
+                log.warning("%s was replaced (its first bytes changed: rewritten in place, or deleted and created "
+                            "again on the same inode); its content is a new file", st.path)
+        copies = self._classify_unclaimed(scan, claimed, located, new_files)
         for t in live:  # 5. identities nowhere to be found
             if t.state == "active" and t.key not in located:
                 self._gone(t)
+        new_keys: Dict[Node, str] = {}
         for st, offset, supersedes in new_files:
             if scan.size(st) or not self.options.md5_check_enabled:  # an empty file has no identity yet
-                located[self._new_track(scan, st, offset, supersedes)] = st
+                new_keys[st.node] = self._new_track(scan, st, offset, supersedes)
+                located[new_keys[st.node]] = st
+        for node, (original, size) in copies.items():  # copies of files new in this batch
+            self._tracks[new_keys[original]].aliases[node] = size
         return self._ranges(scan, located)
 
-    def _classify_unclaimed(self, scan: _Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
-                            new_files: List[Tuple[FileStat, int, Optional[str]]]) -> None:
-        """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal) or new."""
+    def _classify_unclaimed(self, scan: Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
+                            new_files: List[Tuple[FileStat, int, Optional[str]]]) -> Dict[Node, Tuple[Node, int]]:
+        """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal), a copy
+        of a file new in this batch (returned as ``{copy: (original, size)}``; the longer file is the
+        original) or new."""
         owners = {a: t for t in self._tracks.values() if t.state != "retired" for a in t.aliases}
-        for st in scan.stats:
+        fresh: List[FileStat] = []
+        by_head: Dict[bytes, List[FileStat]] = {}  # new files of at least HEAD bytes, by their first bytes
+
+        def add_fresh(f: FileStat) -> None:
+            fresh.append(f)
+            if len(scan.head(f)) == HEAD:
+                by_head.setdefault(scan.head(f), []).append(f)
+
+        for f, _, _ in new_files:
+            add_fresh(f)
+        copies: Dict[Node, Tuple[Node, int]] = {}
+        for st in sorted(scan.stats, key=lambda s: (-(scan.size(s) or 0), s.path)):
             if st.node in claimed or scan.size(st) is None:
                 continue
-            t = owners.get(st.node) or self._copy_of(st, scan, located)
-            if t is not None and self._still_copy(t, st, scan, located):
+            t = owners.get(st.node)
+            if t is not None and not still_copy(t, st, scan, located, self.options.sample_length):
+                del t.aliases[st.node]  # no longer a copy of its identity; maybe of another one
+                t.dirty, t = True, None
+            if t is None:
+                t = copy_of(self._tracks, st, scan, located, self.options.sample_length)
+            if t is not None:
                 claimed[st.node] = t.key
                 if st.node not in t.aliases:
                     log.info("%s holds a copy of %s (%s); not read while its bytes stay equal", st.path,
@@ -317,40 +280,34 @@ class FilePlanner(BatchSource):
                     t.aliases[st.node] = scan.size(st) or 0
                     t.dirty = True
                 continue
-            if t is not None and st.node in t.aliases:
-                del t.aliases[st.node]
-                t.dirty = True
             claimed[st.node] = ""
+            head = scan.head(st)
+            candidates = by_head.get(head, []) if len(head) == HEAD else [
+                f for f in fresh if scan.head(f).startswith(head)]
+            original = next((f for f in candidates if repeats(st, f, scan, self.options.sample_length)), None)
+            if original is not None:
+                log.info("%s holds a copy of %s (new too); not read while its bytes stay equal", st.path,
+                         original.path)
+                copies[st.node] = (original.node, scan.size(st) or 0)
+                continue
             new_files.append((st, self._start_offset(scan, st), None))
+            add_fresh(st)
         for t in self._tracks.values():  # forget aliases that left the scan
             gone = [a for a in t.aliases if a not in scan.by_node]
             if gone and t.state == "active":
                 for a in gone:
                     del t.aliases[a]
                 t.dirty = True
+        return copies
 
-    # ---------------------------------------------------------------- identity checks
-    def _verify(self, t: _Track, scan: _Scan, st: FileStat) -> str:
-        """``same`` (this file holds the identity's bytes up to its offset), ``truncated`` (same first
-        bytes, shorter than the offset) or ``replaced``."""
-        size = scan.size(st)
-        if size is None:
-            return "replaced"
-        if t.sample_length and scan.hash(st, 0, t.sample_length) != t.fingerprint:
-            return "replaced"
-        if size < t.offset:
-            return "truncated"
-        if t.tail_length and scan.hash(st, t.offset - t.tail_length, t.tail_length) != t.tail:
-            return "replaced"
-        return "same"
-
-    def _find_continuation(self, t: _Track, scan: _Scan, claimed: Dict[Node, str]) -> Optional[FileStat]:
+    # ---------------------------------------------------------------- continued elsewhere
+    def _find_continuation(self, t: Track, scan: Scan, claimed: Dict[Node, str]) -> Optional[FileStat]:
         order = sorted(scan.stats, key=lambda s: (s.node not in t.aliases, s.compressed, s.path))
         for st in order:
             if st.node == t.node or claimed.get(st.node, t.key) != t.key:
                 continue
             size = scan.size(st)
-            if size is None or size < t.offset or self._verify(t, scan, st) != "same":
+            if size is None or size < t.offset or verify(t, scan, st) != "same":
                 continue
             kind = "compressed" if st.compressed else "copies"
             self._counters[kind] += 1
@@ -362,33 +319,8 @@ class FilePlanner(BatchSource):
             return st
         return None
 
-    def _copy_of(self, st: FileStat, scan: _Scan, located: Dict[str, FileStat]) -> Optional[_Track]:
-        """The located identity whose first bytes ``st`` repeats (a copy candidate), if any."""
-        for key, loc in sorted(located.items()):
-            t = self._tracks[key]
-            if t.sample_length and loc.node != st.node and scan.hash(st, 0, t.sample_length) == t.fingerprint:
-                return t
-        return None
-
-    def _still_copy(self, t: _Track, st: FileStat, scan: _Scan, located: Dict[str, FileStat]) -> bool:
-        """Whether ``st`` still holds only bytes of identity ``t``: the same first bytes, and — while ``t``'s
-        own file is here to compare — the same bytes up to the shorter of the two."""
-        size = scan.size(st)
-        loc = located.get(t.key)
-        if loc is None:  # the identity's file is gone: only a recorded, unchanged copy is recognised
-            head = min(t.sample_length, size or 0)
-            return (t.aliases.get(st.node) == size and head > 0
-                    and (head < t.sample_length or scan.hash(st, 0, head) == t.fingerprint))
-        if not t.sample_length or scan.hash(st, 0, t.sample_length) != t.fingerprint:
-            return False
-        loc_size = scan.size(loc)
-        if size is None or loc_size is None or size > loc_size:
-            return False  # a copy of a growing file is never longer than the file
-        n = min(size, t.sample_length)
-        return scan.hash(st, size - n, n) == scan.hash(loc, size - n, n)
-
     # ---------------------------------------------------------------- changes of identity
-    def _gone(self, t: _Track) -> None:
+    def _gone(self, t: Track) -> None:
         # an identity without content (an empty file) has nothing to continue: it is never matched again
         t.state = "gone" if t.sample_length or not self.options.md5_check_enabled else "retired"
         self._counters["disappearances"] += 1
@@ -401,13 +333,13 @@ class FilePlanner(BatchSource):
         else:
             log.warning("%s (%s) disappeared after byte %d; no longer planned", t.path, t.key, t.offset)
 
-    def _start_offset(self, scan: _Scan, st: FileStat) -> int:
+    def _start_offset(self, scan: Scan, st: FileStat) -> int:
         if not self._first_start or self.options.starting_offsets == "earliest":
             return 0
         size = scan.size(st) or 0
         return size if st.compressed else scan.view(st).last_newline(0, size) + 1
 
-    def _new_track(self, scan: _Scan, st: FileStat, offset: int, supersedes: Optional[str]) -> str:
+    def _new_track(self, scan: Scan, st: FileStat, offset: int, supersedes: Optional[str]) -> str:
         size = scan.size(st) or 0
         n = min(self.options.sample_length, size)
         fp = scan.view(st).hash(0, n) or ""
@@ -424,7 +356,7 @@ class FilePlanner(BatchSource):
         tail = scan.view(st).hash(offset - tn, tn) or ""
         if st.path != self.pattern.path and not self._first_start:
             log.info("new file %s (%s) from byte %d", st.path, key, offset)
-        self._tracks[key] = _Track(key, st.path, st.dev, st.inode, fp, n, offset, tail, tn, st.compressed,
+        self._tracks[key] = Track(key, st.path, st.dev, st.inode, fp, n, offset, tail, tn, st.compressed,
                                    {}, supersedes, self.host, "active", size, True)
         return key
 
@@ -435,7 +367,7 @@ class FilePlanner(BatchSource):
                 old.state = "retired"
 
     # ---------------------------------------------------------------- ranges
-    def _ranges(self, scan: _Scan, located: Dict[str, FileStat]) -> List[SourceRange]:
+    def _ranges(self, scan: Scan, located: Dict[str, FileStat]) -> List[SourceRange]:
         out: List[SourceRange] = []
         for key, st in sorted(located.items()):
             t = self._tracks[key]
@@ -459,10 +391,10 @@ class FilePlanner(BatchSource):
             t.offset, t.dirty = until, False
             out.append(FileRange(key[len(FILE_KEY_PREFIX):], t.path, start, until, t.fingerprint, t.sample_length,
                                  t.tail, t.tail_length, t.dev, t.inode, t.host, t.compressed,
-                                 tuple(sorted((*a, n) for a, n in t.aliases.items())), t.supersedes))
+                                 tuple(sorted((*a, n) for a, n in t.aliases.items())), t.supersedes, size))
         return out
 
-    def _cut(self, t: _Track, view: FileView, size: int, final: bool) -> int:
+    def _cut(self, t: Track, view: FileView, size: int, final: bool) -> int:
         """The end of the next range: after the last ``\\n`` within ``bytes.max``; a half-written line
         waits (unless the file is final: compressed); a line longer than ``line.max.bytes`` is split."""
         start, line_max = t.offset, self.options.line_max_bytes

@@ -52,6 +52,9 @@ class FileRange(SourceRange):
     - ``aliases``: ``(dev, inode, size)`` of files known to be copies of this one (nothing is read
       from them; a copy never changes, so a different size means another file).
     - ``supersedes``: the position key of the earlier generation this one replaces after a truncation.
+    - ``seen_size``: the file's content size when the range was planned (0: not known); bytes in
+      ``[until_byte, seen_size)`` existed then, so a restarted planner that finds the file gone
+      reports them as lost.
     """
 
     kind = "file"
@@ -70,6 +73,7 @@ class FileRange(SourceRange):
     compressed: bool = False
     aliases: Tuple[Tuple[int, int, int], ...] = ()
     supersedes: Optional[str] = None
+    seen_size: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.file_id, str) or not self.file_id or "/" in self.file_id:
@@ -88,6 +92,7 @@ class FileRange(SourceRange):
         for name in ("fingerprint", "tail"):
             if not isinstance(getattr(self, name), str):
                 raise OffsetRangeError(f"FileRange {name} must be a hex str, got {getattr(self, name)!r}")
+        _int("seen_size", self.seen_size, 0)
         _int("dev", self.dev, -1)
         _int("inode", self.inode, -1)
         if self.host is not None and (not isinstance(self.host, str) or not self.host):
@@ -125,7 +130,8 @@ class FileRange(SourceRange):
 
     def position_meta(self) -> Dict[str, Any]:
         """The identity document stored beside ``until_byte``: what a restarted planner needs to find
-        this file again (fingerprint, tail hash at ``until_byte``, path, dev/inode, copies, lineage)."""
+        this file again (fingerprint, tail hash at ``until_byte``, path, dev/inode, copies, lineage) and
+        how big it was then."""
         return {
             "v": META_VERSION,
             "path": self.path,
@@ -139,6 +145,7 @@ class FileRange(SourceRange):
             "aliases": [list(a) for a in self.aliases],
             "supersedes": self.supersedes,
             "host": self.host,
+            "seen_size": self.seen_size,
         }
 
     def to_json_obj(self) -> Dict[str, Any]:
