@@ -72,7 +72,7 @@ class KafkaUtils:
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.start()
         close_on_stop(ssc, batches.close)
-        return DirectKafkaDStream(ssc, batches)
+        return DirectKafkaDStream(ssc, batches, recoverable=True)
 
     @staticmethod
     def createExactlyOnceStream(  # noqa: N802
