@@ -13,12 +13,12 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.streaming.recovery import batch_ms
 
 from .streams import run_until
 
 _LOCK = threading.Lock()
 _STATE: dict = {}
+_WINDOW: dict = {}
 _RANGES: list = []  # (batch time in ms, ranges) of every batch that ran, in both contexts
 
 
@@ -33,14 +33,34 @@ def _keep_state(rdd):
         _STATE.update(state)
 
 
+def _plus(a, b):
+    return a + b
+
+
+def _minus(a, b):
+    return a - b
+
+
+def _keep_window(rdd):
+    window = {k: v for k, v in rdd.collect() if v}
+    with _LOCK:
+        _WINDOW.clear()
+        _WINDOW.update(window)
+
+
 def _keep_ranges(t, rdd):
     with _LOCK:
-        _RANGES.append((batch_ms(t), rdd.offsetRanges()))
+        _RANGES.append((int(round(t.timestamp() * 1000)), rdd.offsetRanges()))
 
 
 def _state():
     with _LOCK:
         return dict(_STATE)
+
+
+def _window():
+    with _LOCK:
+        return dict(_WINDOW)
 
 
 def _words(kafka, topic, lines):
@@ -59,36 +79,42 @@ def _add(a, b):
 def test_get_or_create_recovers_the_direct_stream_and_its_state_in_the_same_process(kafka, topic_name, sc,
                                                                                      tmp_path):
     """stop(False) then getOrCreate on the same directory (Spark 2.4's own recovery test): the
-    updateStateByKey state comes back, batches continue from the checkpointed offsets, every
-    record is counted once."""
+    updateStateByKey state and a reduceByKeyAndWindow (with inverse) window come back, batches
+    continue from the checkpointed offsets, every record is counted once."""
     kafka.create_topic(topic_name, 2)
     first = _words(kafka, topic_name, [f"a{i % 3} b{i % 2}" for i in range(60)])
     ckpt = str(tmp_path / "ckpt")
     created = []
     _STATE.clear()
+    _WINDOW.clear()
     _RANGES.clear()
 
     def create():
-        ssc = StreamingContext(sc, 1)
+        ssc = StreamingContext(sc, 2)
         stream = KafkaUtils.createDirectStream(ssc, [topic_name], {"bootstrap.servers": kafka.bootstrap,
                                                                     "auto.offset.reset": "smallest"})
         stream.foreachRDD(_keep_ranges)
-        stream.flatMap(lambda kv: [(w, 1) for w in kv[1].split()]).updateStateByKey(_update).foreachRDD(_keep_state)
+        words = stream.flatMap(lambda kv: [(w, 1) for w in kv[1].split()])
+        words.updateStateByKey(_update, numPartitions=1).foreachRDD(_keep_state)
+        # the window spans the whole test, so it equals the running count
+        words.reduceByKeyAndWindow(_plus, _minus, 600, 2, numPartitions=1).foreachRDD(_keep_window)
         created.append(ssc)
         return ssc
 
     ssc = StreamingContext.getOrCreate(ckpt, create)
     assert len(created) == 1
-    run_until(ssc, lambda: _state() == first)  # ends with ssc.stop(stopSparkContext=False)
-    time.sleep(1.5)  # let a checkpoint be written after the last batch (the stream is stopped below anyway)
+    # run_until ends with ssc.stop(stopSparkContext=False)
+    run_until(ssc, lambda: _state() == first and _window() == first, timeout=180)
     before = list(_RANGES)
 
     second = _words(kafka, topic_name, [f"a{i % 3} c{i % 4}" for i in range(40)])
     expected = _add(first, second)
     ssc = StreamingContext.getOrCreate(ckpt, create)
     assert len(created) == 1, "getOrCreate must recover the context, not call create() again"
-    run_until(ssc, lambda: _state() == expected)
-    assert _state() == expected
+    try:
+        run_until(ssc, lambda: _state() == expected and _window() == expected, timeout=180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: state {_state()}, window {_window()}, expected {expected}") from None
 
     # each batch time has one set of ranges, also when Spark regenerated it after the recovery
     by_time: dict = {}
@@ -131,7 +157,6 @@ def test_get_or_create_refuses_an_exactly_once_stream_and_writes_nothing(kafka, 
     ssc = StreamingContext.getOrCreate(ckpt, create)
     store = open_store(url, "eo")
     run_until(ssc, lambda: store.get_values("words") == expected)
-    time.sleep(1.5)
     store.close()
     snapshot = db.read_bytes()
 
