@@ -10,9 +10,13 @@ folded into the same Python pass that reads the source.
 
 Unit of parallelism: one Spark task per range per batch. Delivery: the ranges of each
 batch are decided once on the driver; with plain Spark outputs this is at-least-once across
-driver restarts (like Spark's own direct stream without checkpoints); use
-``createExactlyOnceStream`` (or a store with :func:`~dstream_exactly_once.exactly_once`) for
-exactly-once.
+driver restarts (like Spark's own direct stream); use ``createExactlyOnceStream`` (or a store
+with :func:`~dstream_exactly_once.exactly_once`) for exactly-once.
+
+Spark checkpoints: Spark pickles every DStream function into the checkpoint, and with them the
+stream. A stream with a recovery recipe (``createDirectStream``) pickles as that recipe, so
+``StreamingContext.getOrCreate`` rebuilds it (see :mod:`.recovery`); any other stream pickles as
+a refusal that names the reason and what to do instead.
 """
 
 from __future__ import annotations
@@ -113,7 +117,7 @@ class RangeDStream(DriverOnly, TransformedDStream):
             return rdd
 
     def _restored_rdd(self, time: datetime) -> Optional[RangeRDD]:
-        """The checkpointed ranges of the batch at ``time`` as an RDD, when this stream was recovered."""
+        """The checkpointed ranges of the batch at ``time`` as an RDD (streams recovered from a checkpoint)."""
         if self._restored_until is None or self._rebuild is None:
             return None
         ms = batch_ms(time)
@@ -124,7 +128,7 @@ class RangeDStream(DriverOnly, TransformedDStream):
             raise ConfigurationError(
                 f"Spark asked the recovered stream for the batch at {time} ({ms} ms), which is not newer than the "
                 f"checkpoint's last batch ({self._restored_until} ms), but the checkpoint holds no ranges for it "
-                f"(a stream remembers its last {_REMEMBERED_BATCHES} batches): planning it now would read other "
+                f"(a stream remembers its last {_REMEMBERED_BATCHES} batches): planning it afresh would read other "
                 f"records than the batch it replaces. Start from a new checkpoint directory (the stream then starts "
                 f"from its fromOffsets or auto.offset.reset)")
         return None

@@ -69,7 +69,7 @@ def refuse_recovery(token: str, kind: str, reason: str) -> Any:
 
     if SparkContext._gateway is None:
         return _resolve(token, kind)
-    message = f"StreamingContext.getOrCreate cannot recover a {kind} from a Spark checkpoint: {reason}"
+    message = f"StreamingContext.getOrCreate cannot recover this {kind} from a Spark checkpoint: {reason}"
     with _LOCK:
         first = message not in _REPORTED
         _REPORTED.add(message)

@@ -163,7 +163,7 @@ def test_get_or_create_refuses_an_exactly_once_stream_and_writes_nothing(kafka, 
     with pytest.raises(Exception) as caught:
         StreamingContext.getOrCreate(ckpt, create)
     text = str(caught.value)
-    assert "StreamingContext.getOrCreate cannot recover a ExactlyOnceDStream from a Spark checkpoint" in text
+    assert "StreamingContext.getOrCreate cannot recover this ExactlyOnceDStream from a Spark checkpoint" in text
     assert "ssc = create()" in text and "resumes from the store's committed positions" in text
     assert "is closed" not in text
     assert db.read_bytes() == snapshot

@@ -67,7 +67,7 @@ def test_refused_recovery_raises_on_the_driver_and_is_a_stub_elsewhere(monkeypat
     with pytest.raises(ConfigurationError):  # an executor only fails when it uses the stream
         stub.anything  # noqa: B018
     monkeypatch.setattr(SparkContext, "_gateway", object())
-    with pytest.raises(ConfigurationError, match="getOrCreate cannot recover a ExactlyOnceDStream from a Spark "
+    with pytest.raises(ConfigurationError, match="getOrCreate cannot recover this ExactlyOnceDStream from a Spark "
                                                  "checkpoint: the store is the source of truth"):
         refuse_recovery("tok", "ExactlyOnceDStream", "the store is the source of truth")
 
