@@ -104,3 +104,23 @@ def test_batch_times_round_trip_as_pyspark_hands_them_over():
     t = datetime.fromtimestamp(1_795_607_504_000 / 1000.0)
     assert time_of_ms(batch_ms(t)) == t
     assert recovery.batch_ms(t) == 1_795_607_504_000
+
+
+@pytest.mark.parametrize("cls, recoverable, reason", [
+    ("DirectKafkaDStream", False, "KafkaUtils.createStream resumes from its consumer group's committed offsets"),
+    ("ExactlyOnceDStream", None, "the store has committed"),
+    ("FileDStream", None, "its positions are not in the checkpoint"),
+])
+def test_streams_without_a_recipe_pickle_as_a_refusal(monkeypatch, cls, recoverable, reason):
+    from dstream_exactly_once.streaming import commit_async, exactly_once, file_utils
+
+    klass = {"DirectKafkaDStream": commit_async.DirectKafkaDStream,
+             "ExactlyOnceDStream": exactly_once.ExactlyOnceDStream, "FileDStream": file_utils.FileDStream}[cls]
+    stream = klass.__new__(klass)
+    stream._driver_token = "tok-refused"
+    if recoverable is not None:
+        stream._recoverable = recoverable
+    data = pickle.dumps(stream)
+    monkeypatch.setattr(SparkContext, "_gateway", object())  # unpickled on a driver, as getOrCreate does
+    with pytest.raises(ConfigurationError, match=f"cannot recover this {cls} from a Spark checkpoint: .*{reason}"):
+        pickle.loads(data)
