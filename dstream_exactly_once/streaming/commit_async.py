@@ -24,6 +24,7 @@ from .direct import DirectBatches
 from .dstream import KafkaDStream
 from .lifecycle import close_on_stop
 from .range_rdd import RangeRDD
+from .recovery import forget
 
 log = logging.getLogger(__name__)
 
@@ -38,19 +39,66 @@ def batch_time_ms(time: datetime) -> int:
 
 
 class DirectKafkaDStream(KafkaDStream, CanCommitOffsets):
-    """A direct Kafka DStream with ``commitAsync`` (see the module docstring)."""
+    """A direct Kafka DStream with ``commitAsync`` (see the module docstring).
 
-    def __init__(self, ssc: StreamingContext, batches: DirectBatches) -> None:
+    ``recoverable``: ``StreamingContext.getOrCreate`` can recover the stream from a Spark
+    checkpoint, as Spark 2.4's direct stream: each batch is planned when Spark generates it, and
+    the checkpoint holds the remembered batches' ranges and the next offsets to plan from. The
+    recovered stream regenerates the checkpointed batches with their original ranges and goes on
+    from their end; a stream that is not recoverable refuses ``getOrCreate`` with the reason.
+    """
+
+    _recovery_refusal = ("KafkaUtils.createStream resumes from its consumer group's committed offsets, not from a "
+                         "checkpoint. Build the context with your setup function (ssc = create()) instead of "
+                         "StreamingContext.getOrCreate; the stream starts again from the group's offsets")
+
+    def __init__(self, ssc: StreamingContext, batches: DirectBatches, recoverable: bool = False) -> None:
+        self._init_direct(batches, ssc, recoverable)
+        super().__init__(ssc, batches, plan_on_generate=recoverable)
+
+    def _init_direct(self, batches: DirectBatches, ssc: Optional[StreamingContext], recoverable: bool) -> None:
         self._direct = batches
         self._ssc_ref = ssc
+        self._recoverable = recoverable
         self._commit_queue: Optional[CommitQueue] = None
         self._queue_lock = threading.Lock()
         self._planned: OrderedDict[int, List[OffsetRange]] = OrderedDict()
         self._planned_lock = threading.Lock()
-        super().__init__(ssc, batches)
+
+    # ---------------------------------------------------------------- Spark checkpoint
+    def _recovery_recipe(self) -> Optional[Dict[str, Any]]:
+        if not self._recoverable:
+            return None
+        return {"plan": self._plan_state(), "source": self._direct}
+
+    @classmethod
+    def _from_recipe(cls, token: str, recipe: Dict[str, Any]) -> DirectKafkaDStream:
+        """The stream a recovering driver rebuilds from its recipe (driver side only, no new DStream)."""
+        self = cls.__new__(cls)
+        self._driver_token = token
+        direct: DirectBatches = recipe["source"]
+        self._init_direct(direct, None, True)
+        self._restore_plan_state(recipe["plan"], direct.rdd)
+        self._build = direct
+        return self
+
+    def _attach_recovered(self) -> None:
+        """Once the recovered context runs: close the source with it and forget this recovery."""
+        if self._ssc_ref is not None:
+            return
+        ssc = StreamingContext._activeContext
+        if ssc is None:  # still inside ssc.start(), regenerating the checkpointed batches
+            return
+        self._ssc_ref = ssc
+        direct = self._direct
+        close_on_stop(ssc, direct.close)
+        close_on_stop(ssc, lambda: (forget(self._driver_token), forget(direct._driver_token)))
+        direct.attach(ssc)
 
     def _rdd_for(self, time: datetime, _tick: Any = None) -> RangeRDD:
         """Spark 0-10's order: commit what was queued, then plan the batch (once per batch time)."""
+        if self._restored_until is not None:
+            self._attach_recovered()
         with self._lock:
             if time in self._batches:
                 return super()._rdd_for(time, _tick)
@@ -89,7 +137,9 @@ class DirectKafkaDStream(KafkaDStream, CanCommitOffsets):
                         "commitAsync needs kafkaParams['group.id'] (the consumer group to commit to); "
                         "add it to the kafkaParams of createDirectStream")
                 self._commit_queue = CommitQueue(GroupOffsets(self._direct.config, group))
-                close_on_stop(self._ssc_ref, self._close_queue)
+                ssc = self._ssc_ref or StreamingContext._activeContext
+                if ssc is not None:
+                    close_on_stop(ssc, self._close_queue)
             return self._commit_queue
 
     def flush_commits(self) -> Optional[Dict[object, int]]:

@@ -10,6 +10,7 @@ limits, backpressure, data-loss policy, partition discovery) and builds the batc
 from __future__ import annotations
 
 import logging
+import threading
 import time as _time
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -29,6 +30,7 @@ from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPar
 from .backpressure import rate_controller_from_conf
 from .dstream import batch_seconds
 from .rdd import KafkaRangeReader, KafkaRDD, make_kafka_rdd
+from .recovery import recovered
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +231,77 @@ class DirectBatches(DriverOnly, BatchSource):
         return int(self.planner.lost_offsets)
 
     def close(self) -> None:
+        if "_recipe" in self.__dict__:
+            return  # recovered from a checkpoint and never opened
         close_metadata(self.planner.metadata)
+
+    # ---------------------------------------------------------------- Spark checkpoint
+    def recovery_recipe(self) -> Dict[str, Any]:
+        """Settings and plan state a recovering driver rebuilds this source from (no live client).
+
+        ``current`` is the next offset to plan from per partition: the end of the last planned batch.
+        """
+        pending = self.__dict__.get("_recipe")
+        if pending is not None:
+            return dict(pending)
+        planner = self.planner
+        return {"config": self.config, "strategy": planner.strategy, "opts": self.opts, "decoders": self.decoders,
+                "seconds": self.seconds, "auto_offset_reset": planner.auto_offset_reset,
+                "discovery_interval_s": planner.discovery_interval_s, "current": dict(planner.current),
+                "monitor_group": self.monitor_group}
+
+    def __reduce__(self) -> Any:
+        return (_recover_batches, (self._driver_token, self.recovery_recipe()))
+
+    @classmethod
+    def from_recipe(cls, token: str, recipe: Mapping[str, Any]) -> DirectBatches:
+        """A source rebuilt from :meth:`recovery_recipe`; it connects to Kafka at its first use."""
+        self = cls.__new__(cls)
+        self._driver_token = token
+        self.__dict__["_open_lock"] = threading.RLock()
+        self.__dict__["_recipe"] = dict(recipe)
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes not set yet: a source rebuilt from a recipe opens at first use.
+        lock = self.__dict__.get("_open_lock")
+        if lock is None or name.startswith("__"):
+            raise AttributeError(name)
+        with lock:
+            recipe = self.__dict__.get("_recipe")
+            if recipe is not None:
+                self._open(recipe)
+                del self.__dict__["_recipe"]
+        return object.__getattribute__(self, name)
+
+    def _open(self, recipe: Mapping[str, Any]) -> None:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            raise ConfigurationError("a direct stream recovered from a Spark checkpoint needs the SparkContext "
+                                     "StreamingContext.getOrCreate starts; none is active")
+        config: KafkaConfig = recipe["config"]
+        opts: ReadOptions = recipe["opts"]
+        planner = DirectPlanner(KafkaMetadata(config), recipe["strategy"],
+                                auto_offset_reset=recipe["auto_offset_reset"],
+                                fail_on_data_loss=opts.fail_on_data_loss, rate=opts.rate,
+                                discovery_interval_s=recipe["discovery_interval_s"])
+        planner.current = dict(recipe["current"])
+        self.sc = sc
+        self.seconds = recipe["seconds"]
+        self.config = config
+        self.opts = opts
+        self.decoders = dict(recipe["decoders"])
+        self.monitor_group = recipe["monitor_group"]
+        self.mirror_failures = 0
+        self.backpressure = rate_controller_from_conf(sc.getConf(), int(round(self.seconds * 1000)))
+        self.planner = planner
+
+    def attach(self, ssc: StreamingContext) -> None:
+        """Feed the recovered context's completed batches to the rate estimator (backpressure)."""
+        if self.backpressure is not None:
+            ssc.addStreamingListener(self.backpressure.listener())
 
     # ---------------------------------------------------------------- Spark side
     def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:
@@ -240,3 +312,8 @@ class DirectBatches(DriverOnly, BatchSource):
 
     def __call__(self, time: datetime) -> KafkaRDD:
         return self.rdd(self.plan(time))
+
+
+def _recover_batches(token: str, recipe: Dict[str, Any]) -> DirectBatches:
+    """Unpickling target of :class:`DirectBatches`: one source per token and recovery."""
+    return recovered(token, lambda: DirectBatches.from_recipe(token, recipe))  # type: ignore[no-any-return]

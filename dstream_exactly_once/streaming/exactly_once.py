@@ -12,7 +12,8 @@ for a batch whose output raised, and no later batch commits either.
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of
 truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators (``updateStateByKey``,
 windows with an inverse function), but offsets are never taken from it and a stream cannot be
-recovered with ``StreamingContext.getOrCreate``: create a new context, it resumes from the store.
+recovered with ``StreamingContext.getOrCreate`` (recovering raises a ConfigurationError saying
+so): create a new context, it resumes from the store.
 """
 
 from __future__ import annotations
@@ -90,7 +91,18 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
     Batches with no new records are not logged, not committed and do not call the output
     function. Use exactly one output pattern per stream.
+
+    ``StreamingContext.getOrCreate`` refuses to recover it from a Spark checkpoint (see
+    :attr:`_recovery_refusal`): the store is the stream's one source of truth.
     """
+
+    _recovery_refusal = (
+        "an exactly-once stream (createExactlyOnceStream, createExactlyOnceFileStream) keeps its positions and "
+        "results in its store, the one source of truth; Spark state restored from the checkpoint would not match "
+        "the batches the store has committed. Build the context with your setup function (ssc = create()) instead "
+        "of StreamingContext.getOrCreate: the stream resumes from the store's committed positions and replays the "
+        "uncommitted batches with their logged ranges (updateStateByKey and window state start empty; keep state "
+        "that must survive restarts in the store with Writes.incr / Writes.put)")
 
     def __init__(self, ssc: StreamingContext, committer: BatchCommitter, make_rdd: RddFactory) -> None:
         self.committer = committer

@@ -64,15 +64,22 @@ class KafkaUtils:
         ConsumerStrategies.Subscribe(topics, kafkaParams))`` works too; ``stream.commitAsync(ranges,
         callback)`` commits to kafkaParams' ``group.id`` (see docs/porting.md).
 
+        ``StreamingContext.getOrCreate(checkpointDir, create)`` recovers the stream as Spark 2.4
+        did: the batches the checkpoint holds as pending are generated again with their original
+        offset ranges, then the stream continues from their end, and stateful operators get their
+        checkpointed state back (the checkpoint holds kafkaParams, the decoders and the ranges of
+        the last 256 batches).
+
         Unit of parallelism: one Spark task per topic partition per batch. Delivery:
-        at-least-once for outputs across driver restarts; see ``createExactlyOnceStream``.
+        at-least-once for outputs across driver restarts (with or without a checkpoint); see
+        ``createExactlyOnceStream``.
         """
         topics, params, strategy = direct_stream_args(topics, kafkaParams, strategy)
         batches = build_direct_batches(ssc, topics, params, fromOffsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.start()
         close_on_stop(ssc, batches.close)
-        return DirectKafkaDStream(ssc, batches)
+        return DirectKafkaDStream(ssc, batches, recoverable=True)
 
     @staticmethod
     def createExactlyOnceStream(  # noqa: N802

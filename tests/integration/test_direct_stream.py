@@ -267,8 +267,8 @@ _STATE: dict = {}
 
 
 def test_checkpointed_context_with_update_state_by_key(kafka, topic_name, sc, tmp_path):
-    """ssc.checkpoint + updateStateByKey work with the direct stream (offsets still never come from
-    the checkpoint); a checkpoint holds only tokens for the driver-side builders."""
+    """ssc.checkpoint + updateStateByKey work with the direct stream; recovery with getOrCreate is
+    tested in test_checkpoint_recovery.py."""
     kafka.create_topic(topic_name, 2)
     kafka.produce(topic_name, ["a", "b", "a", "c", "a", "b"], partitions=2)
     ssc = StreamingContext(sc, 1)
