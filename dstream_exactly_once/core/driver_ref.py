@@ -5,7 +5,8 @@ builders hold the SparkContext, a broker client and the store, none of which can
 pickle as a token instead: in the driver process that wrote it, the token resolves to the live
 object; in a process recovering from the checkpoint it resolves to a stub that explains what to
 do — the offsets live in the store, so a new StreamingContext (not ``getOrCreate``) is the way to
-resume.
+resume an exactly-once stream (plain ``createDirectStream`` streams pickle as a recipe instead and
+do recover under ``getOrCreate``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class _RecoveredStub:
     def __getattr__(self, name: str) -> Any:
         raise ConfigurationError(
             f"a {self.kind} cannot be recovered from a Spark checkpoint: its offsets live in the store. "
-            "Create a new StreamingContext and stream (do not use StreamingContext.getOrCreate); the "
+            "Create a new StreamingContext and stream (StreamingContext.getOrCreate recovers only plain "
+            "createDirectStream streams); the "
             "stream resumes from the store's committed offsets and replays uncommitted batches")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
