@@ -47,12 +47,13 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from .._checks import is_int
 from ..core.retry import RetryPolicy, check_retry_policy
-from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, SinkError
+from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ..kafka.admin import open_admin
 from ..kafka.errors_map import translate_kafka_error
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..offsets import OffsetRange, to_bytes
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..stores.url import redact_url
 from .labels import make_label
 
 log = logging.getLogger(__name__)
@@ -140,14 +141,23 @@ class KafkaTransactionalSink:
         return KafkaProducer(transactional_id=transactional_id, enable_idempotence=True, acks="all",
                              transaction_timeout_ms=self.transaction_timeout_ms, **kw)
 
-    def _marker(self, app_id: str, tp: Any) -> Optional[int]:
-        """The sink's marker for input partition ``tp``; also checks that the output topic exists."""
+    def _marker(self, store: TransactionalStore, batch: PlannedBatch, r: OffsetRange, tp: Any) -> Optional[int]:
+        """The sink's marker for input partition ``tp``; also checks that the output topic and the input
+        topic exist (the broker refuses a marker for a missing input topic, and kafka-python waits for
+        it without a time limit)."""
+        app_id = store.app_id
         admin = open_admin(self.config, f"{self.prefix}-kafka-sink")
         try:
-            if self.topic not in set(admin.list_topics()):
+            topics = set(admin.list_topics())
+            if self.topic not in topics:
                 raise ConfigurationError(f"the Kafka sink's output topic {self.topic!r} does not exist at Kafka "
                                          f"{self.config.bootstrap}; create it (the sink does not rely on the broker "
                                          f"creating topics)")
+            if r.topic not in topics:
+                raise DataLossError(f"input topic {r.topic!r} of batch {batch.batch_id} (range {r}) no longer exists "
+                                    f"at Kafka {self.config.bootstrap}, so the Kafka sink cannot record its marker; "
+                                    f"nothing was written. To go on without this batch: dstream-eo batches skip "
+                                    f"--store {redact_url(store.url)} --app {app_id} --batch {batch.batch_id}")
             got = admin.list_group_offsets({self.group_id(app_id): [tp]}).get(self.group_id(app_id), {})
         finally:
             try:
@@ -192,7 +202,7 @@ class KafkaTransactionalSink:
         try:
             producer = self._producer(self.transactional_id(store.app_id, r.topic, r.partition))
             producer.init_transactions()
-            marker = self._marker(store.app_id, tp)
+            marker = self._marker(store, batch, r, tp)
             if marker == r.untilOffset:
                 log.info("%s already in Kafka (marker %d): replay, nothing produced", r, marker)
             elif marker is None or marker == r.fromOffset:

@@ -13,6 +13,7 @@ import pytest
 
 from dstream_exactly_once import (
     ConfigurationError,
+    DataLossError,
     KafkaAuthError,
     OffsetRange,
     RetryPolicy,
@@ -104,6 +105,20 @@ def test_a_missing_output_topic_is_a_configuration_error_not_a_retriable_one(kaf
     assert info.value.retriable is False
     assert time.monotonic() - started < 30
     _assert_nothing_committed(sqlite_store, sink)
+
+
+def test_a_deleted_input_topic_is_a_data_loss_error_naming_the_skip_command(kafka, topic_name, sqlite_store):
+    # not created: the broker refuses the marker (UnknownTopicOrPartition), which kafka-python retries forever
+    out = kafka.create_topic(topic_name + "-out")
+    sink = KafkaTransactionalSink(plain_params(kafka), out)
+    epoch = sqlite_store.start_epoch()
+    with pytest.raises(DataLossError, match=f"input topic '{topic_name}' of batch 0") as info:
+        sink.write_partition(sqlite_store, epoch, one_range_batch(topic_name), 0, [b"x"])
+    assert info.value.retriable is False
+    skip = f"dstream-eo batches skip --store {sqlite_store.url} --app {sqlite_store.app_id} --batch 0"
+    assert skip in str(info.value)
+    _assert_nothing_committed(sqlite_store, sink)
+    assert read_committed(kafka, out, 1, timeout=3) == []
 
 
 def test_a_transaction_timeout_the_broker_refuses_is_a_configuration_error(kafka, source, sqlite_store):
