@@ -6,6 +6,7 @@ backend and how to tamper with its stored layout version.
 
 from __future__ import annotations
 
+import os
 import pickle
 import sqlite3
 from typing import Any, Dict, Iterator
@@ -685,6 +686,13 @@ class TestSQLiteStore(SQLContract, StoreContract):
         with pytest.raises(ConfigurationError, match="PostgreSQL"):
             store.commit(epoch, B0, full_writes().execute("SELECT '{}' ?? 'k'"))
         assert snapshot(store) == before
+
+
+    def test_a_refused_statement_does_not_create_a_fresh_database_file(self, store: TransactionalStore) -> None:
+        path = store.path  # type: ignore[attr-defined]
+        with pytest.raises(ConfigurationError, match="PostgreSQL"):
+            store.commit(1, B0, full_writes().execute("SELECT '{}' ?? 'k'"))
+        assert not os.path.exists(path)
 
 
 class TestPostgresStore(SQLContract, StoreContract):
