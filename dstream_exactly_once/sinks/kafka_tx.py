@@ -11,8 +11,20 @@ Protocol, per Spark partition of a batch (input range ``r`` of input partition `
    (or no offset yet) → go on. Anything else → :class:`OffsetConflictError`;
 3. ``begin_transaction()``, the output records, ``send_offsets_to_transaction({tp: until})``,
    ``commit_transaction()`` — records and marker become visible atomically;
-4. ONE store transaction records the range's offsets and the label (``complete_batch=False``);
-   the driver writes the batch's commit-log entry once every partition is in.
+4. ONE store transaction records the range's offsets and the label (``complete_batch=False``),
+   retried on retriable store errors with the sink's ``store_retry`` policy (the same
+   :class:`~dstream_exactly_once.RetryPolicy` the other output patterns use; a retried commit
+   that had been applied answers ``REPLAYED``); the driver writes the batch's commit-log entry
+   once every partition is in.
+
+Errors: broker access goes through the Kafka seam (:func:`~dstream_exactly_once.kafka.admin.open_admin`
+for the marker and the topic check, bounded by ``request.timeout.ms``) and every kafka-python
+exception is translated by the one error table (:mod:`dstream_exactly_once.kafka.errors_map`),
+keeping its class and ``retriable`` flag: refused credentials or ACLs → :class:`KafkaAuthError`,
+a refused configuration (e.g. a ``transaction_timeout_ms`` above the broker's
+``transaction.max.timeout.ms``) → :class:`ConfigurationError`, both not retriable; a broker that
+is down → a retriable :class:`KafkaUnavailableError`. The output topic must exist (the sink does
+not rely on the broker's auto-creation): a missing one is a :class:`ConfigurationError`.
 
 Why offsets go into the Kafka transaction and not a store two-phase commit: a Kafka transaction
 cannot be prepared by one producer and committed by another after a crash (kafka-python has no
@@ -29,15 +41,19 @@ Delivery guarantee: exactly-once for consumers with ``isolation.level=read_commi
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from .._checks import is_int
-from ..errors import ConfigurationError, DStreamExactlyOnceError, OffsetConflictError, SinkError
-from ..kafka.metadata import translate_kafka_error
+from ..core.retry import RetryPolicy, check_retry_policy
+from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, OffsetConflictError, SinkError
+from ..kafka.admin import open_admin
+from ..kafka.errors_map import translate_kafka_error
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..offsets import OffsetRange, to_bytes
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..stores.url import redact_url
 from .labels import make_label
 
 log = logging.getLogger(__name__)
@@ -56,6 +72,22 @@ class KafkaWrite:
     produced: int
 
 
+def _broker_error(exc: BaseException) -> BaseException:
+    """The broker's own error class for a bare ``KafkaError`` that only names it: kafka-python's
+    transaction manager reports an unexpected response code as ``KafkaError("Unexpected error in
+    InitProducerIdResponse: [Error 50] InvalidTransactionTimeoutError")``, which would otherwise be
+    translated as an unknown broker failure instead of by the error table."""
+    import kafka.errors as ke
+
+    found = re.search(r"\[Error (-?\d+)\] (\w+)", str(exc))
+    if type(exc) is not ke.KafkaError or found is None:
+        return exc
+    cls = ke.for_code(int(found.group(1)))
+    if cls is ke.UnknownError or cls.__name__ != found.group(2):
+        return exc
+    return cls(str(exc))
+
+
 def _to_bytes(v: Any) -> Optional[bytes]:
     try:
         return to_bytes(v)
@@ -67,11 +99,15 @@ class KafkaTransactionalSink:
     """Write each partition's ``(key, value)`` records to ``topic`` in one Kafka transaction.
 
     ``kafkaParams`` use the same keys as the stream's (``bootstrap.servers``, security settings);
-    ``prefix`` namespaces the transactional ids and the marker group.
+    ``prefix`` namespaces the transactional ids and the marker group; ``store_retry`` is how long
+    the store commit after each Kafka transaction rides out a store outage (default
+    :data:`~dstream_exactly_once.core.retry.DEFAULT_RETRY`; pass the stream's ``store_retry`` to
+    give both one budget).
     """
 
     def __init__(self, kafkaParams: Mapping[str, Any], topic: str, *, prefix: str = "deo",  # noqa: N803
-                 transaction_timeout_ms: int = 60000, partitioner: Optional[Callable[[Any], int]] = None) -> None:
+                 transaction_timeout_ms: int = 60000, partitioner: Optional[Callable[[Any], int]] = None,
+                 store_retry: Optional[RetryPolicy] = None) -> None:
         self.config: KafkaConfig = parse_kafka_params(kafkaParams)
         if not isinstance(topic, str) or not topic:
             raise ConfigurationError(f"topic must be a non-empty str, got {topic!r}")
@@ -83,7 +119,10 @@ class KafkaTransactionalSink:
         self.topic = topic
         self.prefix = prefix
         self.transaction_timeout_ms = transaction_timeout_ms
+        if partitioner is not None and not callable(partitioner):
+            raise ConfigurationError(f"partitioner must be a function (key) -> partition, or None, got {partitioner!r}")
         self.partitioner = partitioner
+        self.retry = check_retry_policy(store_retry)
 
     def __repr__(self) -> str:
         return f"KafkaTransactionalSink(topic={self.topic!r}, bootstrap={self.config.bootstrap!r})"
@@ -97,20 +136,45 @@ class KafkaTransactionalSink:
     def _producer(self, transactional_id: str) -> Any:
         from kafka import KafkaProducer
 
+        self.config.register_secrets()  # kafka-python logs the SASL token it sends at DEBUG
         kw = {k: v for k, v in self.config.client.items() if k in KafkaProducer.DEFAULT_CONFIG}
         return KafkaProducer(transactional_id=transactional_id, enable_idempotence=True, acks="all",
                              transaction_timeout_ms=self.transaction_timeout_ms, **kw)
 
-    def _marker(self, app_id: str, tp: Any) -> Optional[int]:
-        from kafka.admin import KafkaAdminClient
-
-        admin = KafkaAdminClient(**self.config.admin_kwargs())
+    def _marker(self, store: TransactionalStore, batch: PlannedBatch, r: OffsetRange, tp: Any) -> Optional[int]:
+        """The sink's marker for input partition ``tp``; also checks that the output topic and the input
+        topic exist (the broker refuses a marker for a missing input topic, and kafka-python waits for
+        it without a time limit)."""
+        app_id = store.app_id
+        admin = open_admin(self.config, f"{self.prefix}-kafka-sink")
         try:
+            topics = set(admin.list_topics())
+            if self.topic not in topics:
+                raise ConfigurationError(f"the Kafka sink's output topic {self.topic!r} does not exist at Kafka "
+                                         f"{self.config.bootstrap}; create it (the sink does not rely on the broker "
+                                         f"creating topics)")
+            if r.topic not in topics:
+                raise DataLossError(f"input topic {r.topic!r} of batch {batch.batch_id} (range {r}) no longer exists "
+                                    f"at Kafka {self.config.bootstrap}, so the Kafka sink cannot record its marker; "
+                                    f"nothing was written. To go on without this batch: dstream-eo batches skip "
+                                    f"--store {redact_url(store.url)} --app {app_id} --batch {batch.batch_id}")
             got = admin.list_group_offsets({self.group_id(app_id): [tp]}).get(self.group_id(app_id), {})
         finally:
-            admin.close()
+            try:
+                admin.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the outcome
+                log.debug("error closing the Kafka sink's admin client", exc_info=True)
         meta = got.get(tp)
         return None if meta is None or meta.offset is None or meta.offset < 0 else int(meta.offset)
+
+    def _partition_of(self, key: Any) -> Optional[int]:
+        if self.partitioner is None:
+            return None
+        try:
+            return self.partitioner(key)
+        except Exception as exc:  # noqa: BLE001 - the user's function: reported as such
+            raise SinkError(f"the Kafka sink's partitioner raised {type(exc).__name__} for key {key!r:.100}: "
+                            f"{exc}") from exc
 
     def write_partition(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, partition_id: int,
                         rows: Iterable[Any], *, writes: Optional[Writes] = None) -> KafkaWrite:
@@ -125,15 +189,20 @@ class KafkaTransactionalSink:
         label = make_label(self.group_id(store.app_id), batch.batch_id, partition_id)
         record_writes = writes.copy() if writes else Writes()
         record_writes.add_label(label)
+
+        def commit() -> CommitOutcome:
+            return self.retry.call(lambda: store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False),
+                                   f"store commit of batch {batch.batch_id} range {r} (Kafka sink)")
+
         if r.count() == 0:
-            return KafkaWrite(label, store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False), 0)
+            return KafkaWrite(label, commit(), 0)
         tp = TopicPartition(r.topic, r.partition)
         produced = 0
         producer = None
         try:
             producer = self._producer(self.transactional_id(store.app_id, r.topic, r.partition))
             producer.init_transactions()
-            marker = self._marker(store.app_id, tp)
+            marker = self._marker(store, batch, r, tp)
             if marker == r.untilOffset:
                 log.info("%s already in Kafka (marker %d): replay, nothing produced", r, marker)
             elif marker is None or marker == r.fromOffset:
@@ -142,8 +211,8 @@ class KafkaTransactionalSink:
                 producer.begin_transaction()
                 for row in rows:
                     key, value = row if isinstance(row, tuple) and len(row) == 2 else (None, row)
-                    part = self.partitioner(key) if self.partitioner is not None else None
-                    producer.send(self.topic, key=_to_bytes(key), value=_to_bytes(value), partition=part)
+                    producer.send(self.topic, key=_to_bytes(key), value=_to_bytes(value),
+                                  partition=self._partition_of(key))
                     produced += 1
                 producer.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(r.untilOffset, f"batch {batch.batch_id}", -1)}, self.group_id(store.app_id))
@@ -154,17 +223,17 @@ class KafkaTransactionalSink:
                     f"{r.fromOffset} nor its end {r.untilOffset} (group {self.group_id(store.app_id)!r})")
         except DStreamExactlyOnceError:
             raise
-        except Exception as exc:  # noqa: BLE001 - translated at this boundary
-            raise SinkError(f"Kafka transactional write of {r} to {self.topic!r} failed: "
-                            f"{translate_kafka_error(exc, self.config.bootstrap, 'writing')}") from exc
+        except Exception as exc:  # noqa: BLE001 - translated at this boundary, keeping its class and flag
+            raise translate_kafka_error(_broker_error(exc), self.config.bootstrap,
+                                        f"writing {r} of batch {batch.batch_id} to {self.topic!r} in a Kafka "
+                                        f"transaction", self.config) from exc
         finally:
             if producer is not None:
                 try:
                     producer.close(timeout=5)
                 except Exception:  # noqa: BLE001 - closing must not mask the outcome
                     log.debug("error closing the transactional producer", exc_info=True)
-        outcome = store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False)
-        return KafkaWrite(label, outcome, produced)
+        return KafkaWrite(label, commit(), produced)
 
     def recover(self, store: TransactionalStore, batch: PlannedBatch) -> None:
         """Nothing to resolve: ``init_transactions`` in each replayed partition aborts or

@@ -103,6 +103,10 @@ class Cursor:
         self._cur.execute(self._q(sql), tuple(params))
         return int(self._cur.rowcount)
 
+    def raw(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run ``sql`` already in the driver's paramstyle (user SQL rendered by ``_sql_text.render``)."""
+        self._cur.execute(sql, tuple(params))
+
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         """Run ``sql`` once per row; returns the total row count."""
         if not rows:

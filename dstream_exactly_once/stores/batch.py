@@ -15,9 +15,10 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from .._checks import is_int
 from ..core.ranges import SourceRange, check_ranges, decode_range, encode_range
 from ..errors import ConfigurationError
+from ._sql_text import check_statement
 
-__all__ = ["INCIDENT_KINDS", "INT64_MAX", "INT64_MIN", "RESERVED_NAMESPACE", "CommitOutcome", "Number", "PlannedBatch",
-           "Writes", "incident_key"]
+__all__ = ["INCIDENT_KINDS", "INT64_MAX", "INT64_MIN", "MAX_KEY_BYTES", "RESERVED_NAMESPACE", "CommitOutcome", "Number",
+           "PlannedBatch", "Writes", "incident_key"]
 
 Number = float | int
 
@@ -27,6 +28,11 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 #: Value namespace the library keeps for itself: the driver's heartbeat (SQL stores) and the
 #: *incident records* written beside a commit (see :meth:`Writes.record_incident`).
 RESERVED_NAMESPACE = "__deo__"
+
+#: The longest namespace, key or label a :class:`Writes` accepts, in UTF-8 bytes. Every store keeps
+#: them in key columns: PostgreSQL's B-tree index entries hold at most about 2,700 bytes, shared
+#: by the application id (up to 200), the namespace and the key.
+MAX_KEY_BYTES = 1024
 
 #: Kinds of incident record: ``loss`` (a range whose data was gone when it was read, under a
 #: skip data-loss policy) and ``skip`` (a batch an operator skipped without output).
@@ -110,9 +116,24 @@ def _check_json(what: str, value: Any) -> str:
 
 
 def _check_key(what: str, key: Any) -> str:
-    if not isinstance(key, str):
-        raise ConfigurationError(f"{what} must be a str, got {key!r}")
+    if not isinstance(key, str) or not key:
+        raise ConfigurationError(f"{what} must be a non-empty str, got {key!r}")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ConfigurationError(f"{what} must be valid Unicode text (no lone surrogates), got {key!r}") from None
+    if size > MAX_KEY_BYTES:
+        raise ConfigurationError(f"{what} must be at most {MAX_KEY_BYTES} bytes in UTF-8, got {size} bytes: "
+                                 f"{key[:60]!r}…")
     return key
+
+
+def _check_namespace(namespace: Any) -> str:
+    _check_key("namespace", namespace)
+    if namespace == RESERVED_NAMESPACE:
+        raise ConfigurationError(f"namespace {RESERVED_NAMESPACE!r} is reserved for the library's own records "
+                                 f"(heartbeat, incident records); use another namespace")
+    return namespace
 
 
 class IncrementsView(Mapping[Tuple[str, str], Number]):
@@ -151,7 +172,21 @@ class Writes:
       replaces them, so each batch's rows are present exactly once.
     - :meth:`add_label` records a label as applied (label-idempotent sinks).
 
-    Values are validated eagerly: anything JSON cannot hold raises before anything is written.
+    - :meth:`execute` runs one SQL statement of yours in the same transaction (SQL stores).
+
+    Every method validates its input when it is called and raises
+    :class:`~dstream_exactly_once.errors.ConfigurationError` naming the bad value, so a batch never
+    carries writes a store would refuse at commit time (and refuse again on every replay). Refused:
+
+    - a namespace, key or label that is not a non-empty str of at most :data:`MAX_KEY_BYTES` UTF-8
+      bytes (lone surrogates included);
+    - the namespace :data:`RESERVED_NAMESPACE` in :meth:`incr`, :meth:`put` and
+      :meth:`put_batch_rows` (the library's heartbeat and incident records live there);
+    - an increment that is not a finite int or float, or that makes its key's total infinite;
+    - values and rows JSON cannot hold (``NaN``, sets, objects); ``put_batch_rows`` rows given as a
+      ``str``, ``bytes`` or mapping instead of an iterable of rows;
+    - SQL that would end or change the commit's transaction (see :meth:`execute`).
+
     Increments are kept per namespace (the stores write each namespace's counters as one JSON
     object); :attr:`increments` is a read-only ``{(namespace, key): amount}`` view of them.
     """
@@ -180,16 +215,26 @@ class Writes:
         return self._counters if self._plain_ints else None  # type: ignore[return-value]
 
     def incr(self, namespace: str, key: str, amount: Number = 1) -> Writes:
-        _check_key("namespace", namespace)
+        """Add ``amount`` (a finite int or float) to ``key`` of ``namespace``; increments of one key in
+        one :class:`Writes` add up first (an int total must end within 64 bits by commit time)."""
+        _check_namespace(namespace)
         _check_key("key", key)
         if isinstance(amount, bool) or not isinstance(amount, (int, float)) or (
             isinstance(amount, float) and not math.isfinite(amount)
         ):
             raise ConfigurationError(f"increment for {namespace}/{key} must be a finite number, got {amount!r}")
         amounts = self._counters.get(namespace)
+        before = 0 if amounts is None else amounts.get(key, 0)
+        try:
+            total = before + amount
+            finite = not isinstance(total, float) or math.isfinite(total)
+        except OverflowError:  # an int too large for a float, added to a float
+            finite = False
+        if not finite:
+            raise ConfigurationError(f"increment {amount!r} for {namespace}/{key} makes its total {before!r} + "
+                                     f"{amount!r} overflow the finite doubles a store keeps; nothing was added")
         if amounts is None:
             amounts = self._counters[namespace] = {}
-        total = amounts.get(key, 0) + amount
         amounts[key] = total
         if self._plain_ints and (type(total) is not int or not INT64_MIN <= total <= INT64_MAX):
             self._plain_ints = False
@@ -208,13 +253,18 @@ class Writes:
                 f"batch_rows={self.batch_rows!r}, labels={self.labels!r}, statements={self.statements!r})")
 
     def put(self, namespace: str, key: str, value: Any) -> Writes:
-        _check_key("namespace", namespace)
+        """Set ``key`` of ``namespace`` to ``value`` (anything JSON holds; last write wins)."""
+        _check_namespace(namespace)
         _check_key("key", key)
         self.puts[(namespace, key)] = _check_json(f"value for {namespace}/{key}", value)
         return self
 
     def put_batch_rows(self, namespace: str, rows: Iterable[Any]) -> Writes:
-        _check_key("namespace", namespace)
+        """Store ``rows`` (an iterable of JSON values, e.g. a list of dicts) under the batch id."""
+        _check_namespace(namespace)
+        if isinstance(rows, (str, bytes, bytearray, memoryview, Mapping)) or not isinstance(rows, Iterable):
+            raise ConfigurationError(f"rows of {namespace} must be an iterable of rows (e.g. a list of dicts), got "
+                                     f"{type(rows).__name__} {rows!r:.200}; wrap a single row in a list")
         encoded = [_check_json(f"row of {namespace}", r) for r in rows]
         self.batch_rows.setdefault(namespace, []).extend(encoded)
         return self
@@ -230,19 +280,38 @@ class Writes:
         return self
 
     def add_label(self, label: str) -> Writes:
+        """Record ``label`` as applied (a non-empty str of at most :data:`MAX_KEY_BYTES` UTF-8 bytes)."""
         self.labels.append(_check_key("label", label))
         return self
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Writes:
-        """Run your own SQL (``?`` placeholders) inside the commit transaction — SQL stores only.
+        """Run one SQL statement of yours inside the commit transaction — SQL stores only.
 
-        The statement sees and changes your own tables atomically with the offsets; a failing
-        statement rolls the whole commit back. Redis stores refuse writes that carry SQL.
+        The statement sees and changes your own tables atomically with the positions; a failing
+        statement rolls the whole commit back, and a replay of a committed batch does not run it.
+
+        Parameters: write one ``?`` per element of ``params``, in order, on every SQL store; write
+        a literal ``?`` (PostgreSQL's jsonb ``?``, ``?|``, ``?&`` operators) as ``??``. ``?`` and
+        ``%`` inside string literals, quoted identifiers, comments and dollar-quoted bodies are
+        left alone (``LIKE 'a%'`` works as written).
+
+        Refused here, before anything is written (:class:`ConfigurationError`): several statements
+        in one string; statements that control transactions (``BEGIN``, ``START``, ``COMMIT``,
+        ``END``, ``ROLLBACK``, ``ABORT``, ``SAVEPOINT``, ``RELEASE``, ``PREPARE TRANSACTION``) or
+        change the connection beyond the commit (``PRAGMA``, ``ATTACH``, ``DETACH``, ``SET``
+        except ``SET LOCAL``/``SET CONSTRAINTS``, ``RESET``, ``DISCARD``); statements that cannot
+        run inside a transaction (``VACUUM``, ``COPY``, ``CREATE``/``DROP``/``ALTER``
+        ``DATABASE``/``TABLESPACE``/``SYSTEM``, ``… INDEX CONCURRENTLY``); numbered placeholders
+        (``?1``); and a placeholder count that differs from ``len(params)``. At commit time the
+        statements run inside a savepoint, and the store checks afterwards that its transaction
+        is still the one it opened (otherwise the commit fails and nothing is written). Redis
+        stores refuse writes that carry SQL.
         """
         if not isinstance(sql, str) or not sql.strip():
             raise ConfigurationError(f"sql must be a non-empty str, got {sql!r}")
         if isinstance(params, (str, bytes)) or not isinstance(params, Sequence):
             raise ConfigurationError(f"params must be a sequence, got {params!r}")
+        check_statement(sql, params)
         self.statements.append((sql, tuple(params)))
         return self
 

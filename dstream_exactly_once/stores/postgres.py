@@ -8,6 +8,7 @@ from typing import Any, Optional, Tuple
 
 from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
 from ._sql_statements import Cursor
+from .batch import Writes
 from .sql import SQLStore
 from .url import check_options, float_option, parse_url, redact_url
 
@@ -116,6 +117,32 @@ class PostgresStore(SQLStore):
 
     def _lock_schema(self, cur: Cursor) -> None:
         cur.run("SELECT pg_advisory_xact_lock(hashtext('dstream_exactly_once.schema'))")
+
+    def _check_writes(self, writes: Writes) -> None:
+        """PostgreSQL text cannot hold the NUL character: refuse names and SQL parameters carrying it
+        (JSON values and rows are stored escaped and keep it)."""
+        names = [("namespace", ns) for ns in writes.batch_rows]
+        names += [("label", label) for label in writes.labels]
+        names += [(what, name) for pair in writes.puts for what, name in zip(("namespace", "key"), pair, strict=True)]
+        names += [(what, name) for pair in writes.increments for what, name in zip(("namespace", "key"), pair,
+                                                                                   strict=True)]
+        names += [("Writes.execute parameter", p) for _, params in writes.statements for p in params
+                  if isinstance(p, str)]
+        for what, name in names:
+            if "\x00" in name:
+                raise ConfigurationError(f"{what} {name!r} contains the NUL character, which PostgreSQL text cannot "
+                                         f"hold; nothing was written")
+
+    def _transaction_id(self, cur: Cursor) -> Any:
+        """The server's id of the open transaction (assigned here if it had none), or ``None`` outside one."""
+        from psycopg import pq
+
+        if self._conn is None or self._conn.info.transaction_status != pq.TransactionStatus.INTRANS:
+            return None
+        row = cur.one("SELECT txid_current_if_assigned()")
+        if row is None or row[0] is None:
+            row = cur.one("SELECT txid_current()")
+        return None if row is None else int(row[0])
 
     def _is_broken(self, conn: Any) -> bool:
         return bool(conn.closed or conn.broken)

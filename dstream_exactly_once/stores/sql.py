@@ -40,7 +40,9 @@ from ._sql_statements import (
     Counters,
     Cursor,
 )
+from ._sql_text import parse_sql, render
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .url import redact_url
 
 __all__ = ["SQLStore"]
 
@@ -98,6 +100,11 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
 
     def _lock_schema(self, cur: Cursor) -> None:
         """Serialize concurrent schema creation (PostgreSQL); SQLite's BEGIN IMMEDIATE suffices."""
+
+    @abstractmethod
+    def _transaction_id(self, cur: Cursor) -> Any:
+        """In a write transaction: what identifies it (compared before and after user statements);
+        ``None`` when the connection is not inside a transaction."""
 
     # ---------------------------------------------------------------- connection + error boundary
     def _connection(self, write: bool) -> Any:
@@ -292,13 +299,14 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
     def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
         batch, writes = plan.batch, plan.writes
         sets, adds, counters = self._value_rows(writes)  # raises on bad values before the transaction
+        statements = [(render(parse_sql(sql), self.placeholder), params) for sql, params in writes.statements]
         with self._transaction() as cur:
             committed, stored = self._commit_state(cur, plan.epoch, batch.batch_id)
             if committed or not rules.decide(batch.batch_id, plan.todo, stored):
                 return CommitOutcome.REPLAYED
+            if statements:  # first: a statement that ended the transaction finds nothing of the commit's in it
+                self._run_user_statements(cur, batch, statements)
             self._write_values(cur, sets, adds, counters)
-            for statement, params in writes.statements:
-                cur.run(statement, params)
             for ns, rows in writes.batch_rows.items():
                 cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
                         (self.app_id, ns, batch.batch_id, plan.part))
@@ -313,6 +321,44 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                 cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
                         (self.app_id, batch.batch_id, plan.epoch))
         return CommitOutcome.APPLIED
+
+    def _run_user_statements(self, cur: Cursor, batch: PlannedBatch,
+                             statements: List[Tuple[str, Tuple[Any, ...]]]) -> None:
+        """Run the rendered statements of :meth:`Writes.execute` inside a savepoint, then check that the
+        commit's transaction is still the one opened for it: a statement that ended it fails the commit
+        instead of leaving part of it applied. A statement the database refuses for good (not a
+        deadlock or a lost server) is reported with the batch and the command that skips it."""
+        opened = self._transaction_id(cur)
+        cur.run("SAVEPOINT deo_user_sql")
+        for sql, params in statements:
+            try:
+                cur.raw(sql, params)
+            except Exception as exc:
+                err = self._translate(exc)
+                if err is None or err.retriable or (self._conn is not None and self._is_broken(self._conn)):
+                    raise
+                raise StoreError(f"{err}; in the SQL of Writes.execute {sql!r:.300}. "
+                                 f"{self._user_sql_way_out(batch)}") from exc
+        after = self._transaction_id(cur)
+        ended = after is None or after != opened
+        if not ended:
+            try:
+                cur.run("RELEASE SAVEPOINT deo_user_sql")
+            except Exception as exc:
+                err = self._translate(exc)
+                if err is None or err.retriable:
+                    raise
+                ended = True  # the statements released or rolled back the savepoint
+        if ended:
+            raise StoreError(f"the SQL of Writes.execute ended the store's transaction or its savepoint; nothing of "
+                             f"the commit is kept (statements {[s for s, _ in statements]!r:.300}). "
+                             f"{self._user_sql_way_out(batch)}")
+
+    def _user_sql_way_out(self, batch: PlannedBatch) -> str:
+        ranges = ", ".join(str(r) for r in batch.ranges[:10]) + (" …" if len(batch.ranges) > 10 else "")
+        return (f"Batch {batch.batch_id} (ranges {ranges}) is not committed and fails again on every replay until "
+                f"the SQL is fixed; to go on without this batch's output: dstream-eo batches skip --store "
+                f"{redact_url(self.url)} --app {self.app_id} --batch {batch.batch_id}")
 
     def _commit_state(self, cur: Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
         """In a commit's transaction: the epoch check (locking the app's meta row), whether

@@ -8,6 +8,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
+from ._sql_statements import Cursor
 from .sql import SQLStore
 from .url import check_options, float_option, parse_qsl_dict, redact_url
 
@@ -98,6 +99,11 @@ class SQLiteStore(SQLStore):
     tables_sql = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
                   "('deo_meta', 'deo_offsets', 'deo_positions')")
     read_only_reads = True
+
+    def _transaction_id(self, cur: Cursor) -> Any:
+        """SQLite has one transaction per connection: whether it is still open (``BEGIN`` cannot
+        follow an ended one, since user SQL is one statement and ``BEGIN`` is refused)."""
+        return True if self._conn is not None and self._conn.in_transaction else None
 
     def _translate(self, exc: Exception) -> Optional[StoreError]:
         if isinstance(exc, sqlite3.OperationalError):

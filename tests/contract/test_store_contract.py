@@ -6,6 +6,7 @@ backend and how to tamper with its stored layout version.
 
 from __future__ import annotations
 
+import os
 import pickle
 import sqlite3
 from typing import Any, Dict, Iterator
@@ -31,6 +32,7 @@ from dstream_exactly_once.stores import (
     Writes,
     open_store,
 )
+from dstream_exactly_once.stores.batch import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
 P0, P1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
@@ -516,6 +518,34 @@ class StoreContract:
         assert not store.is_committed(1) and store.get_value("counts", "p") is None
 
 
+    def test_names_at_the_size_limit_are_kept(self, store: TransactionalStore, epoch: int) -> None:
+        ns, key, label = "n" * MAX_KEY_BYTES, "é" * (MAX_KEY_BYTES // 2), "L" * MAX_KEY_BYTES
+        store.commit(epoch, B0, Writes().incr(ns, key, 2).put(ns, "d", {"x": 1}).put_batch_rows(ns, [1])
+                     .add_label(label))
+        assert store.get_values(ns) == {key: 2, "d": {"x": 1}} and store.get_batch_rows(ns) == {0: [1]}
+        assert store.has_label(label)
+        with pytest.raises(ConfigurationError, match=f"at most {MAX_KEY_BYTES} bytes"):
+            Writes().incr(ns + "n", key)
+
+    def test_user_writes_cannot_spoof_the_reserved_namespace(self, store: TransactionalStore, epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        before = snapshot(store), store.get_values(RESERVED_NAMESPACE)
+        for call in (lambda w: w.put(RESERVED_NAMESPACE, "heartbeat", {"epoch": epoch + 5}),
+                     lambda w: w.incr(RESERVED_NAMESPACE, "k"), lambda w: w.put_batch_rows(RESERVED_NAMESPACE, [1])):
+            with pytest.raises(ConfigurationError, match="reserved"):
+                call(full_writes())
+        assert (snapshot(store), store.get_values(RESERVED_NAMESPACE)) == before
+        store.commit(epoch, B0, full_writes().record_incident("skip", 0, {"by": "operator"}))
+        assert store.get_values(RESERVED_NAMESPACE) == {incident_key("skip", 0): {"by": "operator"}}
+
+
+def user_rows(store: TransactionalStore, sql: str) -> list:
+    """Rows of ``sql`` run as written (no placeholder rewriting) on the store's read connection."""
+    with store._read() as (cur, _):  # type: ignore[attr-defined]
+        cur._cur.execute(sql)
+        return [tuple(r) for r in cur._cur.fetchall()]
+
+
 class SQLContract:
     """Your own SQL inside the commit transaction (``Writes.execute``), SQL stores only."""
 
@@ -534,9 +564,13 @@ class SQLContract:
     def test_failing_user_sql_rolls_everything_back(self, store: TransactionalStore, epoch: int) -> None:
         store.log_batch(epoch, B0)
         before = snapshot(store)
-        with pytest.raises(StoreError):
+        with pytest.raises(StoreError) as info:
             store.commit(epoch, B0, full_writes().execute("INSERT INTO no_such_table VALUES (1)"))
         assert snapshot(store) == before
+        message = str(info.value)
+        assert "no_such_table" in message and f"Batch 0 (ranges {R0}, {R1})" in message
+        assert "dstream-eo batches skip --store " in message
+        assert f"--app {store.app_id} --batch 0" in message and "deo-test-pw" not in message
 
     def test_counters_bound_row_by_row_give_the_same_results(self, store: TransactionalStore, epoch: int) -> None:
         # The path taken where the JSON-object statement cannot be used (an SQLite without JSON).
@@ -566,6 +600,45 @@ class SQLContract:
         with pytest.raises(StoreError, match="counts/n .it would leave the 64-bit range"):
             store.commit(epoch, batch(2, OffsetRange("t", 0, 15, 16)), Writes().incr("counts", "n", step))
         assert snapshot(store) == before
+
+    @pytest.mark.parametrize("statement", ["COMMIT", "ROLLBACK", "END", "RELEASE SAVEPOINT deo_user_sql"])
+    def test_sql_that_ends_the_transaction_fails_the_commit_and_writes_nothing(
+            self, store: TransactionalStore, epoch: int, statement: str) -> None:
+        # Writes.execute refuses these when the Writes is built; the store's own check is the second
+        # line, for statements that reach it anyway (appended to ``statements`` directly here).
+        store.log_batch(epoch, B0)
+        before = snapshot(store)
+        w = full_writes()
+        w.statements.append((statement, ()))
+        with pytest.raises(StoreError, match="ended the store's transaction|in the SQL of Writes.execute") as info:
+            store.commit(epoch, B0, w)
+        assert snapshot(store) == before
+        assert "dstream-eo batches skip" in str(info.value) and "--batch 0" in str(info.value)
+        assert store.commit(epoch, B0, full_writes()) is APPLIED  # the connection is usable again
+        assert store.get_value("counts", "n") == 1 and store.load_offsets()[P0] == 10
+
+    def test_transaction_control_is_refused_before_anything_is_written(self, store: TransactionalStore,
+                                                                        epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        before = snapshot(store)
+        for statement in ("COMMIT", "/* c */ rollback", "SELECT 1; COMMIT", "SAVEPOINT x", "start transaction"):
+            with pytest.raises(ConfigurationError, match="Writes.execute"):
+                store.commit(epoch, B0, full_writes().execute(statement))
+        assert snapshot(store) == before
+
+    def test_percent_and_question_marks_in_literals_reach_the_database_unchanged(
+            self, store: TransactionalStore, epoch: int) -> None:
+        table = "lit_" + store.app_id.replace("-", "_").replace(".", "_").replace(":", "_")
+        store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)), Writes().execute(
+            f'CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, "odd?%col" TEXT, n INTEGER)'))
+        w = (Writes()
+             .execute(f"INSERT INTO {table} (k, \"odd?%col\", n) VALUES ('a%', 'what? 100%', ?)", (1,))
+             .execute(f"INSERT INTO {table} (k, n) VALUES (?, ?) -- a comment with ? and %", ("ab?", 2))
+             .execute(f"/* ? % */ INSERT INTO {table} (k, n) VALUES ('b''?%', ?)", (3,))
+             .execute(f"UPDATE {table} SET n = n + 10 WHERE k LIKE 'a%' AND n < ?", (5,)))
+        assert store.commit(epoch, B0, w) is APPLIED
+        rows = user_rows(store, f'SELECT k, "odd?%col", n FROM {table} ORDER BY k')
+        assert rows == [("a%", "what? 100%", 11), ("ab?", None, 12), ("b'?%", None, 3)]
 
     def test_bad_statement_arguments(self) -> None:
         with pytest.raises(ConfigurationError, match="non-empty str"):
@@ -606,6 +679,22 @@ class TestSQLiteStore(SQLContract, StoreContract):
             open_store(url, app_id)
 
 
+    def test_a_literal_question_mark_operator_is_refused_before_anything_is_written(
+            self, store: TransactionalStore, epoch: int) -> None:
+        store.log_batch(epoch, B0)
+        before = snapshot(store)
+        with pytest.raises(ConfigurationError, match="PostgreSQL"):
+            store.commit(epoch, B0, full_writes().execute("SELECT '{}' ?? 'k'"))
+        assert snapshot(store) == before
+
+
+    def test_a_refused_statement_does_not_create_a_fresh_database_file(self, store: TransactionalStore) -> None:
+        path = store.path  # type: ignore[attr-defined]
+        with pytest.raises(ConfigurationError, match="PostgreSQL"):
+            store.commit(1, B0, full_writes().execute("SELECT '{}' ?? 'k'"))
+        assert not os.path.exists(path)
+
+
 class TestPostgresStore(SQLContract, StoreContract):
     store_class = PostgresStore
 
@@ -628,6 +717,33 @@ class TestPostgresStore(SQLContract, StoreContract):
             options = dict(conn.execute("SELECT relname, reloptions FROM pg_class WHERE relname IN "
                                         "('deo_values', 'deo_positions', 'deo_batches')").fetchall())
         assert options == {"deo_values": ["fillfactor=50"], "deo_positions": ["fillfactor=50"], "deo_batches": None}
+
+    def test_jsonb_operators_work_in_user_sql(self, store: TransactionalStore, epoch: int) -> None:
+        table = "js_" + store.app_id.replace("-", "_").replace(".", "_").replace(":", "_")
+        store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)), Writes().execute(
+            f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, doc JSONB, hits TEXT DEFAULT '')"))
+        w = (Writes()
+             .execute(f"INSERT INTO {table} (id, doc) VALUES (1, ?::jsonb), (2, ?::jsonb)",
+                      ('{"a": 1, "b": "x%"}', '{"c": 2}'))
+             .execute(f"UPDATE {table} SET hits = hits || 'q' WHERE doc ?? ?", ("a",))
+             .execute(f"UPDATE {table} SET hits = hits || 'any' WHERE doc ??| array['c', 'z']")
+             .execute(f"UPDATE {table} SET hits = hits || 'all' WHERE doc ??& array[?, ?]", ("a", "b"))
+             .execute(f"UPDATE {table} SET hits = hits || 'has' WHERE doc @> ?::jsonb", ('{"b": "x%"}',)))
+        assert store.commit(epoch, B0, w) is APPLIED
+        assert user_rows(store, f"SELECT id, hits FROM {table} ORDER BY id") == [(1, "qallhas"), (2, "any")]
+
+    @pytest.mark.parametrize("build", [
+        lambda w: w.incr("counts", "a\x00b"), lambda w: w.put("do\x00cs", "k", 1), lambda w: w.add_label("L\x00"),
+        lambda w: w.put_batch_rows("ro\x00ws", [1]), lambda w: w.execute("SELECT CAST(? AS TEXT)", ("a\x00",))])
+    def test_nul_characters_in_names_are_refused_before_anything_is_written(
+            self, store: TransactionalStore, epoch: int, build) -> None:
+        store.log_batch(epoch, B0)
+        before = snapshot(store)
+        with pytest.raises(ConfigurationError, match="NUL character"):
+            store.commit(epoch, B0, build(full_writes()))
+        assert snapshot(store) == before
+        store.commit(epoch, B0, full_writes().put("docs", "nul", "a\x00b"))  # inside JSON values it is kept
+        assert store.get_value("docs", "nul") == "a\x00b"
 
     def test_repr_hides_password(self, store: TransactionalStore) -> None:
         assert "deo-test-pw" not in repr(store) and ":***@" in repr(store)
