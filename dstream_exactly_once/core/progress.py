@@ -45,8 +45,12 @@ fields (all JSON; ``docs/operations.md`` has the same table):
 Ours: ``replayedBatch`` (this batch was found uncommitted at start and re-run with its logged
 ranges), ``outcome`` (``applied``/``replayed``), ``numReplaysSkipped`` (commits in this run that found
 their batch or range already committed and wrote nothing), ``numFencedAttempts`` (commits or plans
-refused because a newer driver took the epoch) and ``numDataLossSkippedOffsets`` (offsets skipped
-under ``failOnDataLoss=False``) — these three are totals since this driver started.
+refused because a newer driver took the epoch), ``numDataLossSkippedOffsets`` (Kafka offsets skipped
+under ``failOnDataLoss=False``: when planning and when reading) and ``numDataLossSkippedBytes`` (file
+bytes skipped under ``fail.on.data.loss=false``: reported by the planner and when reading) — these
+four are totals since this driver started — and ``dataLoss``: this batch's lost parts, one
+``{"key", "where", "unit", "start", "end", "lost"}`` each (``[]`` when nothing was lost; the same
+losses are recorded in the store beside the commit). ``numInputRows`` counts only what was read.
 
 Nothing here imports Spark; :class:`ProgressTracker` is driven by the committer and the output
 patterns through small hook calls.
@@ -65,6 +69,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import ConfigurationError, FencedError
+from .loss import DataLoss
 from .ranges import SourceRange
 
 log = logging.getLogger(__name__)
@@ -143,13 +148,15 @@ class ProgressTracker:
 
     def __init__(self, app_id: str, source_description: str, *, name: Optional[str] = None,
                  progress_path: Optional[str] = None,
-                 data_loss_skips: Optional[Callable[[], int]] = None) -> None:
+                 data_loss_skips: Optional[Callable[[], int]] = None, data_loss_unit: str = "offsets") -> None:
         self.id = app_id
         self.run_id = str(uuid.uuid4())
         self.name = name or app_id
         self.source_description = source_description
         self.progress_path = check_progress_path(progress_path)
         self._data_loss_skips = data_loss_skips or (lambda: 0)
+        self._data_loss_unit = data_loss_unit  # what the source's own count counts
+        self.read_losses: Dict[str, int] = {"offsets": 0, "bytes": 0}  # lost parts found reading, by unit
         self._lock = threading.RLock()
         self._pending: Dict[int, _Pending] = {}
         self._listeners: List[ProgressListener] = []
@@ -205,14 +212,21 @@ class ProgressTracker:
             self.fenced()
 
     def finished(self, batch: Any, outcome: str, *, sink: str, num_input_rows: Optional[int] = None,
-                 num_output_rows: int = -1, replays_skipped: int = 0) -> Dict[str, Any]:
+                 num_output_rows: int = -1, replays_skipped: int = 0,
+                 losses: Sequence[DataLoss] = ()) -> Dict[str, Any]:
         """Build, record and publish the progress of ``batch`` (a committed
-        :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record."""
+        :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record. ``losses``: the parts
+        of its ranges skipped because their data was gone (recorded beside the commit)."""
         end = _time.monotonic()
         ranges: Sequence[SourceRange] = batch.ranges
         with self._lock:
             p = self._pending.pop(batch.batch_id, None) or _Pending(end, 0.0, 0.0, {}, False)
             self.replays_skipped += replays_skipped
+            for d in losses:
+                self.read_losses[d.unit] = self.read_losses.get(d.unit, 0) + d.lost
+            planned_loss = self._safe_data_loss()
+            skipped = {unit: n + (planned_loss if unit == self._data_loss_unit else 0)
+                       for unit, n in self.read_losses.items()}
             exact = num_input_rows is not None
             if num_input_rows is None:
                 kafka = bool(ranges) and all(r.kind == "kafka" for r in ranges)
@@ -259,7 +273,10 @@ class ProgressTracker:
                 "outcome": outcome,
                 "numReplaysSkipped": self.replays_skipped,
                 "numFencedAttempts": self.fenced_attempts,
-                "numDataLossSkippedOffsets": self._safe_data_loss(),
+                "numDataLossSkippedOffsets": skipped.get("offsets", 0),
+                "numDataLossSkippedBytes": skipped.get("bytes", 0),
+                "dataLoss": [{"key": d.position_key, "where": d.where, "unit": d.unit, "start": d.start, "end": d.end,
+                              "lost": d.lost} for d in losses],
             }
             self.recent.append(record)
             listeners = list(self._listeners)

@@ -49,7 +49,7 @@ from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, DecodeError
 from .identity import FileStat, FileView, content_hash, utf8_cut
-from .options import FileSourceOptions
+from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .paths import PathPattern
 from .ranges import FILE_KEY_PREFIX, FileRange
 
@@ -147,6 +147,8 @@ class FilePlanner(BatchSource):
     decision table; :attr:`counters` counts the reported events."""
 
     kind = "file"
+    data_loss_unit = "bytes"
+    data_loss_option = FILE_LOSS_OPTION
 
     def __init__(self, path: str, options: Optional[FileSourceOptions] = None, host: Optional[str] = None) -> None:
         self.options = options if options is not None else FileSourceOptions()
@@ -200,6 +202,9 @@ class FilePlanner(BatchSource):
         ``disappearances``, ``losses`` (identities whose unread bytes are gone) and ``lost_bytes``
         (at least that many)."""
         return dict(self._counters)
+
+    def data_loss_skips(self) -> int:
+        return self._counters["lost_bytes"]
 
     def tracked(self) -> Dict[str, Tuple[str, str, int]]:
         """``{position_key: (state, path, next offset)}`` of every identity known (for tests, monitoring)."""

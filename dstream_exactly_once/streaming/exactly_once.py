@@ -26,11 +26,13 @@ from pyspark.streaming import StreamingContext
 
 from ..core.boundary import as_writes, output_error, user_code
 from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.loss import record_losses
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .lifecycle import close_on_stop
@@ -163,15 +165,28 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 return
             committer.progress.output_started(batch.batch_id)
             try:
-                with user_code(batch):
-                    writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                try:
+                    with user_code(batch):
+                        writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                except Exception as exc:  # noqa: BLE001 - a read that found its data gone names the way out
+                    lost = loss_failure(exc, batch, committer.store)
+                    if lost is None:
+                        raise
+                    raise lost from exc
+                losses = batch_losses(rdd.context, batch)
+                committed = writes
+                if losses:  # the incident records commit with the positions, or not at all
+                    committed = writes.copy()
+                    record_losses(committed, batch.batch_id, losses)
                 committer.progress.commit_started(batch.batch_id)
                 outcome = committer.call_store(
-                    lambda: committer.store.commit(committer.epoch, batch, writes, log_entry=log_entry), "commit")
+                    lambda: committer.store.commit(committer.epoch, batch, committed, log_entry=log_entry), "commit")
                 committer.committed_batch(outcome, batch)
+                if outcome is CommitOutcome.APPLIED:
+                    log_losses(batch, losses, "beside the batch's commit")
                 committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
                                             num_output_rows=writes_size(writes),
-                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED))
+                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED), losses=losses)
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -226,8 +241,13 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 if r.count() == 0:
                     return [("empty", 0, 0)]
                 seen = [0]
+                begin_range(r)
                 with user_code(batch, [r]):
                     writes = as_writes(func(counted(records, seen), r, batch), "the commit_each_partition function")
+                losses = task_losses(r)
+                if losses:  # this range's incident record commits with its position, or not at all
+                    writes = writes.copy()
+                    record_losses(writes, batch.batch_id, losses)
                 outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=[r], complete_batch=False),
                                      f"store commit of batch {batch.batch_id} range {r}")
                 return [(outcome.value, seen[0], writes_size(writes))]
@@ -288,14 +308,22 @@ def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: Rang
         if before is not None:
             before()
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
+        losses = batch_losses(rdd.context, batch)
         committer.progress.commit_started(batch.batch_id)
         outcome = committer.call_store(lambda: committer.store.mark_committed(committer.epoch, batch), "mark_committed")
         committer.committed_batch(outcome, batch)
         rows_in, rows_out, replayed = summarize_partitions(outcomes)
+        if outcome is CommitOutcome.APPLIED:
+            log_losses(batch, losses, "beside each range's commit")
         committer.progress.finished(batch, outcome.value, sink=sink, num_input_rows=rows_in, num_output_rows=rows_out,
-                                    replays_skipped=replayed)
+                                    replays_skipped=replayed, losses=losses)
     except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
-        err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
+        err: BaseException
+        lost = loss_failure(exc, batch, committer.store)
+        if lost is not None:
+            err = lost
+        else:
+            err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
         committer.fail(err)
         if err is exc:
             raise

@@ -328,14 +328,16 @@ def test_skipped_offsets_are_reported_to_the_callback_and_a_retry_gets_a_fresh_c
     blocks = list(read_range(config, OffsetRange("t", 0, 0, 30), fail_on_data_loss=False, cache=cache,
                              attempt=1, on_data_loss=skipped.append))
     assert [o for b in blocks for o in b.offsets] == list(range(12, 30))
-    assert skipped == [12]
+    assert [(d.position_key, d.range_start, d.range_end, d.start, d.end, d.lost, d.unit) for d in skipped] == [
+        ("t/0", 0, 30, 0, 12, 12, "offsets")]
+    assert "log start 12" in skipped[0].reason
     assert cache.fresh == [True]
     # the whole range vanished: all of it is reported, nothing is read
     skipped.clear()
     cache = _cache_of(_ShrinkingLog(earliest=50, end=60))
     assert list(read_range(config, OffsetRange("t", 0, 5, 30), fail_on_data_loss=False, cache=cache,
                            on_data_loss=skipped.append)) == []
-    assert skipped == [25] and cache.fresh == [False]
+    assert [(d.start, d.end, d.lost) for d in skipped] == [(5, 30, 25)] and cache.fresh == [False]
 
 
 def test_skipped_offsets_fail_the_read_by_default_and_the_callback_is_not_called():
