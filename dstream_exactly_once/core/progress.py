@@ -17,8 +17,9 @@ fields (all JSON; ``docs/operations.md`` has the same table):
     records read by the batch. Exact where the records were counted while being read
     (``commit_each_partition``, ``write_each_partition``: each task counts what it read). With
     ``commit_each_batch``/``foreach_batch`` nothing is read by the library itself, so it is the
-    sum of the Kafka ranges' ``untilOffset - fromOffset``: an upper bound, exact unless the log has
-    gaps (transaction markers, aborted records, compaction); ``numInputRowsExact`` says which. For
+    sum of the Kafka ranges' ``untilOffset - fromOffset`` less the offsets skipped as lost: an upper
+    bound, exact unless the log has gaps (transaction markers, aborted records, compaction);
+    ``numInputRowsExact`` says which. For
     sources whose positions are not record numbers (files: bytes) and uncounted output, ``-1``.
 ``inputRowsPerSecond``
     ``numInputRows`` / seconds since the previous batch's time (the arrival rate).
@@ -230,7 +231,8 @@ class ProgressTracker:
             exact = num_input_rows is not None
             if num_input_rows is None:
                 kafka = bool(ranges) and all(r.kind == "kafka" for r in ranges)
-                num_input_rows = sum(r.count() for r in ranges) if kafka else -1
+                lost = sum(d.lost for d in losses if d.unit == "offsets")  # skipped, never read
+                num_input_rows = sum(r.count() for r in ranges) - lost if kafka else -1
             out_start = p.output_started
             if out_start is None:
                 out_start = p.started + (p.planning_ms + p.wal_ms) / 1e3
