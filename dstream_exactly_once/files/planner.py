@@ -47,7 +47,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
-from ..errors import ConfigurationError, DecodeError
+from ..errors import ConfigurationError, DataLossError, DecodeError
 from .identity import FileStat, FileView, content_hash, utf8_cut
 from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .paths import PathPattern
@@ -363,10 +363,15 @@ class FilePlanner(BatchSource):
 
     # ---------------------------------------------------------------- changes of identity
     def _gone(self, t: _Track) -> None:
+        unread = t.last_size - t.offset
+        if unread > 0 and self.options.fail_on_data_loss:
+            raise DataLossError(f"{t.path} ({t.key}) disappeared with at least {unread} unread bytes [{t.offset}, "
+                                f"{t.last_size}) that no file named by {self.pattern.path} holds; the stream stops "
+                                f"(fail.on.data.loss=true): restart it with {FILE_LOSS_OPTION} to continue without "
+                                f"them (the loss is then logged and counted)")
         # an identity without content (an empty file) has nothing to continue: it is never matched again
         t.state = "gone" if t.sample_length or not self.options.md5_check_enabled else "retired"
         self._counters["disappearances"] += 1
-        unread = t.last_size - t.offset
         if unread > 0:
             self._counters["losses"] += 1
             self._counters["lost_bytes"] += unread
