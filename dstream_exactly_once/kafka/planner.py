@@ -177,8 +177,8 @@ class DirectPlanner:
                                         earliest[tp] - off)
                     # the next range still starts at the stored offset (the store's compare-and-set
                     # needs it); its reader skips the deleted offsets and reports them with the commit
-                    log.warning("data loss: %s: offsets [%d, %d) were deleted before they were read; the next "
-                                "batch skips them and records the loss", tp, off, earliest[tp])
+                    log.info("data loss: %s: offsets [%d, %d) were deleted before they were read; the next "
+                             "batch skips them and records the loss", tp, off, earliest[tp])
             elif tp in self.strategy.offsets:
                 off = self.strategy.offsets[tp]
                 if not earliest[tp] <= off <= latest[tp]:
