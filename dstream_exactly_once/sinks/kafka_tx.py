@@ -123,10 +123,13 @@ class KafkaTransactionalSink:
             raise ConfigurationError(f"KafkaTransactionalSink keeps its marker per input topic partition and needs a "
                                      f"Kafka stream; batch {batch.batch_id} reads {r.kind} range {r}")
         label = make_label(self.group_id(store.app_id), batch.batch_id, partition_id)
-        record_writes = writes.copy() if writes else Writes()
-        record_writes.add_label(label)
+
+        def record_writes() -> Writes:  # taken at the commit: ``writes`` may grow while the rows are read
+            out = writes.copy() if writes else Writes()
+            return out.add_label(label)
+
         if r.count() == 0:
-            return KafkaWrite(label, store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False), 0)
+            return KafkaWrite(label, store.commit(epoch, batch, record_writes(), ranges=[r], complete_batch=False), 0)
         tp = TopicPartition(r.topic, r.partition)
         produced = 0
         producer = None
@@ -163,7 +166,7 @@ class KafkaTransactionalSink:
                     producer.close(timeout=5)
                 except Exception:  # noqa: BLE001 - closing must not mask the outcome
                     log.debug("error closing the transactional producer", exc_info=True)
-        outcome = store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False)
+        outcome = store.commit(epoch, batch, record_writes(), ranges=[r], complete_batch=False)
         return KafkaWrite(label, outcome, produced)
 
     def recover(self, store: TransactionalStore, batch: PlannedBatch) -> None:

@@ -17,9 +17,10 @@ recovered with ``StreamingContext.getOrCreate``: create a new context, it resume
 
 from __future__ import annotations
 
+import inspect
 import logging
 from datetime import datetime
-from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence, Union
 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
@@ -52,7 +53,9 @@ class PartitionSink(Protocol):
 
     ``write_partition`` must commit the partition's range offsets in ``store`` (with
     ``complete_batch=False``) in the same store transaction that records its label; ``recover``
-    resolves in-doubt work of a batch that is about to be replayed.
+    resolves in-doubt work of a batch that is about to be replayed. A ``write_partition`` that also
+    takes ``writes=`` (a :class:`Writes`) must add them to that commit, copied when it commits:
+    they grow while the rows are read (a skipped range's data-loss record).
     """
 
     def write_partition(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, partition_id: int,
@@ -264,7 +267,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         The sink's label for (application, batch id, partition id) is recorded in the same store
         transaction as the partition's positions; a batch found uncommitted at start is first
         ``recover``-ed (in-doubt two-phase transactions committed or aborted), then replayed with
-        the same id, ranges and therefore the same labels.
+        the same id, ranges and therefore the same labels. Under a skip data-loss policy the range's
+        loss record is handed to the sink as ``writes=`` when its ``write_partition`` takes them.
         """
         if not callable(getattr(sink, "write_partition", None)) or not callable(getattr(sink, "recover", None)):
             raise ConfigurationError(f"write_each_partition needs a sink with write_partition() and recover() "
@@ -275,6 +279,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         committer = self.committer
         store = committer.store
         to_rows = rows if rows is not None else (lambda records: records)
+        # a sink that takes further writes commits this range's loss record with its own commit
+        takes_writes = "writes" in inspect.signature(sink.write_partition).parameters
 
         def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
@@ -284,8 +290,13 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
                 seen = [0]
-                with user_code(batch, [batch.ranges[index]]):
-                    result = sink.write_partition(store, epoch, batch, index, to_rows(counted(records, seen)))
+                r = batch.ranges[index]
+                begin_range(r)
+                losses = Writes()
+                extra = {"writes": losses} if takes_writes else {}
+                read = with_loss_records(records, r, batch.batch_id, losses)
+                with user_code(batch, [r]):
+                    result = sink.write_partition(store, epoch, batch, index, to_rows(counted(read, seen)), **extra)
                 outcome = getattr(result, "outcome", result)
                 return [(getattr(outcome, "value", outcome), seen[0], -1)]
 
@@ -293,6 +304,15 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                                before=lambda: sink.recover(store, batch) if committer.is_replay(batch) else None)
 
         self.foreachRDD(output)
+
+
+def with_loss_records(records: Iterable[Any], r: SourceRange, batch_id: int, writes: Writes) -> Iterator[Any]:
+    """``records``, then — once they are exhausted — the loss records of ``r``'s read added to ``writes``
+    (handed to a sink that commits them after it consumed the rows)."""
+    yield from records
+    losses = task_losses(r)
+    if losses:
+        record_losses(writes, batch_id, losses)
 
 
 def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: RangeRDD,

@@ -24,7 +24,9 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import DataLossError, FileUtils, Writes, open_store
+from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
 from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE
+from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
 from .faults import ROOT, kill_group
 from .test_file_faults import _lines, _wait_for
@@ -293,3 +295,45 @@ def test_rotated_file_deleted_between_plan_and_read(sc, tmp_path, caplog):
     assert _values(url, app) == {"count": len(FIRST) + len(AFTER), "sum": sum(FIRST) + sum(AFTER)}
     assert doc["range"] == [X, Y] and doc["lost"] == LOST_BYTES and doc["where"] == rotated
     assert stream.committer.failed is None
+
+
+class TruncatingDorisSink(DorisSink):
+    """A Doris sink whose partition write first applies logrotate's truncate (see :class:`TruncateOnce`)."""
+
+    def __init__(self, client, live):
+        super().__init__(client)
+        self.truncate = TruncateOnce(live)
+
+    def write_partition(self, store, epoch, batch, partition_id, rows, *, writes=None, ranges=None):
+        self.truncate([batch.ranges[partition_id]])
+        return super().write_partition(store, epoch, batch, partition_id, rows, writes=writes, ranges=ranges)
+
+
+def test_copytruncate_gap_with_a_per_partition_sink_records_the_loss_in_the_sinks_commit(sc, tmp_path, caplog):
+    url, app = f"sqlite:///{tmp_path}/loss.db", f"loss-{uuid.uuid4().hex[:8]}"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    live = str(logs / "service.log")
+    _append(live, FIRST)
+    caplog.set_level(logging.INFO)
+    with DorisProtocolDouble(user="etl", password="pw") as doris:
+        client = DorisStreamLoadClient(doris.fe_url, "dw", "events", user="etl", password="pw", column_separator=",",
+                                       backoff_s=0.01, max_backoff_s=0.02, max_retries=2, poll_interval_s=0.02,
+                                       request_timeout_s=10)
+        ssc = StreamingContext(sc, 0.5)
+        stream = FileUtils.createExactlyOnceFileStream(ssc, f"{logs}/service.log*", store=url, app_id=app)
+        stream.write_each_partition(TruncatingDorisSink(client, live), rows=lambda lines: ((int(n),) for n in lines))
+        ssc.start()
+        try:
+            eventually(lambda: len(doris.rows("dw", "events")) >= len(FIRST), what="the first lines")
+            _copy_and_gap(live)
+            eventually(lambda: len(doris.rows("dw", "events")) >= len(FIRST) + len(AFTER), what="the new lines")
+            (doc,) = eventually(lambda: list(_losses(url, app).values()), what="the loss record")
+            eventually(lambda: [p for p in stream.recentProgress if p["dataLoss"]], what="the loss's progress")
+        finally:
+            _stop(ssc)
+        got = sorted(int(row[0]) for row in doris.rows("dw", "events"))
+    assert got == [*FIRST, *AFTER]
+    assert doc["range"] == [X, Y] and doc["lost"] == LOST_BYTES and doc["where"] == live
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING and "data loss in batch" in r.getMessage()]
+    assert len(warned) == 1 and stream.committer.failed is None
