@@ -279,8 +279,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         committer = self.committer
         store = committer.store
         to_rows = rows if rows is not None else (lambda records: records)
-        # a sink that takes further writes commits this range's loss record with its own commit
-        takes_writes = "writes" in inspect.signature(sink.write_partition).parameters
+        takes_writes = _takes_writes(sink)
 
         def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
@@ -294,7 +293,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 begin_range(r)
                 losses = Writes()
                 extra = {"writes": losses} if takes_writes else {}
-                read = with_loss_records(records, r, batch.batch_id, losses)
+                read = _with_loss_records(records, r, batch.batch_id, losses)
                 with user_code(batch, [r]):
                     result = sink.write_partition(store, epoch, batch, index, to_rows(counted(read, seen)), **extra)
                 outcome = getattr(result, "outcome", result)
@@ -306,7 +305,15 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         self.foreachRDD(output)
 
 
-def with_loss_records(records: Iterable[Any], r: SourceRange, batch_id: int, writes: Writes) -> Iterator[Any]:
+def _takes_writes(sink: PartitionSink) -> bool:
+    """Whether ``sink.write_partition`` takes further ``writes=`` (then it commits a range's loss record)."""
+    try:
+        return "writes" in inspect.signature(sink.write_partition).parameters
+    except (TypeError, ValueError):  # no signature to inspect: the sink gets the rows only
+        return False
+
+
+def _with_loss_records(records: Iterable[Any], r: SourceRange, batch_id: int, writes: Writes) -> Iterator[Any]:
     """``records``, then — once they are exhausted — the loss records of ``r``'s read added to ``writes``
     (handed to a sink that commits them after it consumed the rows)."""
     yield from records
