@@ -6,7 +6,7 @@
     ├── ConfigurationError(ValueError)       bad kafkaParams, URLs, arguments (before anything runs)
     │   └── UnknownKafkaParamError           kafkaParams keys we do not understand
     ├── OffsetRangeError(ValueError)         fromOffset > untilOffset, negative, beyond the log end
-    ├── DataLossError                        offsets lost to retention / deleted topic (failOnDataLoss)
+    ├── DataLossError                        data gone before it was read (failOnDataLoss, fail.on.data.loss)
     ├── KafkaUnavailableError                broker unreachable (retriable)
     │   └── KafkaAuthError                   the broker refused the credentials (not retriable)
     ├── DecodeError(ValueError)              a record a decoder could not decode (names t/p/offset)
@@ -76,7 +76,8 @@ class OffsetRangeError(DStreamExactlyOnceError, ValueError):
 
 
 class DataLossError(DStreamExactlyOnceError):
-    """Offsets that should be read no longer exist in Kafka (retention, deleted topic)."""
+    """Data a planned range should read no longer exists: Kafka offsets (retention, deleted topic) or
+    a file's bytes (truncated, deleted or compressed away before they were read)."""
 
 
 class KafkaUnavailableError(DStreamExactlyOnceError):

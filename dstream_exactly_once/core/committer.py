@@ -29,11 +29,13 @@ from collections import OrderedDict, deque
 from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, StoreError
+from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores._commit_rules import check_epoch
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
+from ..stores.url import redact_url
 from .driver_ref import DriverOnly
 from .heartbeat import Heartbeat
+from .loss import loss_error
 from .progress import ProgressTracker
 from .ranges import Position
 from .retry import RetryPolicy, check_retry_policy
@@ -86,7 +88,9 @@ class BatchCommitter(DriverOnly):
         self._register()
         #: progress records (``core/progress.py``) and the driver's heartbeat (``core/heartbeat.py``)
         self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
-                                        source_counters=source.event_counters)
+                                        source_counters=source.event_counters,
+
+                                        data_loss_unit=source.data_loss_unit)
         self.heartbeat = Heartbeat(store, self.epoch, 0.0)
         self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque(pending)
@@ -132,7 +136,14 @@ class BatchCommitter(DriverOnly):
                     f"app {self.store.app_id!r} in {self.store!r} has uncommitted batch {b.batch_id} of another "
                     f"source ({', '.join(other)}); this stream reads {kind} ({self.source.describe()}): use "
                     f"another app_id")
-        self.source.start(positions)
+        try:
+            self.source.start(positions)
+        except DataLossError as exc:  # the first batch to replay reads the lost data: name it and the way out
+            if not pending:
+                raise
+            first = pending[0]
+            raise loss_error(first.batch_id, list(first.ranges), str(exc), store_url=redact_url(self.store.url),
+                             app_id=self.store.app_id, policy_hint=self.source.data_loss_option) from exc
         for b in pending:  # new batches start where the replayed ones end
             self.source.advance(list(b.ranges))
         return state

@@ -17,8 +17,9 @@ fields (all JSON; ``docs/operations.md`` has the same table):
     records read by the batch. Exact where the records were counted while being read
     (``commit_each_partition``, ``write_each_partition``: each task counts what it read). With
     ``commit_each_batch``/``foreach_batch`` nothing is read by the library itself, so it is the
-    sum of the Kafka ranges' ``untilOffset - fromOffset``: an upper bound, exact unless the log has
-    gaps (transaction markers, aborted records, compaction); ``numInputRowsExact`` says which. For
+    sum of the Kafka ranges' ``untilOffset - fromOffset`` less the offsets skipped as lost: an upper
+    bound, exact unless the log has gaps (transaction markers, aborted records, compaction);
+    ``numInputRowsExact`` says which. For
     sources whose positions are not record numbers (files: bytes) and uncounted output, ``-1``.
 ``inputRowsPerSecond``
     ``numInputRows`` / seconds since the previous batch's time (the arrival rate).
@@ -46,8 +47,12 @@ fields (all JSON; ``docs/operations.md`` has the same table):
 Ours: ``replayedBatch`` (this batch was found uncommitted at start and re-run with its logged
 ranges), ``outcome`` (``applied``/``replayed``), ``numReplaysSkipped`` (commits in this run that found
 their batch or range already committed and wrote nothing), ``numFencedAttempts`` (commits or plans
-refused because a newer driver took the epoch) and ``numDataLossSkippedOffsets`` (offsets skipped
-under ``failOnDataLoss=False``) — these three are totals since this driver started.
+refused because a newer driver took the epoch), ``numDataLossSkippedOffsets`` (Kafka offsets skipped
+under ``failOnDataLoss=False``: when planning and when reading) and ``numDataLossSkippedBytes`` (file
+bytes skipped under ``fail.on.data.loss=false``: reported by the planner and when reading) — these
+four are totals since this driver started — and ``dataLoss``: this batch's lost parts, one
+``{"key", "where", "unit", "start", "end", "lost"}`` each (``[]`` when nothing was lost; the same
+losses are recorded in the store beside the commit). ``numInputRows`` counts only what was read.
 
 Nothing here imports Spark; :class:`ProgressTracker` is driven by the committer and the output
 patterns through small hook calls.
@@ -66,6 +71,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import ConfigurationError, FencedError
+from .loss import DataLoss
 from .ranges import SourceRange
 
 log = logging.getLogger(__name__)
@@ -169,7 +175,8 @@ class ProgressTracker:
     def __init__(self, app_id: str, source_description: str, *, name: Optional[str] = None,
                  progress_path: Optional[str] = None,
                  data_loss_skips: Optional[Callable[[], int]] = None,
-                 source_counters: Optional[Callable[[], Mapping[str, int]]] = None) -> None:
+                 source_counters: Optional[Callable[[], Mapping[str, int]]] = None,
+                 data_loss_unit: str = "offsets") -> None:
         self.id = app_id
         self.run_id = str(uuid.uuid4())
         self.name = name or app_id
@@ -178,6 +185,8 @@ class ProgressTracker:
         self._data_loss_skips = data_loss_skips or (lambda: 0)
         self._source_counters = source_counters or (lambda: {})
         self._warned: Set[Tuple[str, ...]] = set()  # causes of publishing failures already logged
+        self._data_loss_unit = data_loss_unit  # what the source's own count counts
+        self.read_losses: Dict[str, int] = {"offsets": 0, "bytes": 0}  # lost parts found reading, by unit
         self._lock = threading.RLock()
         self._pending: Dict[int, _Pending] = {}
         self._listeners: List[ProgressListener] = []
@@ -233,13 +242,15 @@ class ProgressTracker:
             self.fenced()
 
     def finished(self, batch: Any, outcome: str, *, sink: str, num_input_rows: Optional[int] = None,
-                 num_output_rows: int = -1, replays_skipped: int = 0) -> Optional[Dict[str, Any]]:
+                 num_output_rows: int = -1, replays_skipped: int = 0,
+                 losses: Sequence[DataLoss] = ()) -> Optional[Dict[str, Any]]:
         """Build, record and publish the progress of ``batch`` (a committed
         :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record (``None`` if it could
-        not be built: logged, the batch is committed and the stream goes on)."""
+        not be built: logged, the batch is committed and the stream goes on). ``losses``: the parts of
+        its ranges skipped because their data was gone (recorded beside the commit)."""
         try:
             record, listeners, path = self._record(batch, outcome, sink, num_input_rows, num_output_rows,
-                                                   replays_skipped)
+                                                   replays_skipped, losses)
         except Exception as exc:  # noqa: BLE001 - progress output must never stop a committed stream
             self._warn_once(("record", type(exc).__name__), "could not build the progress record of batch %s "
                             "(%s: %s); the batch is committed and the stream goes on",
@@ -249,16 +260,23 @@ class ProgressTracker:
         return record
 
     def _record(self, batch: Any, outcome: str, sink: str, num_input_rows: Optional[int], num_output_rows: int,
-                replays_skipped: int) -> Tuple[Dict[str, Any], List[ProgressListener], Optional[str]]:
+                replays_skipped: int, losses: Sequence[DataLoss]) -> Tuple[Dict[str, Any], List[ProgressListener],
+                                                                     Optional[str]]:
         end = _time.monotonic()
         ranges: Sequence[SourceRange] = batch.ranges
         with self._lock:
             p = self._pending.pop(batch.batch_id, None) or _Pending(end, 0.0, 0.0, {}, False)
             self.replays_skipped += replays_skipped
+            for d in losses:
+                self.read_losses[d.unit] = self.read_losses.get(d.unit, 0) + d.lost
+            planned_loss = self._safe_data_loss()
+            skipped = {unit: n + (planned_loss if unit == self._data_loss_unit else 0)
+                       for unit, n in self.read_losses.items()}
             exact = num_input_rows is not None
             if num_input_rows is None:
                 kafka = bool(ranges) and all(r.kind == "kafka" for r in ranges)
-                num_input_rows = sum(r.count() for r in ranges) if kafka else -1
+                lost = sum(d.lost for d in losses if d.unit == "offsets")  # skipped, never read
+                num_input_rows = sum(r.count() for r in ranges) - lost if kafka else -1
             out_start = p.output_started
             if out_start is None:
                 out_start = p.started + (p.planning_ms + p.wal_ms) / 1e3
@@ -302,7 +320,10 @@ class ProgressTracker:
                 "outcome": outcome,
                 "numReplaysSkipped": self.replays_skipped,
                 "numFencedAttempts": self.fenced_attempts,
-                "numDataLossSkippedOffsets": self._safe_data_loss(),
+                "numDataLossSkippedOffsets": skipped.get("offsets", 0),
+                "numDataLossSkippedBytes": skipped.get("bytes", 0),
+                "dataLoss": [{"key": d.position_key, "where": d.where, "unit": d.unit, "start": d.start, "end": d.end,
+                              "lost": d.lost} for d in losses],
             }
             self.recent.append(record)
             return record, list(self._listeners), self.progress_path

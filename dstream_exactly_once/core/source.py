@@ -53,6 +53,12 @@ class BatchSource(ABC):
     #: Range kind this source plans (``SourceRange.kind``).
     kind: str = ""
 
+    #: What :meth:`data_loss_skips` counts: ``offsets`` (Kafka) or ``bytes`` (files).
+    data_loss_unit: str = "offsets"
+
+    #: How a user chooses this source's skip data-loss policy (named in data-loss errors).
+    data_loss_option: str = "the source's skip data-loss policy"
+
     @abstractmethod
     def describe(self) -> str:
         """One line naming what is read (topics, a path pattern), for messages and progress."""
@@ -84,7 +90,8 @@ class BatchSource(ABC):
         return {}
 
     def data_loss_skips(self) -> int:
-        """Positions skipped so far because the data was gone (``failOnDataLoss=False``); 0 if none."""
+        """Positions the driver skipped so far because the data was gone under a skip data-loss policy
+        (losses found while reading are reported by the reader); 0 if none."""
         return 0
 
     def event_counters(self) -> Mapping[str, int]:

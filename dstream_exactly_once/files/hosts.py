@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequ
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError
-from .options import FileSourceOptions
+from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .planner import COUNTERS, FilePlanner
 from .ranges import FileRange
 from .reader import FileRangeReader
@@ -123,6 +123,8 @@ class HostFilePlanner(BatchSource):
     with :meth:`reader` (which checks the host) in tasks pinned to it."""
 
     kind = "file"
+    data_loss_unit = "bytes"
+    data_loss_option = FILE_LOSS_OPTION
 
     def __init__(self, path: str, hosts: Sequence[str], runner: HostRunner,
                  options: Optional[FileSourceOptions] = None) -> None:
@@ -188,6 +190,9 @@ class HostFilePlanner(BatchSource):
     def event_counters(self) -> Dict[str, int]:
         """:attr:`counters` (for the progress records)."""
         return self.counters
+
+    def data_loss_skips(self) -> int:
+        return self.counters["lost_bytes"]
 
     def tracked(self) -> Dict[str, Tuple[str, str, int]]:
         """:meth:`FilePlanner.tracked` of every host (position keys are unique across hosts)."""

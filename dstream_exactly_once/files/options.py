@@ -33,6 +33,11 @@ name                       default      meaning
                                         ``fail`` stops the stream naming the file and byte offset
 ``include.file.name``      false        records carry the file's path (see :mod:`.reader`)
 ``include.byte.offset``    false        records carry the byte offset of their first byte
+``fail.on.data.loss``      false        a planned range whose bytes are gone when it is read (or
+                                        replayed): ``true`` stops the stream with a
+                                        ``DataLossError`` naming the batch, the range and the
+                                        command that continues; ``false`` commits what still
+                                        exists and records the loss in the store beside the commit
 =========================  ===========  ===========================================================
 
 ``split`` is the default deliberately: it loses nothing and never stalls the stream; ``fail``
@@ -47,10 +52,13 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import ConfigurationError
 
-__all__ = ["CONF_PREFIX", "FileSourceOptions"]
+__all__ = ["CONF_PREFIX", "FILE_LOSS_OPTION", "FileSourceOptions"]
 
 #: Spark conf keys ``spark.aof.<name>`` set options for every file stream of the application.
 CONF_PREFIX = "spark.aof."
+
+#: How the skip data-loss policy of a file stream is chosen (named in data-loss errors).
+FILE_LOSS_OPTION = "the file source option fail.on.data.loss=false (or Spark conf spark.aof.fail.on.data.loss=false)"
 
 _INT_MAX = 2147483647
 _CHOICES = {
@@ -59,7 +67,7 @@ _CHOICES = {
     "line.decoding": ("strict", "replace", "bytes"),
     "line.overflow": ("split", "fail"),
 }
-_BOOLS = ("md5.check.enabled", "include.file.name", "include.byte.offset")
+_BOOLS = ("md5.check.enabled", "include.file.name", "include.byte.offset", "fail.on.data.loss")
 #: name -> (lowest allowed, highest allowed)
 #: the longest UTF-8 character: a record of at least this many bytes can always be cut between characters
 UTF8_MAX_CHAR = 4
@@ -84,6 +92,7 @@ class FileSourceOptions:
     line_overflow: str = "split"
     include_file_name: bool = False
     include_byte_offset: bool = False
+    fail_on_data_loss: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():

@@ -68,10 +68,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
-from ..errors import ConfigurationError, DecodeError
+from ..errors import ConfigurationError, DataLossError, DecodeError
 from .identity import FileStat, FileView, content_hash, utf8_cut
 from .matching import HEAD, Node, Scan, Track, copy_of, repeats, still_copy, verify
-from .options import FileSourceOptions
+from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .paths import PathPattern
 from .ranges import FILE_KEY_PREFIX, FileRange
 
@@ -89,6 +89,8 @@ class FilePlanner(BatchSource):
     decision table; :attr:`counters` counts the reported events."""
 
     kind = "file"
+    data_loss_unit = "bytes"
+    data_loss_option = FILE_LOSS_OPTION
 
     def __init__(self, path: str, options: Optional[FileSourceOptions] = None, host: Optional[str] = None) -> None:
         self.options = options if options is not None else FileSourceOptions()
@@ -153,6 +155,9 @@ class FilePlanner(BatchSource):
     def unreadable(self) -> Dict[str, str]:
         """``{path: reason}`` of the matched entries the last scan could not read (not planned meanwhile)."""
         return dict(self._unreadable)
+
+    def data_loss_skips(self) -> int:
+        return self._counters["lost_bytes"]
 
     def tracked(self) -> Dict[str, Tuple[str, str, int]]:
         """``{position_key: (state, path, next offset)}`` of every identity known (for tests, monitoring)."""
@@ -321,10 +326,15 @@ class FilePlanner(BatchSource):
 
     # ---------------------------------------------------------------- changes of identity
     def _gone(self, t: Track) -> None:
+        unread = t.last_size - t.offset
+        if unread > 0 and self.options.fail_on_data_loss:
+            raise DataLossError(f"{t.path} ({t.key}) disappeared with at least {unread} unread bytes [{t.offset}, "
+                                f"{t.last_size}) that no file named by {self.pattern.path} holds; the stream stops "
+                                f"(fail.on.data.loss=true): restart it with {FILE_LOSS_OPTION} to continue without "
+                                f"them (the loss is then logged and counted)")
         # an identity without content (an empty file) has nothing to continue: it is never matched again
         t.state = "gone" if t.sample_length or not self.options.md5_check_enabled else "retired"
         self._counters["disappearances"] += 1
-        unread = t.last_size - t.offset
         if unread > 0:
             self._counters["losses"] += 1
             self._counters["lost_bytes"] += unread

@@ -4,8 +4,15 @@ Before reading, the reader checks that the file holds the planned bytes: its fir
 the range's fingerprint and the bytes before ``until_byte`` to its tail hash, and it is at least
 ``until_byte`` long. The planned path is tried first; if that file is no longer the planned one
 (renamed, rotated, compressed since planning) the identity is looked up among the pattern's files
-(same device/inode or a known copy first). If no file holds the bytes, the task fails with a
-:class:`~dstream_exactly_once.errors.DataLossError` naming the range — it never reads another file.
+(same device/inode or a known copy first). It never reads another file.
+
+If no file holds the bytes (a copytruncate truncated bytes no copy holds, the file was deleted or
+compressed out of the pattern), or the file shrinks while it is read, the option
+``fail.on.data.loss`` decides: ``true`` fails the task with a
+:class:`~dstream_exactly_once.errors.DataLossError` naming the range; ``false`` yields what was read
+and reports the rest as a :class:`~dstream_exactly_once.core.loss.DataLoss` to the injected
+``on_data_loss`` callback (the Spark side records it beside the commit), or — without a callback —
+logs it at WARN.
 
 Records (deterministic: the same range always yields the same records):
 
@@ -27,9 +34,12 @@ and so does the rest of the range after a read block (1 MiB) that ends inside su
 
 from __future__ import annotations
 
+import copy
+import logging
 from itertools import chain
 from typing import Any, Iterable, Iterator, List, Optional
 
+from ..core.loss import DataLoss, LossCallback
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
 from ..errors import ConfigurationError, DataLossError, DecodeError
@@ -38,6 +48,8 @@ from .options import FileSourceOptions
 from .paths import PathPattern
 from .ranges import FileRange
 
+log = logging.getLogger(__name__)
+
 __all__ = ["FileRangeReader"]
 
 _BLOCK = 1 << 20
@@ -45,11 +57,22 @@ _CHUNK = 1 << 16  # bytes the fast path decodes at once (see FileRangeReader._bl
 
 
 class FileRangeReader(RangeReader):
-    """Reads :class:`FileRange` s of the files named by ``path`` (picklable: holds only configuration)."""
+    """Reads :class:`FileRange` s of the files named by ``path`` (picklable: holds only configuration).
 
-    def __init__(self, path: str, options: Optional[FileSourceOptions] = None) -> None:
+    ``on_data_loss`` (picklable) is told of each lost part of a range under ``fail.on.data.loss=false``.
+    """
+
+    def __init__(self, path: str, options: Optional[FileSourceOptions] = None,
+                 on_data_loss: Optional[LossCallback] = None) -> None:
         self.options = options if options is not None else FileSourceOptions()
         self.pattern = PathPattern.of(path, self.options)
+        self.on_data_loss = on_data_loss
+
+    def reporting_to(self, on_data_loss: Optional[LossCallback]) -> FileRangeReader:
+        """A copy of this reader that reports lost bytes to ``on_data_loss``."""
+        out = copy.copy(self)
+        out.on_data_loss = on_data_loss
+        return out
 
     def read(self, r: SourceRange) -> Iterator[Any]:
         if not isinstance(r, FileRange):
@@ -82,6 +105,33 @@ class FileRangeReader(RangeReader):
                                 f"{self.pattern.path} holds those bytes")
         return view
 
+    # ---------------------------------------------------------------- data loss
+    def _located(self, r: FileRange) -> Optional[FileView]:
+        """:meth:`locate`, or ``None`` when no file holds the range and the loss policy skips it."""
+        try:
+            return self.locate(r)
+        except DataLossError as exc:
+            if self.options.fail_on_data_loss:
+                raise
+            self._lost(r, r.from_byte, str(exc))
+            return None
+
+    def _shrunk(self, r: FileRange, pos: int, partial: int) -> None:
+        """The file ended at ``pos`` while reading (``partial`` bytes of an unfinished line before it)."""
+        message = f"{r.describe()}: the file ended at byte {pos} while reading (shrunk after it was checked)"
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message)
+        self._lost(r, pos - partial, message)
+
+    def _lost(self, r: FileRange, start: int, reason: str) -> None:
+        """Report bytes ``[start, until_byte)`` of ``r`` as lost (``fail.on.data.loss=false``)."""
+        loss = DataLoss(r.position_key, r.from_byte, r.until_byte, start, r.until_byte, "bytes", r.path, reason)
+        if self.on_data_loss is None:
+            log.warning("data loss (fail.on.data.loss=false): skipping %s", loss.describe())
+            return
+        log.info("data loss (fail.on.data.loss=false): skipping %s", loss.describe())
+        self.on_data_loss(loss)
+
     @staticmethod
     def _first_holding(r: FileRange, candidates: List[FileStat]) -> Optional[FileView]:
         for st in candidates:
@@ -106,14 +156,17 @@ class FileRangeReader(RangeReader):
         makes the whole decoded text 4 bytes per character), which costs more than the calls saved.
         """
         line_max = self.options.line_max_bytes
-        with self.locate(r) as view:
+        located = self._located(r)
+        if located is None:
+            return
+        with located as view:
             pos, end = r.from_byte, r.until_byte
             buf = b""  # the start of a line cut by the previous block; it begins at pos - len(buf)
             while pos < end:
                 block = view.read(pos, min(_BLOCK, end - pos))
                 if not block:
-                    raise DataLossError(f"{r.describe()}: the file ended at byte {pos} while reading (shrunk "
-                                        f"after it was checked)")
+                    self._shrunk(r, pos, len(buf))
+                    return
                 i, n = 0, len(block)
                 while i < n:
                     j = block.rfind(b"\n", i, i + _CHUNK) + 1
@@ -157,7 +210,10 @@ class FileRangeReader(RangeReader):
 
     # ---------------------------------------------------------------- general path
     def _records(self, r: FileRange) -> Iterator[Any]:
-        with self.locate(r) as view:
+        located = self._located(r)
+        if located is None:
+            return
+        with located as view:
             yield from self._records_from(view, r, r.from_byte, b"")
 
     def _records_from(self, view: FileView, r: FileRange, pos: int, buf: bytes) -> Iterator[Any]:
@@ -179,8 +235,8 @@ class FileRangeReader(RangeReader):
                 break
             block = view.read(pos, min(_BLOCK, end - pos))
             if not block:
-                raise DataLossError(f"{r.describe()}: the file ended at byte {pos} while reading (shrunk after "
-                                    f"it was checked)")
+                self._shrunk(r, pos, len(buf))
+                return
             pos += len(block)
             *lines, buf = (buf + block).split(b"\n")
             for seg in lines:

@@ -127,7 +127,10 @@ class DirectPlanner:
 
     ``fail_on_data_loss``: offsets that vanished (retention, deleted or recreated topic) raise
     :class:`DataLossError` naming topic, partition and the lost range; when false the planner
-    continues from the earliest available offset and logs how many offsets were skipped.
+    goes on: a stored offset below the log start stays the next range's start (the executor's
+    reader skips the deleted offsets and reports them, so the loss is recorded with the commit), a
+    deleted partition is dropped and a log that ends below the position restarts at its earliest
+    offset, counting and logging what was skipped.
     """
 
     def __init__(self, metadata: MetadataSource, strategy: ConsumerStrategy, *, auto_offset_reset: str = "latest",
@@ -169,9 +172,13 @@ class DirectPlanner:
                         f"stored offset {off} for {tp} is beyond the log end {latest[tp]}: the topic was "
                         f"recreated or the store belongs to another cluster")
                 if off < earliest[tp]:
-                    self._data_loss(f"{tp}: offsets [{off}, {earliest[tp]}) were deleted before they were read",
-                                    earliest[tp] - off)
-                    off = earliest[tp]
+                    if self.fail_on_data_loss:
+                        self._data_loss(f"{tp}: offsets [{off}, {earliest[tp]}) were deleted before they were read",
+                                        earliest[tp] - off)
+                    # the next range still starts at the stored offset (the store's compare-and-set
+                    # needs it); its reader skips the deleted offsets and reports them with the commit
+                    log.info("data loss: %s: offsets [%d, %d) were deleted before they were read; the next "
+                             "batch skips them and records the loss", tp, off, earliest[tp])
             elif tp in self.strategy.offsets:
                 off = self.strategy.offsets[tp]
                 if not earliest[tp] <= off <= latest[tp]:

@@ -12,16 +12,18 @@ consumer's fetcher to return whole batches, and falls back to ``ConsumerRecord``
 does not fit. Consumers come from a per-process cache (:mod:`.consumers`).
 
 The caller says which task attempt reads (``attempt``; a retry gets a fresh consumer) and may pass
-``on_data_loss``, called with the number of offsets skipped each time the range's first offsets
-have vanished under ``fail_on_data_loss=False`` (the Spark side counts them on the driver).
+``on_data_loss``, called with a :class:`~dstream_exactly_once.core.loss.DataLoss` (the range, the
+skipped offsets and why) each time offsets of the range have vanished under
+``fail_on_data_loss=False`` (the Spark side records them beside the commit and counts them).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
+from ..core.loss import DataLoss, LossCallback
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
 from ..offsets import OffsetRange
 from . import _fetch
@@ -32,10 +34,10 @@ from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "skip_lost_offsets"]
+__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "report_lost", "skip_lost_offsets"]
 
-#: ``on_data_loss(skipped_offsets)``: told of each skip of vanished offsets (failOnDataLoss=False)
-DataLossCallback = Callable[[int], None]
+#: ``on_data_loss(loss)``: told of each skip of vanished offsets (failOnDataLoss=False)
+DataLossCallback = LossCallback
 
 
 def read_range(config: KafkaConfig, r: OffsetRange, *, poll_timeout_ms: int = 120000,
@@ -46,7 +48,7 @@ def read_range(config: KafkaConfig, r: OffsetRange, *, poll_timeout_ms: int = 12
 
     ``metadata=True`` also fills timestamps and headers. ``attempt`` is the reading task's attempt
     number (> 0: a retry, which never reuses a cached consumer). ``on_data_loss`` is called with
-    the count of offsets skipped because they were deleted before being read (only when
+    a :class:`DataLoss` for offsets skipped because they were deleted before being read (only when
     ``fail_on_data_loss`` is false; otherwise :class:`DataLossError` is raised). Reads lazily.
     """
     if r.count() == 0:
@@ -99,7 +101,11 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             except DStreamExactlyOnceError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated at this boundary
-                raise translate_kafka_error(exc, config.bootstrap, f"reading {r}") from exc
+                err = translate_kafka_error(exc, config.bootstrap, f"reading {r}")
+                if isinstance(err, DataLossError) and not fail_on_data_loss:  # the topic or partition is gone
+                    report_lost(r, pos, until, f"the topic or partition is gone ({err})", on_data_loss)
+                    return
+                raise err from exc
             yield from blocks
             if items or pos >= until:
                 last_progress = time.monotonic()
@@ -140,9 +146,18 @@ def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss
     if fail_on_data_loss:
         raise DataLossError(
             f"offsets [{pos}, {lost_until}) of {r.topic}-{r.partition} were deleted (log start is now {earliest}) "
-            "before they were read; set failOnDataLoss=False to skip them") from exc
-    log.warning("data loss: skipping offsets [%d, %d) of %s-%d (log start %d)", pos, lost_until, r.topic,
-                r.partition, earliest)
-    if on_data_loss is not None:
-        on_data_loss(lost_until - pos)
+            f"before they were read (range {r}); set failOnDataLoss=False to skip them") from exc
+    report_lost(r, pos, lost_until, f"deleted before they were read (log start {earliest})", on_data_loss)
     return lost_until
+
+
+def report_lost(r: OffsetRange, start: int, end: int, reason: str, on_data_loss: Optional[DataLossCallback]) -> None:
+    """Report offsets ``[start, end)`` of ``r`` as skipped: to ``on_data_loss`` (which records and logs
+    them on the driver), or — without one — in a WARN log line."""
+    loss = DataLoss(r.position_key, r.fromOffset, r.untilOffset, start, end, "offsets", f"{r.topic}-{r.partition}",
+                    reason)
+    if on_data_loss is None:
+        log.warning("data loss (failOnDataLoss=False): skipping %s", loss.describe())
+        return
+    log.info("data loss (failOnDataLoss=False): skipping %s", loss.describe())
+    on_data_loss(loss)

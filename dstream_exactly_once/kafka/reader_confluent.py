@@ -89,7 +89,7 @@ def read_range(config: KafkaConfig, r: OffsetRange, *, poll_timeout_ms: int = 12
     As :func:`dstream_exactly_once.kafka.reader.read_range`: ``metadata=True`` also fills
     timestamps, timestamp types and headers; ``attempt > 0`` (a retry) never reuses a cached
     consumer; deleted offsets raise :class:`DataLossError` or, with ``fail_on_data_loss=False``,
-    are skipped and counted to ``on_data_loss``. Reads lazily.
+    are skipped and reported to ``on_data_loss``. Reads lazily.
     """
     if r.count() == 0:
         return iter(())

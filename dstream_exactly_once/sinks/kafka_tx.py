@@ -187,11 +187,14 @@ class KafkaTransactionalSink:
             raise ConfigurationError(f"KafkaTransactionalSink keeps its marker per input topic partition and needs a "
                                      f"Kafka stream; batch {batch.batch_id} reads {r.kind} range {r}")
         label = make_label(self.group_id(store.app_id), batch.batch_id, partition_id)
-        record_writes = writes.copy() if writes else Writes()
-        record_writes.add_label(label)
+
+        def record_writes() -> Writes:  # taken at the commit: ``writes`` may grow while the rows are read
+            out = writes.copy() if writes else Writes()
+            return out.add_label(label)
 
         def commit() -> CommitOutcome:
-            return self.retry.call(lambda: store.commit(epoch, batch, record_writes, ranges=[r], complete_batch=False),
+            return self.retry.call(lambda: store.commit(epoch, batch, record_writes(), ranges=[r],
+                                                        complete_batch=False),
                                    f"store commit of batch {batch.batch_id} range {r} (Kafka sink)")
 
         if r.count() == 0:

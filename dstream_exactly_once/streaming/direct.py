@@ -28,6 +28,7 @@ from ..kafka.readers import DEFAULT_READER, READER_KEY, check_reader
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
 from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
 from .backpressure import rate_controller_from_conf
+from .data_loss import LossReporter, loss_accumulator
 from .dstream import batch_seconds
 from .rdd import KafkaRangeReader, KafkaRDD, make_kafka_rdd
 from .recovery import recovered
@@ -156,6 +157,7 @@ class DirectBatches(DriverOnly, BatchSource):
     """
 
     kind = OffsetRange.kind
+    data_loss_option = "failOnDataLoss=False (or Spark conf spark.streaming.kafka.failOnDataLoss=false)"
 
     def __init__(self, ssc: StreamingContext, config: KafkaConfig, planner: DirectPlanner, opts: ReadOptions,
                  key_decoder: Decoder, value_decoder: Decoder, handler: Handler) -> None:
@@ -305,10 +307,11 @@ class DirectBatches(DriverOnly, BatchSource):
 
     # ---------------------------------------------------------------- Spark side
     def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:
+        reporter = None if self.opts.fail_on_data_loss else LossReporter(loss_accumulator(self.sc))
         return make_kafka_rdd(self.sc, self.config, [r for r in ranges if isinstance(r, OffsetRange)],
                               poll_timeout_ms=self.opts.poll_timeout_ms,
                               fail_on_data_loss=self.opts.fail_on_data_loss, reader=self.opts.reader,
-                              **self.decoders)
+                              reporter=reporter, **self.decoders)
 
     def __call__(self, time: datetime) -> KafkaRDD:
         return self.rdd(self.plan(time))

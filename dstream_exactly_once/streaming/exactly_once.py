@@ -18,20 +18,23 @@ so): create a new context, it resumes from the store.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from datetime import datetime
-from typing import Any, Callable, Iterable, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence, Union
 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
 
 from ..core.boundary import as_writes, output_error, user_code
 from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.loss import record_losses
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .lifecycle import close_on_stop
@@ -51,7 +54,9 @@ class PartitionSink(Protocol):
 
     ``write_partition`` must commit the partition's range offsets in ``store`` (with
     ``complete_batch=False``) in the same store transaction that records its label; ``recover``
-    resolves in-doubt work of a batch that is about to be replayed.
+    resolves in-doubt work of a batch that is about to be replayed. A ``write_partition`` that also
+    takes ``writes=`` (a :class:`Writes`) must add them to that commit, copied when it commits:
+    they grow while the rows are read (a skipped range's data-loss record).
     """
 
     def write_partition(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, partition_id: int,
@@ -175,15 +180,28 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 return
             committer.progress.output_started(batch.batch_id)
             try:
-                with user_code(batch):
-                    writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                try:
+                    with user_code(batch):
+                        writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                except Exception as exc:  # noqa: BLE001 - a read that found its data gone names the way out
+                    lost = loss_failure(exc, batch, committer.store)
+                    if lost is None:
+                        raise
+                    raise lost from exc
+                losses = batch_losses(rdd.context, batch)
+                committed = writes
+                if losses:  # the incident records commit with the positions, or not at all
+                    committed = writes.copy()
+                    record_losses(committed, batch.batch_id, losses)
                 committer.progress.commit_started(batch.batch_id)
                 outcome = committer.call_store(
-                    lambda: committer.store.commit(committer.epoch, batch, writes, log_entry=log_entry), "commit")
+                    lambda: committer.store.commit(committer.epoch, batch, committed, log_entry=log_entry), "commit")
                 committer.committed_batch(outcome, batch)
+                if outcome is CommitOutcome.APPLIED:
+                    log_losses(batch, losses, "beside the batch's commit")
                 committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
                                             num_output_rows=writes_size(writes),
-                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED))
+                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED), losses=losses)
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -238,8 +256,13 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 if r.count() == 0:
                     return [("empty", 0, 0)]
                 seen = [0]
+                begin_range(r)
                 with user_code(batch, [r]):
                     writes = as_writes(func(counted(records, seen), r, batch), "the commit_each_partition function")
+                losses = task_losses(r)
+                if losses:  # this range's incident record commits with its position, or not at all
+                    writes = writes.copy()
+                    record_losses(writes, batch.batch_id, losses)
                 outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=[r], complete_batch=False),
                                      f"store commit of batch {batch.batch_id} range {r}")
                 return [(outcome.value, seen[0], writes_size(writes))]
@@ -256,7 +279,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         The sink's label for (application, batch id, partition id) is recorded in the same store
         transaction as the partition's positions; a batch found uncommitted at start is first
         ``recover``-ed (in-doubt two-phase transactions committed or aborted), then replayed with
-        the same id, ranges and therefore the same labels.
+        the same id, ranges and therefore the same labels. Under a skip data-loss policy the range's
+        loss record is handed to the sink as ``writes=`` when its ``write_partition`` takes them.
         """
         if not callable(getattr(sink, "write_partition", None)) or not callable(getattr(sink, "recover", None)):
             raise ConfigurationError(f"write_each_partition needs a sink with write_partition() and recover() "
@@ -267,6 +291,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         committer = self.committer
         store = committer.store
         to_rows = rows if rows is not None else (lambda records: records)
+        takes_writes = _takes_writes(sink)
 
         def output(time: datetime, rdd: RangeRDD) -> None:
             batch = committer.batch_at(time)
@@ -276,8 +301,13 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
                 seen = [0]
-                with user_code(batch, [batch.ranges[index]]):
-                    result = sink.write_partition(store, epoch, batch, index, to_rows(counted(records, seen)))
+                r = batch.ranges[index]
+                begin_range(r)
+                losses = Writes()
+                extra = {"writes": losses} if takes_writes else {}
+                read = _with_loss_records(records, r, batch.batch_id, losses)
+                with user_code(batch, [r]):
+                    result = sink.write_partition(store, epoch, batch, index, to_rows(counted(read, seen)), **extra)
                 outcome = getattr(result, "outcome", result)
                 return [(getattr(outcome, "value", outcome), seen[0], -1)]
 
@@ -285,6 +315,23 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                                before=lambda: sink.recover(store, batch) if committer.is_replay(batch) else None)
 
         self.foreachRDD(output)
+
+
+def _takes_writes(sink: PartitionSink) -> bool:
+    """Whether ``sink.write_partition`` takes further ``writes=`` (then it commits a range's loss record)."""
+    try:
+        return "writes" in inspect.signature(sink.write_partition).parameters
+    except (TypeError, ValueError):  # no signature to inspect: the sink gets the rows only
+        return False
+
+
+def _with_loss_records(records: Iterable[Any], r: SourceRange, batch_id: int, writes: Writes) -> Iterator[Any]:
+    """``records``, then — once they are exhausted — the loss records of ``r``'s read added to ``writes``
+    (handed to a sink that commits them after it consumed the rows)."""
+    yield from records
+    losses = task_losses(r)
+    if losses:
+        record_losses(writes, batch_id, losses)
 
 
 def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: RangeRDD,
@@ -300,14 +347,22 @@ def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: Rang
         if before is not None:
             before()
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
+        losses = batch_losses(rdd.context, batch)
         committer.progress.commit_started(batch.batch_id)
         outcome = committer.call_store(lambda: committer.store.mark_committed(committer.epoch, batch), "mark_committed")
         committer.committed_batch(outcome, batch)
         rows_in, rows_out, replayed = summarize_partitions(outcomes)
+        if outcome is CommitOutcome.APPLIED:
+            log_losses(batch, losses, "beside each range's commit")
         committer.progress.finished(batch, outcome.value, sink=sink, num_input_rows=rows_in, num_output_rows=rows_out,
-                                    replays_skipped=replayed)
+                                    replays_skipped=replayed, losses=losses)
     except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
-        err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
+        err: BaseException
+        lost = loss_failure(exc, batch, committer.store)
+        if lost is not None:
+            err = lost
+        else:
+            err = exc if isinstance(exc, DStreamExactlyOnceError) else output_error(batch, exc)
         committer.fail(err)
         if err is exc:
             raise

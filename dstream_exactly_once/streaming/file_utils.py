@@ -23,11 +23,14 @@ from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import SourceRange
+from ..core.source import RangeReader
 from ..errors import ConfigurationError
 from ..files import FilePlanner, FileRange, FileSourceOptions
-from ..files.hosts import HostFilePlanner, parse_hosts
+from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
 from ..files.options import CONF_PREFIX
+from ..files.reader import FileRangeReader
 from ..stores.base import TransactionalStore
+from .data_loss import LossReporter, loss_accumulator
 from .dstream import RangeDStream
 from .exactly_once import ExactlyOnceDStream, open_store_arg
 from .lifecycle import close_on_stop
@@ -56,7 +59,8 @@ class FileRDD(RangeRDD):
     Records are lines (``str``; ``bytes`` with ``line.decoding=bytes``), optionally with the file
     name and/or byte offset (``include.file.name``, ``include.byte.offset``). Unit of parallelism:
     one task per file range. Delivery: a deterministic read of exactly these bytes — a task that
-    cannot find them fails with a ``DataLossError`` naming the range, it never reads another file.
+    cannot find them follows ``fail.on.data.loss``: it fails with a ``DataLossError`` naming the range,
+    or reads nothing and reports the lost bytes; it never reads another file.
     """
 
 
@@ -145,12 +149,22 @@ class FileUtils:
                 opened.close()
             raise
         sc = ssc.sparkContext
-        reader = planner.reader()
+        reader = _reporting_reader(planner.reader(), LossReporter(loss_accumulator(sc)))
 
         def make_rdd(ranges: Sequence[SourceRange]) -> FileRDD:
             return _file_rdd(sc, ranges, reader)
 
         return ExactlyOnceDStream(ssc, committer, make_rdd)
+
+
+def _reporting_reader(reader: RangeReader, reporter: LossReporter) -> RangeReader:
+    """``reader`` reporting lost bytes to ``reporter`` (recorded beside the commits under
+    ``fail.on.data.loss=false``)."""
+    if isinstance(reader, HostCheckedReader):
+        return HostCheckedReader(reader.inner.reporting_to(reporter))
+    if isinstance(reader, FileRangeReader):
+        return reader.reporting_to(reporter)
+    return reader
 
 
 def _file_rdd(sc: Any, ranges: Sequence[SourceRange], reader: Any) -> FileRDD:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 from pyspark import SparkContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
+from ..core.loss import DataLoss, LossCallback
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
 from ..errors import DecodeError
@@ -234,7 +235,8 @@ class KafkaRangeReader(RangeReader):
 
     Each read records its range for :func:`~.task_context.current_offset_range`, passes the task's
     attempt number (a retry gets a fresh consumer) and, under ``fail_on_data_loss=False``, adds the
-    offsets it had to skip to the driver-side count (:meth:`KafkaRDD.data_loss_skipped`).
+    offsets it had to skip to the driver-side count (:meth:`KafkaRDD.data_loss_skipped`) and reports
+    each lost part to ``reporter`` (recorded beside the exactly-once commits).
     ``reader`` names the executor reader (checked on the driver, resolved in the task).
     """
 
@@ -243,8 +245,9 @@ class KafkaRangeReader(RangeReader):
                  message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                  poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
                  skips: Optional[Accumulator[_Skips]] = None, key: int = -1,
-                 reader: str = DEFAULT_READER) -> None:
+                 reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None) -> None:
         self.config = config
+        self.reporter = reporter
         self.reader = reader
         self.decode = _Decoding(key_decoder, value_decoder, message_handler)
         self.poll_timeout_ms = poll_timeout_ms
@@ -257,14 +260,17 @@ class KafkaRangeReader(RangeReader):
         assert isinstance(r, OffsetRange), r
         attempt = remember_current(r)
         on_data_loss = None
-        skips = self.skips
-        if skips is not None:
+        skips, reporter = self.skips, self.reporter
+        if skips is not None or reporter is not None:
             entry = (self.key, self.indexes.get(r.position_key, -1))
             skipped = [0]
 
-            def on_data_loss(n: int) -> None:
-                skipped[0] += n
-                skips.add({entry: skipped[0]})
+            def on_data_loss(loss: DataLoss) -> None:
+                skipped[0] += loss.lost
+                if skips is not None:
+                    skips.add({entry: skipped[0]})
+                if reporter is not None:
+                    reporter(loss)
 
         read_range = range_reader(self.reader)
         return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
@@ -276,15 +282,16 @@ def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[Offse
                    key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
                    message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                    poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
-                   reader: str = DEFAULT_READER) -> KafkaRDD:
+                   reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None) -> KafkaRDD:
     """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task,
-    reading with the executor reader named ``reader`` (already checked on the driver)."""
+    reading with the executor reader named ``reader`` (already checked on the driver); lost offsets
+    are reported to ``reporter`` under ``fail_on_data_loss=False``."""
     ranges = list(ranges)
     skips = None if fail_on_data_loss else _skips_accumulator(sc)
     task_reader = KafkaRangeReader(config, key_decoder=key_decoder, value_decoder=value_decoder,
                               message_handler=message_handler, poll_timeout_ms=poll_timeout_ms,
                               fail_on_data_loss=fail_on_data_loss, skips=skips, key=next(_RDD_KEYS),
-                              reader=reader)
+                              reader=reader, reporter=None if fail_on_data_loss else reporter)
     task_reader.indexes = {r.position_key: i for i, r in enumerate(ranges)}
     rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD)
     rdd._skips, rdd._key = skips, task_reader.key

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from dstream_exactly_once.core.ranges import Position
-from dstream_exactly_once.errors import ConfigurationError, DecodeError
+from dstream_exactly_once.errors import ConfigurationError, DataLossError, DecodeError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
 
 from ._files_harness import Harness, copytruncate, lines, names, write
@@ -237,6 +237,17 @@ def test_disappearing_file_stops_being_planned_and_is_reported(logdir, caplog):
     assert c["disappearances"] == 2 and c["losses"] == 1 and c["lost_bytes"] > 0
     assert {s for s, _, _ in h.planner.tracked().values()} == {"gone"}
     assert h.batch() == [] and h.ranges == []
+
+
+def test_disappearing_file_with_unread_bytes_stops_the_stream_under_fail_on_data_loss(logdir):
+    b = os.path.join(logdir, "b.log")
+    write(b, lines("b", 0, 30))
+    h = Harness(os.path.join(logdir, "*.log"), bytes_max=20, line_max_bytes=10, fail_on_data_loss=True)
+    h.batch()
+    os.remove(b)
+    with pytest.raises(DataLossError, match=r"b\.log .*unread bytes \[\d+, \d+\).*fail\.on\.data\.loss=false"):
+        h.batch()
+    assert h.planner.counters["losses"] == 0  # nothing was skipped: the stream stops before
 
 
 def test_bytes_max_bounds_each_range(logdir):

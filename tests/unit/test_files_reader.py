@@ -51,13 +51,31 @@ def test_file_renamed_after_planning_is_found_by_identity(tmp_path):
     assert list(reader.read(r)) == ["one", "two"]
 
 
-def test_file_replaced_after_planning_fails_clearly(tmp_path):
+def test_file_replaced_after_planning_fails_clearly_under_fail_on_data_loss(tmp_path):
     log = str(tmp_path / "app.log")
     write(log, "one\ntwo\n")
-    (r,), reader = _plan(log)
+    (r,), reader = _plan(log, fail_on_data_loss=True)
     write(log, "ONE\nTWO\n", mode="w")
     with pytest.raises(DataLossError, match=r"app\.log.*not the planned one"):
         list(reader.read(r))
     os.remove(log)
     with pytest.raises(DataLossError, match=r"\[0 -> 8\)"):
         list(reader.read(r))
+
+
+def test_bytes_gone_after_planning_are_reported_once_and_skipped_by_default(tmp_path, caplog):
+    log = str(tmp_path / "app.log")
+    write(log, "one\ntwo\n")
+    (r,), reader = _plan(log)
+    assert reader.options.fail_on_data_loss is False  # the default: log shippers keep going
+    reported = []
+    reporting = reader.reporting_to(reported.append)
+    assert reader.on_data_loss is None  # a copy: the planner's reader is unchanged
+    write(log, "x\n", mode="w")  # copytruncate's truncate: no file holds [0, 8) any more
+    assert list(reporting.read(r)) == []
+    assert list(reader.read(r)) == []  # without a callback: a WARN line names the range
+    assert [(d.position_key, d.start, d.end, d.lost, d.unit, d.where) for d in reported] == [
+        (r.position_key, 0, 8, 8, "bytes", log)]
+    assert "not the planned one" in reported[0].reason
+    warnings = [rec for rec in caplog.records if rec.levelname == "WARNING"]
+    assert len(warnings) == 1 and "[0, 8)" in warnings[0].getMessage()

@@ -133,12 +133,20 @@ def test_file_shrunk_while_reading_fails_the_same_way(tmp_path, monkeypatch, lon
                         lambda self, start, n: b"" if start >= 1750 and n > 16 else real_read(self, start, n))
     monkeypatch.setattr(reader_mod, "_BLOCK", 300)
     monkeypatch.setattr(reader_mod, "_CHUNK", 64)
-    reader = FileRangeReader(path, FileSourceOptions(line_max_bytes=100))
+    reader = FileRangeReader(path, FileSourceOptions(line_max_bytes=100, fail_on_data_loss=True))
     fast, general = _both(reader, _range(base, 0, len(data)))
     assert fast == general
     assert (fast[0][-1] == "x" * 100) == bool(long_line)
     assert general[1] is not None and general[1][0].__name__ == "DataLossError"
     assert "the file ended at byte 1800 while reading" in general[1][1]
+    # the skip policy: the same records, then the rest of the range (from the unfinished line) reported
+    reported: List[Any] = []
+    skipping = FileRangeReader(path, FileSourceOptions(line_max_bytes=100), on_data_loss=reported.append)
+    fast_skip, general_skip = _both(skipping, _range(base, 0, len(data)))
+    assert fast_skip == general_skip == (fast[0], None)
+    lost = {(d.start, d.end) for d in reported}
+    assert len(lost) == 1 and lost.pop()[1] == len(data)
+    assert all("the file ended at byte 1800" in d.reason for d in reported)
 
 
 def test_valid_utf8_with_short_lines_never_takes_the_careful_path(tmp_path, monkeypatch):

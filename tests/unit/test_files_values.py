@@ -52,6 +52,13 @@ def test_options_defaults_are_the_seeds():
     assert (o.starting_offsets, o.bytes_max, o.md5_check_enabled, o.md5_sample_length) == (
         "earliest", 2147483647, True, 1024)
     assert (o.line_decoding, o.line_overflow, o.line_max_bytes) == ("strict", "split", 1 << 20)
+    assert o.fail_on_data_loss is False  # log shippers' behaviour: skip a lost range and report it
+
+
+def test_fail_on_data_loss_from_spark_conf_or_options():
+    assert FileSourceOptions.from_mapping(None, {"spark.aof.fail.on.data.loss": "true"}).fail_on_data_loss is True
+    assert FileSourceOptions.from_mapping({"fail.on.data.loss": False},
+                                          {"spark.aof.fail.on.data.loss": "true"}).fail_on_data_loss is False
 
 
 def test_options_from_spark_conf_and_options_win():
@@ -67,6 +74,7 @@ def test_options_from_spark_conf_and_options_win():
     ({"bytes.max": "0"}, r"'bytes\.max'.*\[5, 2147483647\].*0"),
     ({"bytes.max": "lots"}, r"'bytes\.max'.*'lots'"),
     ({"md5.check.enabled": "yes"}, r"'md5\.check\.enabled'.*true or false.*'yes'"),
+    ({"fail.on.data.loss": "sometimes"}, r"'fail\.on\.data\.loss'.*true or false.*'sometimes'"),
     ({"md5.sample.length": -5}, r"'md5\.sample\.length'.*-5"),
     ({"line.decoding": "latin-1"}, r"'line\.decoding'.*'latin-1'"),
     ({"line.max.bytes": 100, "bytes.max": 100}, r"'line\.max\.bytes' \(100\) must be less than 'bytes\.max'"),

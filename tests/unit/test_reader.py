@@ -328,14 +328,16 @@ def test_skipped_offsets_are_reported_to_the_callback_and_a_retry_gets_a_fresh_c
     blocks = list(read_range(config, OffsetRange("t", 0, 0, 30), fail_on_data_loss=False, cache=cache,
                              attempt=1, on_data_loss=skipped.append))
     assert [o for b in blocks for o in b.offsets] == list(range(12, 30))
-    assert skipped == [12]
+    assert [(d.position_key, d.range_start, d.range_end, d.start, d.end, d.lost, d.unit) for d in skipped] == [
+        ("t/0", 0, 30, 0, 12, 12, "offsets")]
+    assert "log start 12" in skipped[0].reason
     assert cache.fresh == [True]
     # the whole range vanished: all of it is reported, nothing is read
     skipped.clear()
     cache = _cache_of(_ShrinkingLog(earliest=50, end=60))
     assert list(read_range(config, OffsetRange("t", 0, 5, 30), fail_on_data_loss=False, cache=cache,
                            on_data_loss=skipped.append)) == []
-    assert skipped == [25] and cache.fresh == [False]
+    assert [(d.start, d.end, d.lost) for d in skipped] == [(5, 30, 25)] and cache.fresh == [False]
 
 
 def test_skipped_offsets_fail_the_read_by_default_and_the_callback_is_not_called():
@@ -362,3 +364,35 @@ def test_driver_side_skip_counts_merge_per_partition_by_maximum():
         assert total == before  # a new dict: the driver may be reading the old one
         total = merged
     assert total == {(1, 0): 7, (1, 1): 3, (2, 0): 1}
+
+
+class _DeletedTopic(_ShrinkingLog):
+    """A consumer double whose topic is deleted once ``gone_at`` is reached."""
+
+    def __init__(self, gone_at):
+        super().__init__(earliest=0, end=100)
+        self.gone_at = gone_at
+
+    def poll(self, timeout_ms, max_records):
+        from kafka.errors import UnknownTopicOrPartitionError
+
+        if self.pos >= self.gone_at:
+            raise UnknownTopicOrPartitionError("t-0")
+        return super().poll(timeout_ms, max_records)
+
+
+def test_a_deleted_topic_reports_the_rest_of_the_range_lost_or_fails():
+    from dstream_exactly_once import DataLossError
+    from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.reader import read_range
+
+    config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
+    reported = []
+    consumer = _DeletedTopic(gone_at=14)
+    blocks = list(read_range(config, OffsetRange("t", 0, 0, 30), fail_on_data_loss=False,
+                             cache=_cache_of(consumer), on_data_loss=reported.append))
+    assert [o for b in blocks for o in b.offsets] == list(range(14))
+    assert [(d.start, d.end, d.lost) for d in reported] == [(14, 30, 16)]
+    assert "topic or partition is gone" in reported[0].reason and consumer.closed  # not reused
+    with pytest.raises(DataLossError):
+        list(read_range(config, OffsetRange("t", 0, 0, 30), cache=_cache_of(_DeletedTopic(gone_at=14))))
