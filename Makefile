@@ -29,7 +29,7 @@ lint: deps
 	$(PYTHON) -m mypy
 
 # The API reference from the docstrings (Sphinx autodoc), warnings as errors; open build/api/index.html.
-# `make test` builds it too (tests/unit/test_api_docs.py).
+# `make test` builds it too (tests/integration/test_api_docs.py).
 docs: deps
 	$(PYTHON) -m sphinx -W --keep-going -b html docs/api build/api
 

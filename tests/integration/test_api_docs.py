@@ -1,5 +1,7 @@
 """The API reference (docs/api) builds from the docstrings with warnings as errors, and covers every
-public name of the package root, the stores, the sinks and the testing helpers."""
+public name of the package root, the stores, the sinks and the testing helpers. It needs Sphinx (the
+``dev`` extra), so it sits with the tests `make test` runs rather than the core suite re-run on
+PySpark 3.5 (tests/unit)."""
 
 from __future__ import annotations
 
