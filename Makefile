@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps demo test test-pyspark35 unit integration lint bench clean
+.PHONY: deps demo test test-pyspark35 unit integration lint docs bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -27,6 +27,11 @@ integration: deps
 lint: deps
 	$(PYTHON) -m ruff check dstream_exactly_once tests examples bench
 	$(PYTHON) -m mypy
+
+# The API reference from the docstrings (Sphinx autodoc), warnings as errors; open build/api/index.html.
+# `make test` builds it too (tests/integration/test_api_docs.py).
+docs: deps
+	$(PYTHON) -m sphinx -W --keep-going -b html docs/api build/api
 
 bench: deps
 	$(PYTHON) -m bench

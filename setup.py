@@ -35,9 +35,10 @@ setup(
         # dstream_exactly_once.testing's helpers and this project's own test suite
         "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
                  "confluent-kafka>=2.3"],
-        # working on this project: the test suite plus the linters `make test` runs
+        # working on this project: the test suite plus the linters and the API reference build
+        # (`make docs`) that `make test` runs
         "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                "confluent-kafka>=2.3", "ruff", "mypy"],
+                "confluent-kafka>=2.3", "ruff", "mypy", "sphinx>=7.2"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
     license_files=["LICENSE", "NOTICE"],
