@@ -38,7 +38,7 @@ setup(
         # working on this project: the test suite plus the linters and the API reference build
         # (`make docs`) that `make test` runs
         "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                "confluent-kafka>=2.3", "ruff", "mypy", "sphinx>=7.2"],
+                "confluent-kafka>=2.3", "ruff", "mypy", "sphinx>=7.2,<8"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
     license_files=["LICENSE", "NOTICE"],
