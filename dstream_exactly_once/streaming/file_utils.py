@@ -23,6 +23,7 @@ from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import SourceRange
+from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
 from ..errors import ConfigurationError
 from ..files import FilePlanner, FileRange, FileSourceOptions
@@ -116,6 +117,7 @@ class FileUtils:
         store: Union[str, TransactionalStore],
         app_id: Optional[str] = None,
         retain_batches: int = 100,
+        store_retry: Optional[RetryPolicy] = None,
     ) -> ExactlyOnceDStream:
         """A file stream whose outputs commit results and byte positions in one store transaction.
 
@@ -126,7 +128,9 @@ class FileUtils:
         restarted driver finds a renamed or copytruncated file again. Write results with
         ``commit_each_batch``, ``commit_each_partition``, ``foreach_batch`` or
         ``write_each_partition``. ``retain_batches``: committed batches kept in the offset and
-        commit logs.
+        commit logs. ``store_retry``: how long every store operation is retried while the store is
+        unreachable, as in ``KafkaUtils.createExactlyOnceStream`` (a
+        :class:`~dstream_exactly_once.RetryPolicy`, default about 60 s).
 
         Everything — options, path, master/deployment, store URL and schema, stored positions — is
         checked before the store is written; the epoch is taken last.
@@ -135,14 +139,16 @@ class FileUtils:
         exactly-once for everything written through the store's transaction: every complete line
         counted once across SIGKILLs, replays, zombie drivers and rotation by rename or
         copytruncate; lines the planner reports lost (a rotated file that left the pattern unread)
-        are counted in ``stream.committer.source.counters`` and logged, never silently dropped.
+        are counted (``stream.committer.source.counters`` and each progress record's
+        ``sources[0].metrics``) and logged, never silently dropped.
         """
         check_retain_batches(retain_batches)
+        retry = check_retry_policy(store_retry)
         planner = _planner(ssc, path, options)
         opened: Optional[TransactionalStore] = None
         try:
             opened = open_store_arg(store, app_id)
-            committer = BatchCommitter(opened, planner, retain_batches=retain_batches)
+            committer = BatchCommitter(opened, planner, retain_batches=retain_batches, retry=retry)
         except BaseException:
             planner.close()
             if opened is not None and isinstance(store, str):

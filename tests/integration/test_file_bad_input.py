@@ -128,6 +128,11 @@ def test_bad_launches_leave_the_store_byte_identical_and_create_no_store(sc, tmp
             assert all(w in str(info.value) for w in words), (what, str(info.value))
             assert _snapshot(db) == before, f"{what}: the refused launch changed the store"
             assert not (tmp_path / "fresh.db").exists(), f"{what}: the refused launch created a store"
+    # store_retry as in KafkaUtils.createExactlyOnceStream: a bad value is refused before the store opens
+    with pytest.raises(ConfigurationError, match="store_retry"):
+        FileUtils.createExactlyOnceFileStream(StreamingContext(sc, 1), f"{logs}/*.log", store=url, app_id=app,
+                                              store_retry=60)
+    assert _snapshot(db) == before
     # progress_to refuses bad values when it is called, before the stream runs a batch
     for bad, word in ((str(tmp_path), "is a directory"), (str(tmp_path / "no" / "p.jsonl"), "does not exist"),
                       (f"{tmp_path}/p\0.jsonl", "NUL byte")):
