@@ -2,7 +2,7 @@
 
 Protocol, per Spark partition of a batch (input range ``r`` of input partition ``tp``):
 
-1. a producer with the deterministic ``transactional.id`` ``{prefix}.{app}.{tp}`` calls
+1. a producer with the deterministic ``transactional.id`` ``{prefix}.{app}.{topic}.{partition}`` calls
    ``init_transactions()`` — this fences any older producer with the same id (a zombie task or
    driver) and completes or aborts its open transaction;
 2. the sink's *marker* is read: the committed offset of ``tp`` in the consumer group
