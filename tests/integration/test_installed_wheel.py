@@ -44,10 +44,15 @@ def install_into_fresh_venv(venv: Path, wheel: Path) -> Path:
     """A plain virtualenv (no system site-packages) with the wheel and its ``[spark,test]`` extras."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
     python = venv / "bin" / "python"
-    # --no-compile: byte-compiling PySpark's tree takes longer than installing it
+    # --no-compile: byte-compiling PySpark's tree takes longer than installing it. The user's environment
+    # (no PYTHONPATH) and a cwd outside the checkout: pip would take a checkout it can import, or the
+    # egg-info of an editable install there, for the package already installed and install only the
+    # dependencies.
     proc = subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
-                           f"{wheel}[spark,test]"], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+                           f"{wheel}[spark,test]"], capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S,
+                          cwd=venv.parent, env=venv_env(venv))
     assert proc.returncode == 0, f"installing {wheel.name}[spark,test] failed:\n{proc.stderr[-4000:]}"
+    assert (venv / "bin" / "dstream-eo").exists(), f"pip installed no dstream-eo script:\n{proc.stdout[-2000:]}"
     return python
 
 
