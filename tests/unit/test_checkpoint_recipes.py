@@ -26,7 +26,9 @@ def _recipe(password: str = "s3cret") -> dict:
             "current": {OffsetRange("t", 0, 0, 0).topicPartition(): 42}, "monitor_group": None}
 
 
-def test_a_recovered_source_is_one_object_per_token_and_opens_only_when_used():
+def test_a_recovered_source_is_one_object_per_token_and_opens_only_when_used(monkeypatch):
+    # a process without a SparkContext (the suite may have started one for other tests)
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
     token = "tok-unit-1"
     try:
         a = pickle.loads(pickle.dumps(_recover_batches_args(token)))
@@ -63,6 +65,7 @@ def test_a_recipe_keeps_secrets_out_of_its_repr():
 
 
 def test_refused_recovery_raises_on_the_driver_and_is_a_stub_elsewhere(monkeypatch):
+    monkeypatch.setattr(SparkContext, "_gateway", None)  # an executor's Python worker: no gateway
     stub = refuse_recovery("tok", "ExactlyOnceDStream", "the store is the source of truth")
     with pytest.raises(ConfigurationError):  # an executor only fails when it uses the stream
         stub.anything  # noqa: B018
