@@ -7,10 +7,10 @@ import argparse
 import json
 import os
 import sys
-import time
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
+from .core.heartbeat import driver_status  # noqa: F401 - the verbs take it from here
 from .errors import DStreamExactlyOnceError
 
 __all__ = [
@@ -111,17 +111,6 @@ def kafka_config(args: argparse.Namespace) -> Any:
     if not params:
         return None
     return parse_kafka_params(params)
-
-
-def driver_status(store: Any, now: Optional[float] = None) -> Dict[str, Any]:
-    """``{"heartbeat": doc or None, "epoch": current epoch, "live": bool, "age_s": seconds}``."""
-    from .core.heartbeat import heartbeat_age, is_live
-
-    now = time.time() if now is None else now
-    doc = store.load_heartbeat()
-    epoch = store.current_epoch()
-    age = heartbeat_age(doc, now) if doc else None
-    return {"heartbeat": doc, "epoch": epoch, "live": is_live(doc, epoch, now), "age_s": age}
 
 
 def describe_driver(status: Mapping[str, Any]) -> str:

@@ -20,7 +20,7 @@ from ..errors import DStreamExactlyOnceError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Heartbeat", "heartbeat_age", "is_live", "live_window"]
+__all__ = ["Heartbeat", "driver_status", "heartbeat_age", "is_live", "live_window"]
 
 MIN_LIVE_WINDOW_S = 60.0
 
@@ -46,6 +46,16 @@ def is_live(doc: Optional[Mapping[str, Any]], current_epoch: int, now: Optional[
         return False
     age = heartbeat_age(doc, now)
     return age is not None and age < live_window(doc)
+
+
+def driver_status(store: Any, now: Optional[float] = None) -> Dict[str, Any]:
+    """``{"heartbeat": doc or None, "epoch": current epoch, "live": bool, "age_s": seconds}`` of the
+    app of ``store`` (read-only; what operator actions check before they take an epoch)."""
+    now = _time.time() if now is None else now
+    doc = store.load_heartbeat()
+    epoch = store.current_epoch()
+    age = heartbeat_age(doc, now) if doc else None
+    return {"heartbeat": doc, "epoch": epoch, "live": is_live(doc, epoch, now), "age_s": age}
 
 
 class Heartbeat:

@@ -31,13 +31,12 @@ import getpass
 import logging
 import os
 import socket
-import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._checks import is_int
-from ..core.heartbeat import heartbeat_age, is_live
+from ..core.heartbeat import driver_status
 from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..stores.batch import RESERVED_NAMESPACE, incident_key
@@ -190,14 +189,6 @@ def _range_rows(batches: Sequence[PlannedBatch], stored: Mapping[str, int]) -> L
     return rows
 
 
-def _driver(store: TransactionalStore) -> Dict[str, Any]:
-    doc = store.load_heartbeat()
-    epoch = store.current_epoch()
-    now = time.time()
-    return {"heartbeat": doc, "epoch": epoch, "live": is_live(doc, epoch, now),
-            "age_s": heartbeat_age(doc, now) if doc else None}
-
-
 def _operator() -> str:
     try:
         user = getpass.getuser()
@@ -258,7 +249,7 @@ def _skip(store: TransactionalStore, ids: List[int], execute: bool, force: bool,
     _refuse_targets(store, ids, pending)
     batches = tuple(b for b in pending_batches if b.batch_id in ids)
     rows = _range_rows(batches, {k: p.offset for k, p in store.load_positions().items()})
-    driver = _driver(store)
+    driver = driver_status(store)
     who, when = _operator(), datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     plan = SkipPlan(store.app_id, redact_url(store.url), batches, tuple(rows), tuple(pending), driver)
     if not execute:
