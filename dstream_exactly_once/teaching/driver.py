@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .._cli_args import int_at_least, non_empty
+from ..cli.parser import int_at_least, non_empty
 from ..stores.base import PlannedBatch, Writes
 from .plain_store import PlainSumStore
 from .points import CRASH_POINTS, KILL_TICK, Trace, check_point
@@ -145,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
     """Run one driver until both pipelines are complete (exit 0) or the planned SIGKILL."""
     from pyspark.streaming import StreamingContext
 
-    from .._child_driver import run_until_done
     from ..kafka.metadata import KafkaMetadata
     from ..kafka.params import parse_kafka_params
     from ..offsets import TopicAndPartition
     from ..stores import open_store
+    from ..testing.child_driver import run_until_done
     from ..testing.spark import make_spark_context
 
     out = Path(args.out)

@@ -186,8 +186,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _chart_progress(progress: Path, png: Path) -> None:
     """The exactly-once pipeline's progress records as ``dstream-eo chart`` draws them."""
-    from .._cli_chart import run_chart
-    from .._cli_common import CliError
+    from ..cli.chart import run_chart
+    from ..cli.common import CliError
 
     try:
         run_chart(argparse.Namespace(progress=str(progress), output=str(png), dpi=100))

@@ -25,7 +25,8 @@ class FaultRun:
 
 def start_pipeline(bootstrap: str, topic: str, store: str, app_id: str, pattern: str, *, crash_prob: float = 0.0,
                    rate: int = 2000, seed: Optional[int] = None, extra: Sequence[str] = ()) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "dstream_exactly_once.demo", "pipeline", "--bootstrap", bootstrap, "--topic", topic,
+    cmd = [sys.executable, "-m", "dstream_exactly_once.teaching.pipeline", "pipeline", "--bootstrap", bootstrap,
+           "--topic", topic,
            "--store", store, "--app-id", app_id, "--pattern", pattern, "--rate", str(rate),
            "--crash-prob", str(crash_prob)]
     if seed is not None:

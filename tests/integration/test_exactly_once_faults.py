@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from dstream_exactly_once.demo import verify
+from dstream_exactly_once.teaching.pipeline import verify
 
 from .faults import run_with_kills
 

@@ -97,7 +97,7 @@ def test_pipeline_usage_errors(option, value, allowed):
     base = {"--bootstrap": "localhost:1", "--topic": "t", "--store": "sqlite:///x.db", "--app-id": "a"}
     base[option] = value
     argv = ["pipeline"] + [x for kv in base.items() for x in kv]
-    out = run(["-c", NO_SPARK + "from dstream_exactly_once.demo import main; sys.exit(main())", *argv])
+    out = run(["-c", NO_SPARK + "from dstream_exactly_once.teaching.pipeline import main; sys.exit(main())", *argv])
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert len(out.stderr.splitlines()) == 1 and allowed in out.stderr and repr(value) in out.stderr, out.stderr
 

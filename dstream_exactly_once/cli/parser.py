@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import NoReturn, Optional
 
-from ._cli_types import int_at_least, non_empty
-from ._version import __version__
+from .._version import __version__
+from .arg_types import int_at_least, non_empty
 
 __all__ = ["OneLineParser", "cli_parser", "int_at_least", "non_empty", "parse", "probability"]
 
@@ -79,7 +79,7 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
 def cli_parser(prog: str = "dstream-eo", *, with_pipeline: bool = False) -> OneLineParser:
     """The ``dstream-eo`` parser: ``--version`` and the ``demo`` subcommand (plus ``pipeline``
     when ``with_pipeline``, as ``python -m dstream_exactly_once.demo`` offers)."""
-    from ._cli_common import EXIT_CODES_HELP
+    from .common import EXIT_CODES_HELP
 
     p = OneLineParser(prog=prog, description="dstream-exactly-once: WAL-free direct Kafka DStreams for "
                       "PySpark with exactly-once output.", epilog=EXIT_CODES_HELP,
@@ -92,7 +92,7 @@ def cli_parser(prog: str = "dstream-eo", *, with_pipeline: bool = False) -> OneL
                                       "(at-least-once and exactly-once), SIGKILL the driver at each crash "
                                       "point, compare"))
     if not with_pipeline:
-        from ._cli_ops_args import add_operator_commands
+        from .operator_parsers import add_operator_commands
 
         add_operator_commands(sub)
     return p

@@ -14,7 +14,8 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._cli_common import (
+from ..stores.url import redact_url
+from .common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -26,7 +27,6 @@ from ._cli_common import (
     print_table,
     read_batch,
 )
-from .stores.url import redact_url
 
 __all__ = ["Broker", "gather", "parse_datetime", "parse_duration", "parse_scope", "show"]
 
@@ -81,13 +81,13 @@ class Broker:
     """Earliest/latest/by-time offsets of Kafka partitions (one admin client, closed by :meth:`close`)."""
 
     def __init__(self, config: Any) -> None:
-        from .kafka.metadata import KafkaMetadata
+        from ..kafka.metadata import KafkaMetadata
 
         self.config = config
         self.md = KafkaMetadata(config)
 
     def partitions(self, topics: List[str]) -> Dict[str, List[int]]:
-        from .errors import ConfigurationError
+        from ..errors import ConfigurationError
 
         existing = self.md.topics()
         unknown = sorted(set(topics) - existing)
@@ -142,7 +142,7 @@ def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tup
 
 def _content_size(path: str) -> Optional[int]:
     """The length a reader sees of the file at ``path`` (a gzip file's decompressed length), or None."""
-    from .files.identity import FileView, stat_file
+    from ..files.identity import FileView, stat_file
 
     st = stat_file(path)
     if st is None:
@@ -176,7 +176,7 @@ def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optio
            *, with_meta: bool = False) -> List[Dict[str, Any]]:
     """One row per stream partition: stored position, log start/end (or file length), lag, last batch
     (and, ``with_meta``, each file position's identity document under ``meta``)."""
-    from .offsets import OffsetRange, TopicAndPartition
+    from ..offsets import OffsetRange, TopicAndPartition
 
     positions = store.load_positions()
     rows: Dict[str, Dict[str, Any]] = {}

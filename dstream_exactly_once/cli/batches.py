@@ -9,7 +9,8 @@ import os
 import sys
 from typing import Any, Dict, List
 
-from ._cli_common import (
+from ..stores.url import redact_url
+from .common import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_USAGE,
@@ -24,7 +25,6 @@ from ._cli_common import (
     read_batch,
     refuse_if_live,
 )
-from .stores.url import redact_url
 
 __all__ = ["check_batches_args", "run_batches", "run_in_doubt", "run_lag", "run_skip"]
 
@@ -32,7 +32,7 @@ __all__ = ["check_batches_args", "run_batches", "run_in_doubt", "run_lag", "run_
 def _labels(store: Any, batch: Any, source: str) -> List[str]:
     """The sink labels of ``batch``'s partitions that the store recorded as applied, for the label
     source ``source`` (a DorisSink's is ``<app>.<table>``)."""
-    from .sinks.labels import LabelGenerator
+    from ..sinks.labels import LabelGenerator
 
     gen = LabelGenerator(source)
     return [label for i in range(len(batch.ranges)) if store.has_label(label := gen.label(batch.batch_id, i))]
@@ -47,7 +47,7 @@ def check_batches_args(args: argparse.Namespace) -> None:
 
 
 def run_batches(args: argparse.Namespace, store: Any) -> int:
-    from .operators.skip import skipped_batches
+    from ..operators.skip import skipped_batches
 
     last_logged = store.last_logged_batch_id()
     last_committed = store.last_committed_batch_id()
@@ -99,8 +99,8 @@ def _skip_note(doc: Dict[str, Any]) -> str:
 
 def run_skip(args: argparse.Namespace) -> int:
     """``batches skip``: print the plan (dry run) or skip the batches (``--execute``)."""
-    from .errors import ConfigurationError, DriverLiveError, OffsetConflictError
-    from .operators.skip import skip_batch
+    from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError
+    from ..operators.skip import skip_batch
 
     try:
         plan = skip_batch(args.store, args.app, args.batch, execute=args.execute, force=args.force,
@@ -137,8 +137,8 @@ def run_skip(args: argparse.Namespace) -> int:
 
 
 def run_lag(args: argparse.Namespace, store_url: str) -> int:
-    from ._cli_offsets import Broker, gather
-    from .stores import open_store
+    from ..stores import open_store
+    from .offsets import Broker, gather
 
     with open_cli_store(store_url, None) as any_app:
         apps = any_app.list_apps()
@@ -178,9 +178,9 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
 
 def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
     """List (and with ``--resolve``, finish as the store decided) the Doris 2PC loads of pending batches."""
-    from ._cli_labels import OPTIONS_HINT, check_label_options
-    from .errors import ConfigurationError
-    from .sinks.doris import DorisSink, DorisStreamLoadClient
+    from ..errors import ConfigurationError
+    from ..sinks.doris import DorisSink, DorisStreamLoadClient
+    from .labels import OPTIONS_HINT, check_label_options
 
     password = ""
     if args.password_env:

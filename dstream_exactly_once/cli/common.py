@@ -10,8 +10,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TextIO, Tuple
 
-from .core.heartbeat import driver_status  # noqa: F401 - the verbs take it from here
-from .errors import DStreamExactlyOnceError
+from ..core.heartbeat import driver_status  # noqa: F401 - the verbs take it from here
+from ..errors import DStreamExactlyOnceError
 
 __all__ = [
     "EXIT_FAILED", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE", "CliError", "driver_status", "emit_json", "fmt_time",
@@ -71,8 +71,8 @@ def open_cli_store(url: str, app_id: Optional[str]) -> Any:
     """The store of ``app_id`` (read-only until a command applies a change), after checking that it
     exists: a missing SQLite file is refused (never created), and so is an app with no state there
     (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
-    from .stores import open_store
-    from .stores.url import redact_url
+    from ..stores import open_store
+    from ..stores.url import redact_url
 
     store = open_store(url, app_id or "_")
     try:
@@ -92,7 +92,7 @@ def open_cli_store(url: str, app_id: Optional[str]) -> Any:
 
 def kafka_config(args: argparse.Namespace) -> Any:
     """The :class:`KafkaConfig` from ``--bootstrap-servers`` or ``--kafka-params FILE`` (JSON), or None."""
-    from .kafka.params import parse_kafka_params
+    from ..kafka.params import parse_kafka_params
 
     params: Dict[str, Any] = {}
     path = getattr(args, "kafka_params", None)
@@ -137,7 +137,7 @@ def refuse_if_live(store: Any, force: bool, what: str) -> Dict[str, Any]:
 def read_batch(store: Any, batch_id: int) -> Tuple[Any, Optional[str]]:
     """``(offset-log entry or None, None)``, or ``(None, why)`` when the stored entry is damaged (torn
     JSON, wrong types, a range no reader accepts): read commands list the others and say so."""
-    from .errors import StoreUnavailableError
+    from ..errors import StoreUnavailableError
 
     try:
         return store.get_batch(batch_id), None

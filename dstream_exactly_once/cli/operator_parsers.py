@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._cli_common import EXIT_CODES_HELP
-from ._cli_types import int_at_least, non_empty
+from .arg_types import int_at_least, non_empty
+from .common import EXIT_CODES_HELP
 
 __all__ = ["add_operator_commands"]
 
@@ -36,7 +36,7 @@ def _sub(sub: Any, name: str, help_: str, description: str) -> argparse.Argument
 
 def add_operator_commands(sub: Any) -> None:
     """Add the operator subcommands to the ``dstream-eo`` subparsers ``sub``."""
-    from ._cli_offsets import parse_datetime, parse_duration
+    from .offsets import parse_datetime, parse_duration
 
     offsets = _sub(sub, "offsets", "show or reset an app's stored positions",
                    "Show or reset the positions an application resumes from (the store is the source of truth).")

@@ -22,9 +22,9 @@ import signal
 import sys
 from typing import Any, Dict, Iterable, List, Optional
 
-from ._cli_args import cli_parser
-from .offsets import OffsetRange, TopicAndPartition
-from .stores.base import PlannedBatch, Writes
+from ..cli.parser import cli_parser
+from ..offsets import OffsetRange, TopicAndPartition
+from ..stores.base import PlannedBatch, Writes
 
 
 def _crash(point: str, prob: float) -> None:
@@ -100,7 +100,7 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 
         stream.commit_each_batch(per_batch, offset_log=args.offset_log)
     elif pattern == "doris":
-        from .sinks import DorisSink, DorisStreamLoadClient
+        from ..sinks import DorisSink, DorisStreamLoadClient
 
         client = DorisStreamLoadClient(args.doris_fe, "demo", "numbers", user="root",
                                        password=os.environ.get("DEO_DORIS_PASSWORD", ""), format="json",
@@ -113,7 +113,7 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 
         stream.write_each_partition(DorisSink(client), rows)
     elif pattern == "kafka":
-        from .sinks.kafka_tx import KafkaTransactionalSink
+        from ..sinks.kafka_tx import KafkaTransactionalSink
 
         def out_rows(records: Iterable[Any]) -> Iterable[Any]:
             for _k, v in records:
@@ -136,12 +136,12 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 def run_pipeline(args: argparse.Namespace) -> int:
     from pyspark.streaming import StreamingContext
 
-    from ._child_driver import run_until_done
-    from .kafka.metadata import KafkaMetadata
-    from .kafka.params import parse_kafka_params
-    from .stores import open_store
-    from .streaming.kafka_utils import KafkaUtils
-    from .testing.spark import make_spark_context
+    from ..kafka.metadata import KafkaMetadata
+    from ..kafka.params import parse_kafka_params
+    from ..stores import open_store
+    from ..streaming.kafka_utils import KafkaUtils
+    from ..testing.child_driver import run_until_done
+    from ..testing.spark import make_spark_context
 
     random.seed(args.seed if args.seed is not None else os.getpid())
     params = {"bootstrap.servers": args.bootstrap, "auto.offset.reset": "earliest"}
@@ -180,7 +180,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
 def verify(store_url: str, app_id: str, n: int, pattern: str) -> List[str]:
     """Problems with the stored results of a finished pipeline over the integers 1..n."""
-    from .stores import open_store
+    from ..stores import open_store
 
     problems = []
     with open_store(store_url, app_id) as store:
@@ -205,7 +205,7 @@ def verify(store_url: str, app_id: str, n: int, pattern: str) -> List[str]:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``dstream-eo demo``: the at-least-once vs exactly-once contrast (:mod:`.teaching.show`)."""
-    from .teaching.show import run_demo as show
+    from .show import run_demo as show
 
     return show(args)
 

@@ -15,7 +15,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ._cli_common import (
+from ..stores.url import redact_url
+from .common import (
     EXIT_OK,
     CliError,
     describe_driver,
@@ -25,15 +26,14 @@ from ._cli_common import (
     print_table,
     refuse_if_live,
 )
-from ._cli_offsets import Broker, gather, parse_scope
-from .stores.url import redact_url
+from .offsets import Broker, gather, parse_scope
 
 __all__ = ["run_reset"]
 
 
 def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Optional[Broker]) -> Dict[str, int]:
     """The position each row's key is asked to move to, before clamping."""
-    from .offsets import TopicAndPartition
+    from ..offsets import TopicAndPartition
 
     if args.from_file:
         return _from_csv(args.from_file, rows)
@@ -118,7 +118,7 @@ def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
 
 def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> List[Dict[str, Any]]:
     """One plan row per key: current, requested, the new position within [earliest, latest] and the clamp, if any."""
-    from .stores.batch import INT64_MAX
+    from ..stores.batch import INT64_MAX
 
     plan = []
     for key, want in sorted(requested.items()):
@@ -143,7 +143,7 @@ def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> Lis
 def _file_documents(rows: Mapping[str, Dict[str, Any]], plan: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
     """The identity document of each file position at its new byte (the tail hash re-taken there), or
     an error naming the key when the file at the document's path is no longer that identity."""
-    from .files.identity import FileView, stat_file
+    from ..files.identity import FileView, stat_file
 
     docs: Dict[str, Dict[str, Any]] = {}
     for p in plan:
@@ -177,8 +177,8 @@ def _file_documents(rows: Mapping[str, Dict[str, Any]], plan: List[Dict[str, Any
 
 def _check_writable(targets: Dict[str, int], docs: Dict[str, Dict[str, Any]]) -> None:
     """The store's own argument checks of :meth:`reset_positions`, run before the epoch is taken."""
-    from .errors import ConfigurationError
-    from .stores._commit_rules import check_documents_arg, check_positions_arg
+    from ..errors import ConfigurationError
+    from ..stores._commit_rules import check_documents_arg, check_positions_arg
 
     try:
         check_documents_arg(docs, check_positions_arg(targets))

@@ -17,7 +17,7 @@ __all__ = ["run_until_done"]
 
 def run_until_done(ssc: Any, done: Callable[[], bool]) -> int:
     """Start ``ssc`` and poll ``done()``; returns 2 or 3 as above, or exits the process with 0."""
-    from .streaming.lifecycle import stop_gracefully_on_signals
+    from ..streaming.lifecycle import stop_gracefully_on_signals
 
     stop_gracefully_on_signals(ssc)
     ssc.start()

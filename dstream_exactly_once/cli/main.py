@@ -16,43 +16,43 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ._cli_args import parse
-from ._cli_common import CliError
-from .errors import DStreamExactlyOnceError
-from .redaction import redact as redact_text
+from ..errors import DStreamExactlyOnceError
+from ..redaction import redact as redact_text
+from .common import CliError
+from .parser import parse
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.cmd == "demo":
-        from .demo import run_demo
+        from ..teaching.pipeline import run_demo
 
         return run_demo(args)
     if args.cmd == "chart":
-        from ._cli_chart import run_chart
+        from .chart import run_chart
 
         return run_chart(args)
     if args.cmd == "lag":
-        from ._cli_batches import run_lag
+        from .batches import run_lag
 
         return run_lag(args, args.store)
     if args.cmd == "batches":
-        from ._cli_batches import check_batches_args, run_skip
+        from .batches import check_batches_args, run_skip
 
         if getattr(args, "batches_cmd", None) == "skip":
             return run_skip(args)
         check_batches_args(args)
-    from ._cli_common import open_cli_store
+    from .common import open_cli_store
 
     with open_cli_store(args.store, args.app) as store:
         if args.cmd == "offsets" and args.offsets_cmd == "show":
-            from ._cli_offsets import show
+            from .offsets import show
 
             return show(args, store)
         if args.cmd == "offsets":
-            from ._cli_reset import run_reset
+            from .reset import run_reset
 
             return run_reset(args, store)
-        from ._cli_batches import run_batches, run_in_doubt
+        from .batches import run_batches, run_in_doubt
 
         return run_batches(args, store) if args.cmd == "batches" else run_in_doubt(args, store)
 

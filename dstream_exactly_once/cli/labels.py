@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._cli_common import CliError, read_batch
+from .common import CliError, read_batch
 
 __all__ = ["OPTIONS_HINT", "check_label_options"]
 

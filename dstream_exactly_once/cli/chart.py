@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any, Dict, List, Optional
 
-from ._cli_common import EXIT_OK, CliError
+from .common import EXIT_OK, CliError
 
 __all__ = ["read_progress", "run_chart"]
 

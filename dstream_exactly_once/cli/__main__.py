@@ -1,0 +1,8 @@
+"""``python -m dstream_exactly_once.cli``: the ``dstream-eo`` command."""
+
+import sys
+
+from .main import main
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m dstream_exactly_once.cli"))
