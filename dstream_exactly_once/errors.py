@@ -18,6 +18,7 @@
     │   └── FencedError                      an older driver epoch tried to commit
     ├── OutputError                          the user's output function raised (names batch/range)
     ├── DriverLiveError                      an operator action refused: the app's driver is live
+    ├── CliError                             a dstream-eo command refused or failed (``code``: exit status)
     ├── SinkError                            an external sink (Doris, Kafka) rejected a write
     │   └── LoadRejectedError                Doris refused a load or 2PC call for good (not retriable)
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
@@ -31,6 +32,7 @@ none is left unmapped).
 from __future__ import annotations
 
 __all__ = [
+    "CliError",
     "ConfigurationError",
     "DStreamExactlyOnceError",
     "DataLossError",
@@ -137,6 +139,15 @@ class OutputError(DStreamExactlyOnceError):
 class DriverLiveError(DStreamExactlyOnceError):
     """An operator action was refused because a driver of the application is live (its heartbeat is
     fresh and carries the store's current epoch); stop the driver first, or force the action."""
+
+
+class CliError(DStreamExactlyOnceError):
+    """A ``dstream-eo`` command refused its input or failed: printed as one line on stderr, and
+    ``code`` is the command's exit status (1 failed, 2 usage error, 3 refused: a driver is live)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class SinkError(DStreamExactlyOnceError):

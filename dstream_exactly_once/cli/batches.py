@@ -9,22 +9,13 @@ import os
 import sys
 from typing import Any, Dict, List
 
+from ..errors import CliError
 from ..stores.url import redact_url
-from .common import (
-    EXIT_OK,
-    EXIT_REFUSED,
-    EXIT_USAGE,
-    CliError,
-    describe_driver,
-    driver_status,
-    emit_json,
-    fmt_time,
-    kafka_config,
-    open_cli_store,
-    print_table,
-    read_batch,
-    refuse_if_live,
-)
+from .driver_check import describe_driver, driver_status, refuse_if_live
+from .exit_codes import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
+from .kafka_args import kafka_config
+from .output import emit_json, fmt_time, print_table
+from .store_access import open_cli_store, read_batch
 
 __all__ = ["check_batches_args", "run_batches", "run_in_doubt", "run_lag", "run_skip"]
 

@@ -12,7 +12,8 @@ import math
 import sys
 from typing import Any, Dict, List, Optional
 
-from .common import EXIT_OK, CliError
+from ..errors import CliError
+from .exit_codes import EXIT_OK
 
 __all__ = ["read_progress", "run_chart"]
 

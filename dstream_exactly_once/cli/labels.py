@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .common import CliError, read_batch
+from ..errors import CliError
+from .store_access import read_batch
 
 __all__ = ["OPTIONS_HINT", "check_label_options"]
 

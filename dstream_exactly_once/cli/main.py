@@ -16,9 +16,8 @@ import argparse
 import sys
 from typing import List, Optional
 
-from ..errors import DStreamExactlyOnceError
+from ..errors import CliError, DStreamExactlyOnceError
 from ..redaction import redact as redact_text
-from .common import CliError
 from .parser import parse
 
 
@@ -41,7 +40,7 @@ def _run(args: argparse.Namespace) -> int:
         if getattr(args, "batches_cmd", None) == "skip":
             return run_skip(args)
         check_batches_args(args)
-    from .common import open_cli_store
+    from .store_access import open_cli_store
 
     with open_cli_store(args.store, args.app) as store:
         if args.cmd == "offsets" and args.offsets_cmd == "show":

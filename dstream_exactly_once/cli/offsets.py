@@ -14,19 +14,13 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..errors import CliError
 from ..stores.url import redact_url
-from .common import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CliError,
-    describe_driver,
-    driver_status,
-    emit_json,
-    fmt_time,
-    kafka_config,
-    print_table,
-    read_batch,
-)
+from .driver_check import describe_driver, driver_status
+from .exit_codes import EXIT_OK, EXIT_USAGE
+from .kafka_args import kafka_config
+from .output import emit_json, fmt_time, print_table
+from .store_access import read_batch
 
 __all__ = ["Broker", "gather", "parse_datetime", "parse_duration", "parse_scope", "show"]
 

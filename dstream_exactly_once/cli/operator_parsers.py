@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from .arg_types import int_at_least, non_empty
-from .common import EXIT_CODES_HELP
+from .exit_codes import EXIT_CODES_HELP
 
 __all__ = ["add_operator_commands"]
 

@@ -79,7 +79,7 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
 def cli_parser(prog: str = "dstream-eo", *, with_pipeline: bool = False) -> OneLineParser:
     """The ``dstream-eo`` parser: ``--version`` and the ``demo`` subcommand (plus ``pipeline``
     when ``with_pipeline``, as ``python -m dstream_exactly_once.demo`` offers)."""
-    from .common import EXIT_CODES_HELP
+    from .exit_codes import EXIT_CODES_HELP
 
     p = OneLineParser(prog=prog, description="dstream-exactly-once: WAL-free direct Kafka DStreams for "
                       "PySpark with exactly-once output.", epilog=EXIT_CODES_HELP,

@@ -15,18 +15,13 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ..errors import CliError
 from ..stores.url import redact_url
-from .common import (
-    EXIT_OK,
-    CliError,
-    describe_driver,
-    driver_status,
-    emit_json,
-    kafka_config,
-    print_table,
-    refuse_if_live,
-)
+from .driver_check import describe_driver, driver_status, refuse_if_live
+from .exit_codes import EXIT_OK
+from .kafka_args import kafka_config
 from .offsets import Broker, gather, parse_scope
+from .output import emit_json, print_table
 
 __all__ = ["run_reset"]
 

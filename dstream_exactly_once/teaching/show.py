@@ -187,7 +187,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def _chart_progress(progress: Path, png: Path) -> None:
     """The exactly-once pipeline's progress records as ``dstream-eo chart`` draws them."""
     from ..cli.chart import run_chart
-    from ..cli.common import CliError
+    from ..errors import CliError
 
     try:
         run_chart(argparse.Namespace(progress=str(progress), output=str(png), dpi=100))

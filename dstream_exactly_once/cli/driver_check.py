@@ -1,0 +1,34 @@
+"""The app's driver as the commands see it: a one-line description, and the refusal while it is live."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping
+
+from ..core.heartbeat import driver_status
+from ..errors import CliError
+from .exit_codes import EXIT_REFUSED
+
+__all__ = ["describe_driver", "driver_status", "refuse_if_live"]
+
+
+def describe_driver(status: Mapping[str, Any]) -> str:
+    """One line on the driver of :func:`driver_status`: live or not, epoch, host, pid, last batch."""
+    doc = status["heartbeat"]
+    if not doc:
+        return f"driver: no heartbeat (epoch {status['epoch']})"
+    state = "LIVE" if status["live"] else "not live"
+    age = status["age_s"]
+    return (f"driver: {state} - epoch {doc.get('epoch')} (store epoch {status['epoch']}), host {doc.get('host')}, "
+            f"pid {doc.get('pid')}, last batch {doc.get('last_batch')}, heartbeat "
+            f"{'-' if age is None else f'{age:.0f}s'} ago")
+
+
+def refuse_if_live(store: Any, force: bool, what: str) -> Dict[str, Any]:
+    """The driver's status; raises :class:`CliError` (exit status 3) when it is live and not ``force``."""
+    status = driver_status(store)
+    if status["live"] and not force:
+        doc = status["heartbeat"]
+        raise CliError(f"refusing to {what}: a driver of app {store.app_id!r} is live (host {doc.get('host')}, pid "
+                       f"{doc.get('pid')}, epoch {doc.get('epoch')}, heartbeat {status['age_s']:.0f}s ago); stop it "
+                       f"first or pass --force", EXIT_REFUSED)
+    return status

@@ -1,0 +1,51 @@
+"""Opening an app's store for a command, and reading its offset log without tripping on damage."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional, Tuple
+
+from ..errors import CliError, DStreamExactlyOnceError
+
+__all__ = ["open_cli_store", "ranges_text", "read_batch"]
+
+
+def open_cli_store(url: str, app_id: Optional[str]) -> Any:
+    """The store of ``app_id`` (read-only until a command applies a change), after checking that it
+    exists: a missing SQLite file is refused (never created), and so is an app with no state there
+    (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
+    from ..stores import open_store
+    from ..stores.url import redact_url
+
+    store = open_store(url, app_id or "_")
+    try:
+        path = getattr(store, "path", None)
+        if store.scheme == "sqlite" and isinstance(path, str) and path != ":memory:" and not os.path.exists(path):
+            raise CliError(f"no store at {redact_url(url)}: the SQLite file {path!r} does not exist")
+        if app_id is not None:
+            apps = store.list_apps()
+            if app_id not in apps:
+                raise CliError(f"app {app_id!r} not found in {redact_url(url)}; apps there: "
+                               f"{', '.join(apps) if apps else '(none)'}")
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def read_batch(store: Any, batch_id: int) -> Tuple[Any, Optional[str]]:
+    """``(offset-log entry or None, None)``, or ``(None, why)`` when the stored entry is damaged (torn
+    JSON, wrong types, a range no reader accepts): read commands list the others and say so."""
+    from ..errors import StoreUnavailableError
+
+    try:
+        return store.get_batch(batch_id), None
+    except StoreUnavailableError:
+        raise
+    except (DStreamExactlyOnceError, ValueError, TypeError, KeyError, IndexError) as exc:
+        return None, f"damaged offset-log entry of batch {batch_id}: {type(exc).__name__}: {exc}"
+
+
+def ranges_text(ranges: List[Any]) -> str:
+    """The ranges of a batch, each as :meth:`describe` writes it, comma-separated."""
+    return ", ".join(r.describe() for r in ranges)
