@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, Optional, Tuple
 
-__all__ = ["int_at_least", "non_empty"]
+__all__ = ["int_at_least", "non_empty", "probability", "topic_partitions"]
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -29,3 +29,33 @@ def non_empty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a non-empty value, got {text!r}")
     return text
+
+
+def probability(text: str) -> float:
+    """An argparse ``type`` accepting a float in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
+    return value
+
+
+def topic_partitions(text: str) -> Tuple[str, Optional[Tuple[int, ...]]]:
+    """An argparse ``type`` for ``T`` (every partition of topic ``T``) or ``T:P[,P…]`` (those
+    partitions, integers >= 0): ``(topic, None)`` or ``(topic, sorted partitions)``."""
+    topic, colon, parts = text.strip().partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"expected a topic name, optionally with :partition[,partition…] "
+                                         f"(events or events:0,2), got {text!r}")
+    if not colon:
+        return topic, None
+    try:
+        ids = {int(p) for p in parts.split(",")}
+    except ValueError:
+        ids = {-1}
+    if not parts or min(ids) < 0:
+        raise argparse.ArgumentTypeError(f"expected partitions as integers >= 0 separated by commas after "
+                                         f"'{topic}:' (events:0,2), got {text!r}")
+    return topic, tuple(sorted(ids))

@@ -1,9 +1,11 @@
-"""``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
+"""``dstream-eo``: the command line.
 
-Commands: ``offsets show|reset``, ``batches [skip]``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
-``_cli_offsets``, ``_cli_reset``, ``_cli_batches`` with ``_cli_labels``, ``_cli_chart``, ``demo``;
-``docs/operations.md``). A command refused for its input writes nothing: a missing SQLite file or an
-unknown app is reported (with the apps the store holds), never created.
+Commands: ``offsets show|reset`` (:mod:`.offsets`, :mod:`.reset`), ``batches [skip]``, ``lag`` and
+``in-doubt`` (:mod:`.batches` with :mod:`.labels`), ``chart`` (:mod:`.chart`) and ``demo``
+(:mod:`..teaching`); :mod:`.parser` and :mod:`.operator_parsers` build the parsers, and each
+command's ``func`` (:mod:`.commands`) is what runs (the operations guide explains them). A command
+refused for its input writes nothing: a missing SQLite file or an unknown app is reported (with
+the apps the store holds), never created.
 Parsing imports neither Spark nor Kafka clients, so ``dstream-eo --help`` and ``--version`` work
 where pyspark is not installed. Exit status: 0 success (dry runs too), 1 the command failed (one
 line on stderr, no traceback), 2 a usage error, 3 refused because a driver is live, 130 interrupted.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from ..errors import CliError, DStreamExactlyOnceError
 from ..redaction import redact as redact_text
@@ -22,38 +24,8 @@ from .parser import parse
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.cmd == "demo":
-        from ..teaching.pipeline import run_demo
-
-        return run_demo(args)
-    if args.cmd == "chart":
-        from .chart import run_chart
-
-        return run_chart(args)
-    if args.cmd == "lag":
-        from .batches import run_lag
-
-        return run_lag(args, args.store)
-    if args.cmd == "batches":
-        from .batches import check_batches_args, run_skip
-
-        if getattr(args, "batches_cmd", None) == "skip":
-            return run_skip(args)
-        check_batches_args(args)
-    from .store_access import open_cli_store
-
-    with open_cli_store(args.store, args.app) as store:
-        if args.cmd == "offsets" and args.offsets_cmd == "show":
-            from .offsets import show
-
-            return show(args, store)
-        if args.cmd == "offsets":
-            from .reset import run_reset
-
-            return run_reset(args, store)
-        from .batches import run_batches, run_in_doubt
-
-        return run_batches(args, store) if args.cmd == "batches" else run_in_doubt(args, store)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
 
 
 def main(argv: Optional[List[str]] = None, prog: str = "dstream-eo") -> int:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import CliError
 from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status
-from .exit_codes import EXIT_OK, EXIT_USAGE
+from .exit_codes import EXIT_OK
 from .kafka_args import kafka_config
 from .output import emit_json, fmt_time, print_table
 from .store_access import read_batch
@@ -49,24 +49,18 @@ def parse_duration(text: str) -> timedelta:
         raise argparse.ArgumentTypeError(f"duration too long (at most 999999999 days), got {text!r}") from None
 
 
-def parse_scope(specs: Optional[List[str]]) -> Optional[Dict[str, Optional[List[int]]]]:
-    """``--topic t`` / ``--topic t:0,2`` options as ``{topic: partitions or None (all)}``; None = all."""
+def parse_scope(specs: Optional[List[Tuple[str, Optional[Tuple[int, ...]]]]]
+                ) -> Optional[Dict[str, Optional[List[int]]]]:
+    """``--topic`` values (:func:`~.arg_types.topic_partitions`) as ``{topic: partitions or None
+    (all)}``; None = all. The same topic given twice: the union, all when one of them said all."""
     if not specs:
         return None
     out: Dict[str, Optional[List[int]]] = {}
-    for spec in specs:
-        topic, _, parts = spec.partition(":")
-        if not topic:
-            raise CliError(f"--topic needs a topic name, optionally with :partition,…, got {spec!r}", EXIT_USAGE)
-        if not parts:
+    for topic, ids in specs:
+        if ids is None or (topic in out and out[topic] is None):
             out[topic] = None
-            continue
-        try:
-            ids = sorted({int(p) for p in parts.split(",")})
-        except ValueError:
-            raise CliError(f"--topic {spec!r}: partitions must be integers separated by commas", EXIT_USAGE) from None
-        existing = out.get(topic, [])
-        out[topic] = None if topic in out and existing is None else sorted(set(existing or []) | set(ids))
+        else:
+            out[topic] = sorted(set(out.get(topic) or []) | set(ids))
     return out
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .arg_types import int_at_least, non_empty
+from . import commands
+from .arg_types import int_at_least, non_empty, topic_partitions
 from .exit_codes import EXIT_CODES_HELP
 
 __all__ = ["add_operator_commands"]
@@ -43,15 +44,19 @@ def add_operator_commands(sub: Any) -> None:
     osub = offsets.add_subparsers(dest="offsets_cmd", required=True, metavar="ACTION", parser_class=type(offsets))
     show = _sub(osub, "show", "positions, log ends, lag and last batch per partition",
                 "Per stream partition: stored position, broker earliest/latest (file length), lag, last batch.")
+    show.set_defaults(func=commands.offsets_show)
     _store(show)
     _broker(show)
-    show.add_argument("--topic", action="append", metavar="T[:P,…]", help="only these topics/partitions")
+    show.add_argument("--topic", action="append", type=topic_partitions, metavar="T[:P,…]",
+                      help="only these topics/partitions")
     reset = _sub(osub, "reset", "move an app's positions (dry run unless --execute)",
                  "Plan new positions and print them; --execute applies them in one store transaction after "
                  "taking a new epoch (a running driver is fenced). Refused while a driver is live unless --force.")
+    reset.set_defaults(func=commands.offsets_reset)
     _store(reset)
     _broker(reset)
-    reset.add_argument("--topic", action="append", metavar="T[:P,…]", help="scope (repeatable); default: all")
+    reset.add_argument("--topic", action="append", type=topic_partitions, metavar="T[:P,…]",
+                       help="scope (repeatable); default: all")
     to = reset.add_mutually_exclusive_group(required=True)
     to.add_argument("--to-earliest", action="store_true", help="the oldest offset still in the log (files: 0)")
     to.add_argument("--to-latest", action="store_true", help="the end of the log (files: their length)")
@@ -69,6 +74,7 @@ def add_operator_commands(sub: Any) -> None:
     batches = _sub(sub, "batches", "the offset log and commit log of an app; skip a batch that always fails",
                    "Newest batches of the offset log: committed, PENDING (replayed at the next start) or SKIPPED "
                    "(by an operator: `batches skip`).")
+    batches.set_defaults(func=commands.batches)
     _store(batches, required=False)  # required unless a sub-verb is given (checked when the command runs)
     batches.add_argument("--limit", type=int_at_least(1), default=20, help="newest N batches (default 20)")
     batches.add_argument("--ranges", action="store_true", help="show each batch's ranges")
@@ -81,6 +87,7 @@ def add_operator_commands(sub: Any) -> None:
                 "a new epoch (a running driver is fenced) and commits each batch without output, with an incident "
                 "record (who, when, ranges, reason), in one store transaction. Only the oldest pending batches can "
                 "be skipped (repeat --batch to name several). Refused while a driver is live unless --force.")
+    skip.set_defaults(func=commands.batches_skip)
     _store(skip)
     skip.add_argument("--batch", required=True, action="append", type=int_at_least(0), metavar="N",
                       help="the batch id (see `dstream-eo batches`); repeatable")
@@ -90,12 +97,14 @@ def add_operator_commands(sub: Any) -> None:
 
     lag = _sub(sub, "lag", "every app in a store: lag, last batch, driver",
                "One line per application found in the store.")
+    lag.set_defaults(func=commands.lag)
     _store(lag, app=False)
     _broker(lag)
 
     doubt = _sub(sub, "in-doubt", "list/resolve Doris 2PC loads of uncommitted batches",
                  "Doris two-phase loads of the batches a crash left uncommitted: the store decides (label "
                  "recorded: commit; else abort). Dry run unless --resolve.")
+    doubt.set_defaults(func=commands.in_doubt)
     _store(doubt)
     doubt.add_argument("--fe", required=True, type=non_empty, metavar="URL", help="Doris FE URL (http://host:8030)")
     doubt.add_argument("--db", required=True, type=non_empty)
@@ -112,6 +121,7 @@ def add_operator_commands(sub: Any) -> None:
 
     chart = _sub(sub, "chart", "plot a progress JSON-lines file (needs matplotlib)",
                  "Throughput, lag and durations per batch from stream.progress_to(path) output.")
+    chart.set_defaults(func=commands.chart)
     chart.add_argument("progress", metavar="PROGRESS.jsonl")
     chart.add_argument("-o", "--output", required=True, metavar="OUT.png")
     chart.add_argument("--dpi", type=int_at_least(30), default=100)

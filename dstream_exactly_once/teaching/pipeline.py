@@ -1,9 +1,8 @@
 """The exactly-once demonstration: sum 1..N through Kafka and Spark, crash the driver, check.
 
-``python -m dstream_exactly_once.demo pipeline …`` runs one driver of the pipeline (used by the
-demo and by the fault-injection tests, which SIGKILL it at random moments);
-``dstream-eo demo`` (``make demo``) is the teaching demo in :mod:`.teaching` (an at-least-once
-pipeline beside an exactly-once one, under the same SIGKILLs).
+``python -m dstream_exactly_once.teaching.pipeline pipeline …`` runs one driver of the pipeline
+(the fault-injection tests SIGKILL it at random moments, or it kills itself at its crash points
+with ``--crash-prob``); ``dstream-eo demo`` is the two-pipeline teaching demo in :mod:`.show`.
 
 The pipeline reads integers from a topic and commits, per application:
 - ``totals/sum`` and ``totals/count`` (increments),
@@ -22,7 +21,8 @@ import signal
 import sys
 from typing import Any, Dict, Iterable, List, Optional
 
-from ..cli.parser import cli_parser
+from ..cli.arg_types import int_at_least, non_empty, probability
+from ..cli.parser import OneLineParser
 from ..offsets import OffsetRange, TopicAndPartition
 from ..stores.base import PlannedBatch, Writes
 
@@ -203,23 +203,36 @@ def verify(store_url: str, app_id: str, n: int, pattern: str) -> List[str]:
     return problems
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    """``dstream-eo demo``: the at-least-once vs exactly-once contrast (:mod:`.teaching.show`)."""
-    from .show import run_demo as show
-
-    return show(args)
+def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
+    """The internal ``pipeline`` subcommand's options (one driver of the demo pipeline)."""
+    pipe.add_argument("--bootstrap", required=True, type=non_empty)
+    pipe.add_argument("--topic", required=True, type=non_empty)
+    pipe.add_argument("--store", required=True, type=non_empty)
+    pipe.add_argument("--app-id", required=True, type=non_empty)
+    pipe.add_argument("--pattern", choices=["batch", "partition", "both", "doris", "kafka"], default="batch")
+    pipe.add_argument("--offset-log", choices=["ahead", "in_commit"], default="ahead",
+                      help="commit_each_batch's offset_log mode (pattern batch)")
+    pipe.add_argument("--out-topic", default=None, help="output topic (pattern kafka)")
+    pipe.add_argument("--doris-fe", default=None, help="Doris FE URL (pattern doris)")
+    pipe.add_argument("--rate", type=int_at_least(1), default=2000, help="maxRatePerPartition (records/s)")
+    pipe.add_argument("--batch-seconds", type=int_at_least(1), default=1)
+    pipe.add_argument("--master", default="local[2,4]", type=non_empty)  # local[N] never retries a task
+    pipe.add_argument("--crash-prob", type=probability, default=0.0)
+    pipe.add_argument("--seed", type=int, default=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m dstream_exactly_once.demo`` (``pipeline`` and ``demo``)."""
-    return cli_parser("python -m dstream_exactly_once.demo", with_pipeline=True)
+    """The parser of ``python -m dstream_exactly_once.teaching.pipeline pipeline …``."""
+    parser = OneLineParser(prog="python -m dstream_exactly_once.teaching.pipeline",
+                           description="One driver of the exactly-once sum pipeline (crash points optional).")
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=OneLineParser)
+    add_pipeline_arguments(sub.add_parser("pipeline", help="run one driver of the exactly-once sum pipeline"))
+    return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.cmd == "pipeline":
-        return run_pipeline(args)
-    return run_demo(args)
+    """Run one pipeline driver with ``argv`` (``sys.argv[1:]`` when None); return its exit status."""
+    return run_pipeline(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

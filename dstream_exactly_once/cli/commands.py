@@ -1,0 +1,77 @@
+"""What each ``dstream-eo`` verb runs: the parsers bind these with ``set_defaults(func=…)``.
+
+Each takes the parsed arguments and returns the exit status. The verb's module is imported when
+the verb runs, so parsing (``--help``, ``--version``, usage errors) imports neither Spark nor a
+Kafka or store client.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["batches", "batches_skip", "chart", "demo", "in_doubt", "lag", "offsets_reset", "offsets_show"]
+
+
+def demo(args: argparse.Namespace) -> int:
+    """``dstream-eo demo``: the at-least-once vs exactly-once teaching demo."""
+    from ..teaching.show import run_demo
+
+    return run_demo(args)
+
+
+def chart(args: argparse.Namespace) -> int:
+    """``dstream-eo chart``: a progress JSON-lines file as a PNG."""
+    from .chart import run_chart
+
+    return run_chart(args)
+
+
+def lag(args: argparse.Namespace) -> int:
+    """``dstream-eo lag``: one line per app of the store."""
+    from .batches import run_lag
+
+    return run_lag(args, args.store)
+
+
+def batches_skip(args: argparse.Namespace) -> int:
+    """``dstream-eo batches skip``: skip pending batches (dry run unless ``--execute``)."""
+    from .batches import run_skip
+
+    return run_skip(args)
+
+
+def batches(args: argparse.Namespace) -> int:
+    """``dstream-eo batches``: the newest batches of the offset log and commit log."""
+    from .batches import check_batches_args, run_batches
+    from .store_access import open_cli_store
+
+    check_batches_args(args)
+    with open_cli_store(args.store, args.app) as store:
+        return run_batches(args, store)
+
+
+def in_doubt(args: argparse.Namespace) -> int:
+    """``dstream-eo in-doubt``: Doris two-phase loads of uncommitted batches."""
+    from .batches import run_in_doubt
+    from .store_access import open_cli_store
+
+    with open_cli_store(args.store, args.app) as store:
+        return run_in_doubt(args, store)
+
+
+def offsets_show(args: argparse.Namespace) -> int:
+    """``dstream-eo offsets show``: positions, log ends, lag and last batch per partition."""
+    from .offsets import show
+    from .store_access import open_cli_store
+
+    with open_cli_store(args.store, args.app) as store:
+        return show(args, store)
+
+
+def offsets_reset(args: argparse.Namespace) -> int:
+    """``dstream-eo offsets reset``: plan new positions; ``--execute`` applies them."""
+    from .reset import run_reset
+    from .store_access import open_cli_store
+
+    with open_cli_store(args.store, args.app) as store:
+        return run_reset(args, store)
