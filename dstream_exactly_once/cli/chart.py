@@ -2,6 +2,10 @@
 
 Reads the JSON-lines file an exactly-once stream writes with ``stream.progress_to(path)`` (or
 ``progress_path=``). Needs matplotlib: ``pip install 'dstream-exactly-once[chart]'``.
+
+A driver start (a new ``runId``) is drawn as a labelled vertical line. The input rate of the first
+batch of each run has no previous batch to measure from (its record says 0), and a batch whose
+rows were not counted (``numInputRows`` -1) has no rates: those points are left out, not drawn at 0.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, Dict, List, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import CliError
 from .exit_codes import EXIT_OK
 
-__all__ = ["read_progress", "run_chart"]
+__all__ = ["ChartPoints", "chart_points", "read_progress", "run_chart"]
 
 _DURATIONS = (("latestOffset", "planning"), ("walCommit", "offset log"), ("addBatch", "read + output"),
               ("commitOffsets", "commit"))
@@ -38,8 +43,51 @@ def _record(doc: Any) -> Optional[Dict[str, Any]]:
     metrics = first.get("metrics")
     behind = metrics.get("maxOffsetsBehindLatest") if isinstance(metrics, dict) else None
     name = doc.get("name")
+    run_id = doc.get("runId")
+    rows = doc.get("numInputRows")
     return {"batchId": doc["batchId"], "durationMs": durations, **rates,
-            "behind": behind if _number(behind) else None, "name": name if isinstance(name, str) else ""}
+            "behind": behind if _number(behind) else None, "name": name if isinstance(name, str) else "",
+            "runId": run_id if isinstance(run_id, str) else None, "numInputRows": rows if _number(rows) else None}
+
+
+@dataclass(frozen=True)
+class ChartPoints:
+    """What the chart draws, one entry per record (None: no point there)."""
+
+    batch_ids: List[float]
+    input_rate: List[Optional[float]]
+    processed_rate: List[Optional[float]]
+    behind: List[Optional[float]]
+    #: batch ids where a driver run starts after an earlier one in the file
+    restarts: List[float]
+
+
+def chart_points(records: Sequence[Dict[str, Any]]) -> ChartPoints:
+    """The points of ``records`` (see :func:`read_progress`): rates only where they were measured.
+
+    A record is the first of its run when its ``runId`` differs from the record before it (the
+    first record of the file too): its input rate is left out. Records without a ``runId`` are
+    taken as one run. A batch with uncounted rows (``numInputRows`` negative) has neither rate.
+    """
+    input_rate: List[Optional[float]] = []
+    processed: List[Optional[float]] = []
+    restarts: List[float] = []
+    previous: Any = object()
+    for n, r in enumerate(records):
+        first_of_run = n == 0 or (r["runId"] is not None and r["runId"] != previous)
+        if first_of_run and n > 0:
+            restarts.append(r["batchId"])
+        previous = r["runId"] if r["runId"] is not None else previous
+        counted = r["numInputRows"] is None or r["numInputRows"] >= 0
+        input_rate.append(float(r["inputRowsPerSecond"]) if counted and not first_of_run else None)
+        processed.append(float(r["processedRowsPerSecond"]) if counted else None)
+    return ChartPoints([r["batchId"] for r in records], input_rate, processed,
+                       [r["behind"] for r in records], restarts)
+
+
+def _nan(values: Sequence[Optional[float]]) -> List[float]:
+    """None as NaN: matplotlib leaves a gap there."""
+    return [math.nan if v is None else v for v in values]
 
 
 def read_progress(path: str) -> List[Dict[str, Any]]:
@@ -80,16 +128,23 @@ def run_chart(args: argparse.Namespace) -> int:
         import matplotlib.pyplot as plt
     except ImportError:
         raise CliError("dstream-eo chart needs matplotlib: pip install 'dstream-exactly-once[chart]'") from None
-    ids = [r["batchId"] for r in records]
+    points = chart_points(records)
+    ids = points.batch_ids
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
-    ax1.plot(ids, [r["inputRowsPerSecond"] for r in records], label="input rows/s")
-    ax1.plot(ids, [r["processedRowsPerSecond"] for r in records], label="processed rows/s")
+    ax1.plot(ids, _nan(points.input_rate), marker=".", label="input rows/s")
+    ax1.plot(ids, _nan(points.processed_rate), marker=".", label="processed rows/s")
     ax1.set_ylabel("rows/s")
-    ax1.legend(loc="upper left")
-    ax1.set_title(f"{records[-1]['name']}: {len(records)} batches")
-    ax2.plot(ids, [r["behind"] if r["behind"] is not None else 0 for r in records], color="tab:red",
-             label="max offsets behind latest")
+    ax1.set_title(f"{records[-1]['name']}: {len(records)} batches, {len(points.restarts)} restart(s)")
+    ax2.plot(ids, _nan(points.behind), marker=".", color="tab:red", label="max offsets behind latest")
     ax2.set_ylabel("lag")
+    for ax in (ax1, ax2, ax3):
+        for i, x in enumerate(points.restarts):
+            ax.axvline(x - 0.5, color="tab:gray", linestyle="--", linewidth=1,
+                       label="driver restart" if i == 0 and ax is not ax3 else None)
+    for x in points.restarts:
+        ax1.annotate("restart", (x - 0.5, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
+                     ha="right", fontsize=8, color="dimgray")
+    ax1.legend(loc="upper left")
     ax2.legend(loc="upper left")
     bottom = [0.0] * len(records)
     for key, label in _DURATIONS:
