@@ -136,7 +136,7 @@ def explain(s: Dict[str, Any]) -> str:
         "    with the same ranges from the offset log). Where each kill hit it:",
     ]
     lines += [f"    - {k}: {EXPLAINED.get(k.split()[0], k)}" for k in kills]
-    lines.append("  Details for every crash point: docs/walkthrough.md")
+    lines.append("  Details for every crash point: the documentation's walkthrough page (walkthrough.md)")
     return "\n".join(lines)
 
 

@@ -36,7 +36,7 @@ def maven_classpath(pom: Path, name: str, properties: Optional[Mapping[str, str]
     mvn = shutil.which("mvn")
     if mvn is None:
         raise ServiceError(f"Maven ('mvn') is needed to resolve the {name} jars; install it "
-                           "(Debian package 'maven') or, in a checkout of this project, 'make test' installs it")
+                           "(the Debian package 'maven')")
     cp_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = cp_file.with_suffix(".tmp")
     proc = subprocess.run(

@@ -33,3 +33,43 @@ def test_nothing_shipped_cites_the_workspace_or_history() -> None:
             if PATTERN.search(line):
                 hits.append(f"{f}:{n}: {line.strip()[:120]}")
     assert hits == [], "\n".join(hits)
+
+
+# Runtime messages (every string literal of the package that is not a docstring) point to what an
+# installed copy has: `dstream-eo <verb> --help` or a documentation page's name, never a path of a
+# checkout (docs/…, scripts/…, tests/…) or a make target.
+CHECKOUT_PATH = re.compile(r"\b(?:docs|scripts|tests|examples|bench)/|\bmake (?:deps|demo|test|unit|integration|lint|"
+                           r"docs|bench|clean)\b")
+
+
+def _message_literals(source: str) -> list:
+    """``(line, text)`` of each string literal of ``source`` that is not a docstring."""
+    import ast
+
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_message_check_finds_what_it_is_for() -> None:
+    source = ('"""Module docs may cite docs/files.md."""\n'
+              'def f(x):\n    """So may docs/options.md here."""\n'
+              '    raise ValueError(f"bad {x!r}; see docs/files.md")\n'
+              'HINT = "run make test first"\nFINE = "make the file readable; see files.md"\n')
+    hits = [text for _, text in _message_literals(source) if CHECKOUT_PATH.search(text)]
+    assert sorted(hits) == ["; see docs/files.md", "run make test first"]
+
+
+def test_runtime_messages_name_no_checkout_path() -> None:
+    hits = []
+    for path in sorted((ROOT / "dstream_exactly_once").rglob("*.py")):
+        for line, text in _message_literals(path.read_text(encoding="utf-8")):
+            if CHECKOUT_PATH.search(text):
+                hits.append(f"{path.relative_to(ROOT)}:{line}: {text.strip()[:120]}")
+    assert hits == [], "\n".join(hits)
