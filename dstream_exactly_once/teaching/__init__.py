@@ -9,5 +9,6 @@ the exactly-once sum ends at N(N+1)/2.
 
 Modules: :mod:`.points` (crash points, kill schedule, trace file), :mod:`.plain_store` (the
 at-least-once pipeline's store), :mod:`.driver` (one Spark driver running both pipelines),
-:mod:`.show` (the parent: broker, runs, table), :mod:`.chart` (the PNG, optional matplotlib).
+:mod:`.show` (the parent: broker, runs, table), :mod:`.chart` (the PNG, optional matplotlib);
+:mod:`.pipeline` is the exactly-once sum pipeline alone, the driver the fault-injection tests kill.
 """
