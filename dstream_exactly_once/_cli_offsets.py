@@ -176,7 +176,7 @@ def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optio
            *, with_meta: bool = False) -> List[Dict[str, Any]]:
     """One row per stream partition: stored position, log start/end (or file length), lag, last batch
     (and, ``with_meta``, each file position's identity document under ``meta``)."""
-    from .offsets import OffsetRange, TopicAndPartition
+    from .kafka.offsets import OffsetRange, TopicAndPartition
 
     positions = store.load_positions()
     rows: Dict[str, Dict[str, Any]] = {}

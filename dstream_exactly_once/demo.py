@@ -23,7 +23,7 @@ import sys
 from typing import Any, Dict, Iterable, List, Optional
 
 from ._cli_args import cli_parser
-from .offsets import OffsetRange, TopicAndPartition
+from .kafka.offsets import OffsetRange, TopicAndPartition
 from .stores.base import PlannedBatch, Writes
 
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
-from .batch import INT64_MAX, INT64_MIN, PlannedBatch, Writes
+from .writes import INT64_MAX, INT64_MIN, PlannedBatch, Writes
 
 
 def check_epoch_arg(epoch: object) -> int:

@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..core.ranges import LEGACY_RANGE_KIND, Position, SourceRange, range_kind
 from ..errors import ConfigurationError
 from . import _commit_rules as rules
-from .batch import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
+from .writes import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
 
 __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
 

@@ -4,7 +4,7 @@
 :class:`~dstream_exactly_once.core.source.BatchSource`: it resumes from stored positions (checked
 against the broker's log before anything is written), plans each batch's offset ranges (rate
 limits, backpressure, data-loss policy, partition discovery) and builds the batch's
-:class:`~dstream_exactly_once.streaming.rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
+:class:`~dstream_exactly_once.streaming.kafka_rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, OffsetRangeError
 from ..kafka.metadata import KafkaMetadata, close_metadata
+from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.planner import DirectPlanner, RateLimit
-from ..kafka.readers import DEFAULT_READER, READER_KEY, check_reader
+from ..kafka.reader_choice import DEFAULT_READER, READER_KEY, check_reader
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
-from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
 from .backpressure import rate_controller_from_conf
 from .data_loss import LossReporter, loss_accumulator
 from .dstream import batch_seconds
-from .rdd import KafkaRangeReader, KafkaRDD, make_kafka_rdd
+from .kafka_rdd import KafkaRangeReader, KafkaRDD, make_kafka_rdd
 from .recovery import recovered
 
 log = logging.getLogger(__name__)

@@ -147,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
     from .._child_driver import run_until_done
     from ..kafka.metadata import KafkaMetadata
+    from ..kafka.offsets import TopicAndPartition
     from ..kafka.params import parse_kafka_params
-    from ..offsets import TopicAndPartition
     from ..stores import open_store
     from ..testing.spark import make_spark_context
 

@@ -150,7 +150,7 @@ def one_error_line(err: str) -> str:
 @pytest.fixture
 def kafka_db(tmp_path):
     """A store with app ``app1`` (positions events/0 = 5, events/1 = 7; batches 0 and 1 committed) and ``app2``."""
-    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.kafka.offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
     db = tmp_path / "ops.db"
@@ -229,7 +229,7 @@ def test_a_kafka_reset_needs_the_broker_in_every_mode(mode, kafka_db, tmp_path, 
 ])
 def test_planned_batch_refuses_bad_fields_at_construction(args, words):
     from dstream_exactly_once.errors import ConfigurationError
-    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.kafka.offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch
 
     if args[2] == "two":

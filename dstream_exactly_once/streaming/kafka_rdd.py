@@ -1,5 +1,5 @@
 """KafkaRDD: one Spark partition per :class:`OffsetRange`, read on executors by kafka-python (default)
-or confluent-kafka (``spark.streaming.kafka.reader``, :mod:`dstream_exactly_once.kafka.readers`).
+or confluent-kafka (``spark.streaming.kafka.reader``, :mod:`dstream_exactly_once.kafka.reader_choice`).
 
 Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
 Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
@@ -23,10 +23,10 @@ from ..core.loss import DataLoss, LossCallback
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
 from ..errors import DecodeError
+from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
 from ..kafka.params import KafkaConfig
-from ..kafka.readers import DEFAULT_READER, range_reader
+from ..kafka.reader_choice import DEFAULT_READER, range_reader
 from ..kafka.records import RecordBlock
-from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
 from .range_rdd import RangeRDD, make_range_rdd
 from .task_context import remember_current
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
-from ._checks import is_int
-from .core.ranges import SourceRange, register_range_kind
-from .errors import OffsetRangeError
+from .._checks import is_int
+from ..core.ranges import SourceRange, register_range_kind
+from ..errors import OffsetRangeError
 
 __all__ = [
     "Broker",
@@ -203,7 +203,7 @@ class KafkaMessageAndMetadata:
     """
 
     # A slots class (not a dataclass) because a stream builds one per record: the reader's own
-    # subclasses (streaming/rdd.py) must construct cheaply.
+    # subclasses (streaming/kafka_rdd.py) must construct cheaply.
     __slots__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",
                  "_keyDecoder", "_valueDecoder")
     __match_args__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",
