@@ -50,8 +50,8 @@ def read_all(bootstrap: str, topic: str, ends: Dict[int, int], overrides: Option
     from dstream_exactly_once import OffsetRange
     from dstream_exactly_once.kafka.offsets import utf8_decoder
     from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.range_reader import _Decoding
     from dstream_exactly_once.kafka.reader_kafka_python import read_range
-    from dstream_exactly_once.streaming.kafka_rdd import _Decoding
 
     config = parse_kafka_params({"bootstrap.servers": bootstrap, **(overrides or {})})
     decode = _Decoding(utf8_decoder, utf8_decoder, None)

@@ -141,8 +141,8 @@ def test_corrupt_batches_raise_corrupt_record_error_with_metadata_too():
 
 def test_message_handler_decodes_lazily_and_names_a_bad_record():
     from dstream_exactly_once import utf8_decoder
+    from dstream_exactly_once.kafka.range_reader import _Decoding
     from dstream_exactly_once.kafka.records import RecordBlock
-    from dstream_exactly_once.streaming.kafka_rdd import _Decoding
 
     block = RecordBlock("t", 2, [4, 5], [None, b"k"], [b"ok", b"\xff"], [10, 11], [0, 0], [[], [("h", b"v")]])
     seen = list(_Decoding(utf8_decoder, utf8_decoder, lambda m: m)([block]))
@@ -159,8 +159,8 @@ def test_handler_messages_behave_as_user_built_ones():
     import pickle
 
     from dstream_exactly_once import KafkaMessageAndMetadata, utf8_decoder
+    from dstream_exactly_once.kafka.range_reader import _Decoding
     from dstream_exactly_once.kafka.records import RecordBlock
-    from dstream_exactly_once.streaming.kafka_rdd import _Decoding
 
     block = RecordBlock("t", 2, [4, 6], [None, b"k"], [b"v", "\u00e9".encode()], [10, 11], [0, 1],
                         [[], [("h", b"x")]])
@@ -205,8 +205,8 @@ def test_corrupt_batches_raise_corrupt_record_error():
 
 def test_decoder_failure_yields_the_records_before_it_and_names_the_offset():
     from dstream_exactly_once import utf8_decoder
+    from dstream_exactly_once.kafka.range_reader import _Decoding
     from dstream_exactly_once.kafka.records import RecordBlock
-    from dstream_exactly_once.streaming.kafka_rdd import _Decoding
 
     def picky(raw):
         if raw == b"bad":
