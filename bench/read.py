@@ -63,7 +63,7 @@ def kafkardd_pass(ctx: Context, master: str, handler: bool = False, reader: str 
     """One ``createRDD(...).count()``; ``reader`` is set as ``spark.streaming.kafka.reader`` on the running
     context's conf for this call only (the driver reads it when the RDD is made)."""
     from dstream_exactly_once import KafkaUtils
-    from dstream_exactly_once.kafka.readers import READER_KEY
+    from dstream_exactly_once.kafka.reader_choice import READER_KEY
 
     topic = ctx.read_topic()
     sc = ctx.spark(master)

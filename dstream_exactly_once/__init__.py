@@ -33,9 +33,7 @@ from .errors import (
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
 from .kafka.commit_queue import CanCommitOffsets
-from .kafka.strategies import Assign, Subscribe, SubscribePattern
-from .kafka.strategies_010 import ConsumerStrategies, LocationStrategies
-from .offsets import (
+from .kafka.offsets import (
     Broker,
     HasOffsetRanges,
     KafkaMessageAndMetadata,
@@ -43,6 +41,8 @@ from .offsets import (
     TopicAndPartition,
     utf8_decoder,
 )
+from .kafka.spark_strategy_names import ConsumerStrategies, LocationStrategies
+from .kafka.strategies import Assign, Subscribe, SubscribePattern
 from .operators import SkipPlan, skip_batch
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 

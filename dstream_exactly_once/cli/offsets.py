@@ -128,20 +128,6 @@ def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tup
     return out
 
 
-def _content_size(path: str) -> Optional[int]:
-    """The length a reader sees of the file at ``path`` (a gzip file's decompressed length), or None."""
-    from ..files.identity import FileView, stat_file
-
-    st = stat_file(path)
-    if st is None:
-        return None
-    view = FileView(st)
-    try:
-        return view.size
-    finally:
-        view.close()
-
-
 def _check_scope(scope: Dict[str, Optional[List[int]]], stored: Dict[str, Any], broker: Optional[Broker]) -> None:
     """Refuse a ``--topic`` the app has no position of and the broker (if given) does not know."""
     by_topic: Dict[str, set] = {}
@@ -163,25 +149,23 @@ def _check_scope(scope: Dict[str, Optional[List[int]]], stored: Dict[str, Any], 
 def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optional[List[int]]]] = None,
            *, with_meta: bool = False) -> List[Dict[str, Any]]:
     """One row per stream partition: stored position, log start/end (or file length), lag, last batch
-    (and, ``with_meta``, each file position's identity document under ``meta``)."""
-    from ..offsets import OffsetRange, TopicAndPartition
+    (and, ``with_meta``, each non-Kafka position's document under ``meta``). What a row holds from
+    the store alone comes from the position's range kind (``SourceRange.position_row``); Kafka
+    rows get the log's ends and the lag from ``broker``."""
+    from ..core.ranges import range_kind_of_key
+    from ..kafka.offsets import TopicAndPartition
 
     positions = store.load_positions()
     rows: Dict[str, Dict[str, Any]] = {}
     kafka: Dict[str, TopicAndPartition] = {}
     for key, pos in positions.items():
-        tp = OffsetRange.parse_position_key(key)
-        if tp is not None:
-            kafka[key] = tp
-            rows[key] = {"key": key, "source": "kafka", "topic": tp.topic, "partition": tp.partition,
-                         "position": pos.offset}
-        else:
-            path = (pos.meta or {}).get("path") if isinstance(pos.meta, dict) else None
-            size = _content_size(path) if isinstance(path, str) else None
-            rows[key] = {"key": key, "source": "file", "path": path, "position": pos.offset, "earliest": 0,
-                         "latest": size, "lag": None if size is None else max(size - pos.offset, 0)}
-            if with_meta:
-                rows[key]["meta"] = pos.meta
+        kind = range_kind_of_key(key)
+        rows[key] = {"key": key, **(kind.position_row(key, pos) if kind is not None else
+                                    {"source": "unknown", "position": pos.offset, "lag": None})}
+        if rows[key]["source"] == "kafka":
+            kafka[key] = TopicAndPartition(rows[key]["topic"], rows[key]["partition"])
+        elif with_meta:
+            rows[key]["meta"] = pos.meta
     if scope is not None:
         _check_scope(scope, kafka, broker)
         wanted = set(scope)

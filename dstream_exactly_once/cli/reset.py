@@ -28,7 +28,7 @@ __all__ = ["run_reset"]
 
 def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Optional[Broker]) -> Dict[str, int]:
     """The position each row's key is asked to move to, before clamping."""
-    from ..offsets import TopicAndPartition
+    from ..kafka.offsets import TopicAndPartition
 
     if args.from_file:
         return _from_csv(args.from_file, rows)
@@ -113,7 +113,7 @@ def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
 
 def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> List[Dict[str, Any]]:
     """One plan row per key: current, requested, the new position within [earliest, latest] and the clamp, if any."""
-    from ..stores.batch import INT64_MAX
+    from ..stores.writes import INT64_MAX
 
     plan = []
     for key, want in sorted(requested.items()):

@@ -119,14 +119,15 @@ def _iso(ms: int) -> str:
 
 
 def offsets_json(ranges: Sequence[SourceRange], which: str) -> Dict[str, Any]:
-    """``{topic: {partition: offset}}`` for Kafka ranges, ``{position key: position}`` otherwise;
-    ``which`` is ``"start"`` or ``"end"``."""
+    """``{group: {member: position}}`` for ranges with a :meth:`~.ranges.SourceRange.progress_group`
+    (Kafka: ``{topic: {partition: offset}}``), ``{position key: position}`` otherwise; ``which`` is
+    ``"start"`` or ``"end"``."""
     out: Dict[str, Any] = {}
     for r in ranges:
         pos = r.start if which == "start" else r.end
-        topic, partition = getattr(r, "topic", None), getattr(r, "partition", None)
-        if r.kind == "kafka" and topic is not None:
-            out.setdefault(str(topic), {})[str(partition)] = pos
+        group = r.progress_group()
+        if group is not None:
+            out.setdefault(group[0], {})[group[1]] = pos
         else:
             out[r.position_key] = pos
     return out
@@ -139,9 +140,9 @@ def _latest_json(ranges: Sequence[SourceRange], latest: Mapping[str, int]) -> Op
     for r in ranges:
         if r.position_key not in latest:
             continue
-        topic = getattr(r, "topic", None)
-        if r.kind == "kafka" and topic is not None:
-            out.setdefault(str(topic), {})[str(getattr(r, "partition", ""))] = latest[r.position_key]
+        group = r.progress_group()
+        if group is not None:
+            out.setdefault(group[0], {})[group[1]] = latest[r.position_key]
         else:
             out[r.position_key] = latest[r.position_key]
     return out or None
@@ -274,9 +275,9 @@ class ProgressTracker:
                        for unit, n in self.read_losses.items()}
             exact = num_input_rows is not None
             if num_input_rows is None:
-                kafka = bool(ranges) and all(r.kind == "kafka" for r in ranges)
+                records = bool(ranges) and all(r.counts_records for r in ranges)
                 lost = sum(d.lost for d in losses if d.unit == "offsets")  # skipped, never read
-                num_input_rows = sum(r.count() for r in ranges) - lost if kafka else -1
+                num_input_rows = sum(r.count() for r in ranges) - lost if records else -1
             out_start = p.output_started
             if out_start is None:
                 out_start = p.started + (p.planning_ms + p.wal_ms) / 1e3

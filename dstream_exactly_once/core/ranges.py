@@ -11,31 +11,32 @@ refuse. A source may attach a small JSON document to a position (:meth:`SourceRa
 e.g. a file's fingerprint and path); it is written beside ``end`` in the same transaction.
 
 Range types are registered by *kind* (:func:`register_range_kind`) so the offset log can decode
-them without importing their source: each source module registers its type when imported, and the
-package root imports every built-in source's range module.
+them without importing their source: each source's range module registers its type when imported
+(importing the source's package is enough). What the core needs to know about a kind is carried by
+its class: how progress records group its positions (:meth:`SourceRange.progress_group`), whether
+``end - start`` counts records (:attr:`SourceRange.counts_records`), whether it is the kind stored as
+bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), and how the CLI shows a stored
+position and its lag (:meth:`SourceRange.position_row`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Type
+from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
 
 from ..errors import ConfigurationError
 
 __all__ = [
-    "LEGACY_RANGE_KIND",
     "Position",
     "SourceRange",
     "check_ranges",
     "decode_range",
     "encode_range",
+    "legacy_range_type",
     "range_kind",
+    "range_kind_of_key",
     "register_range_kind",
 ]
-
-#: Offset logs written before sources became plug-ins hold Kafka ranges as bare 4-element lists;
-#: a list is therefore decoded as this kind (and Kafka ranges keep that encoding).
-LEGACY_RANGE_KIND = "kafka"
 
 
 class Position(NamedTuple):
@@ -53,6 +54,21 @@ class SourceRange(ABC):
 
     #: The registry name of this range type (``"kafka"``, ``"file"``).
     kind: ClassVar[str] = ""
+
+    #: Whether ``end - start`` counts the records a range yields (as an upper bound: Kafka offsets);
+    #: ``False`` when positions are not records (file bytes), so progress reports no row count.
+    counts_records: ClassVar[bool] = False
+
+    #: Whether ranges of this kind are stored in the offset log as bare JSON lists (the encoding of
+    #: offset logs written before ranges carried a kind); at most one registered kind may say so.
+    legacy_list_encoding: ClassVar[bool] = False
+
+    #: What a position counts, in messages: ``"offset"``, ``"byte"``.
+    position_unit: ClassVar[str] = "position"
+
+    #: How messages name ``start`` and ``end`` (Kafka: ``fromOffset``/``untilOffset``).
+    start_name: ClassVar[str] = "start"
+    end_name: ClassVar[str] = "end"
 
     @property
     @abstractmethod
@@ -90,11 +106,25 @@ class SourceRange(ABC):
         """How messages name this range."""
         return f"{self.position_key} [{self.start} -> {self.end})"
 
+    def progress_group(self) -> Optional[Tuple[str, str]]:
+        """``(group, member)`` under which progress records nest this range's positions (Kafka:
+        ``(topic, partition)`` gives ``{topic: {partition: offset}}``); ``None``: flat, by position key."""
+        return None
+
     @classmethod
     def parse_position_key(cls, key: str) -> Any:
         """The source's own name of the partition a position key of this kind denotes (Kafka: a
         ``TopicAndPartition``), or ``None`` if ``key`` is not one of this kind's keys."""
         return None
+
+    @classmethod
+    def position_row(cls, key: str, position: Position) -> Dict[str, Any]:
+        """What the CLI shows of the stored ``position`` of ``key`` (a key of this kind), from the
+        store alone: ``source`` (the kind), the source's own name of the partition, ``position``, and
+        ``earliest``/``latest``/``lag`` where the store knows them; otherwise ``lag`` is ``None`` and
+        ``lag_note`` says where it comes from."""
+        return {"source": cls.kind, "position": position.offset, "lag": None,
+                "lag_note": f"the {cls.kind} source records no lag in the store"}
 
 
 _KINDS: Dict[str, Type[SourceRange]] = {}
@@ -108,8 +138,29 @@ def register_range_kind(cls: Type[SourceRange]) -> Type[SourceRange]:
     known = _KINDS.get(kind)
     if known is not None and known is not cls and known.__qualname__ != cls.__qualname__:
         raise ConfigurationError(f"range kind {kind!r} is already registered by {known.__qualname__}")
+    if cls.legacy_list_encoding:
+        other = legacy_range_type()
+        if other is not None and other.kind != kind:
+            raise ConfigurationError(f"range kind {kind!r} claims the bare-list offset-log encoding, which "
+                                     f"{other.kind!r} holds; only one kind may")
     _KINDS[kind] = cls
     return cls
+
+
+def legacy_range_type() -> Optional[Type[SourceRange]]:
+    """The registered range type stored as bare JSON lists (:attr:`SourceRange.legacy_list_encoding`)."""
+    for cls in _KINDS.values():
+        if cls.legacy_list_encoding:
+            return cls
+    return None
+
+
+def range_kind_of_key(key: str) -> Optional[Type[SourceRange]]:
+    """The registered range type whose :meth:`~SourceRange.parse_position_key` accepts ``key``."""
+    for cls in _KINDS.values():
+        if cls.parse_position_key(key) is not None:
+            return cls
+    return None
 
 
 def range_kind(kind: str) -> Type[SourceRange]:
@@ -126,7 +177,7 @@ def encode_range(r: SourceRange) -> Any:
     obj = r.to_json_obj()
     if isinstance(obj, dict):
         return {"kind": r.kind, **obj}
-    if r.kind != LEGACY_RANGE_KIND:
+    if not r.legacy_list_encoding:
         raise ConfigurationError(f"range kind {r.kind!r} must encode as a JSON object, got {obj!r}")
     return obj
 
@@ -134,7 +185,12 @@ def encode_range(r: SourceRange) -> Any:
 def decode_range(obj: Any) -> SourceRange:
     """The range stored as ``obj`` by :func:`encode_range`."""
     if isinstance(obj, list):
-        return range_kind(LEGACY_RANGE_KIND).from_json_obj(obj)
+        legacy = legacy_range_type()
+        if legacy is None:
+            raise ConfigurationError(f"the offset log holds a range stored as a bare list {obj!r}, and no "
+                                     f"registered range kind reads that encoding (is the source's package "
+                                     f"installed and imported?); known kinds: {sorted(_KINDS)}")
+        return legacy.from_json_obj(obj)
     if isinstance(obj, dict) and isinstance(obj.get("kind"), str):
         body = {k: v for k, v in obj.items() if k != "kind"}
         return range_kind(obj["kind"]).from_json_obj(body)

@@ -10,8 +10,9 @@ the executors (the shape of bytewax's ``list_parts``/``build_part``):
 - Position encoding — the source's :class:`~dstream_exactly_once.core.ranges.SourceRange` type
   (position key, ``[start, end)``, an optional document stored beside the position).
 
-Kafka (``kafka/`` + ``streaming/direct.py``) and append-only files (``files/``) implement it; the
-committer, batch log and stores only ever see these interfaces. Nothing here imports Spark.
+Kafka (``kafka/source.py``, ``kafka/range_reader.py``) and append-only files (``files/planner.py``,
+``files/reader.py``) implement it; the committer, batch log and stores only ever see these
+interfaces. Nothing here imports Spark.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional, Tuple
 
-from ..core.ranges import SourceRange, register_range_kind
+from ..core.ranges import Position, SourceRange, register_range_kind
 from ..errors import OffsetRangeError
 
 __all__ = ["FILE_KEY_PREFIX", "FileRange"]
@@ -58,6 +58,9 @@ class FileRange(SourceRange):
     """
 
     kind = "file"
+    position_unit = "byte"
+    start_name = "from byte"
+    end_name = "until byte"
 
     file_id: str
     path: str
@@ -170,6 +173,24 @@ class FileRange(SourceRange):
 
     def describe(self) -> str:
         return f"{self.path} ({self.position_key}) [{self.from_byte} -> {self.until_byte})"
+
+    @classmethod
+    def position_row(cls, key: str, position: Position) -> Dict[str, Any]:
+        """A stored file position: the path, the next byte, and the lag against the content size the
+        driver recorded when it planned (``seen_size`` in the position document). The CLI host cannot
+        measure it: files may be node-local to another host, and a compressed file's length on disk
+        is not its content length."""
+        meta = position.meta if isinstance(position.meta, dict) else {}
+        path, seen = meta.get("path"), meta.get("seen_size")
+        row: Dict[str, Any] = {"source": cls.kind, "path": path if isinstance(path, str) else None,
+                               "position": position.offset, "earliest": 0}
+        if isinstance(seen, int) and not isinstance(seen, bool) and seen > 0:
+            latest = max(seen, position.offset)
+            row.update(latest=latest, lag=latest - position.offset,
+                       lag_note="against the size the driver recorded when it last planned this file")
+        else:
+            row.update(latest=None, lag=None, lag_note="not known: the store holds no size the driver recorded")
+        return row
 
     @classmethod
     def parse_position_key(cls, key: str) -> Optional[str]:

@@ -17,8 +17,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from ..errors import ConfigurationError
-from ..offsets import OffsetRange, TopicAndPartition
 from .groups import GroupOffsets
+from .offsets import OffsetRange, TopicAndPartition
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable, Optional, Tuple
 
-from ..offsets import OffsetRange
 from .errors_map import translate_kafka_error
+from .offsets import OffsetRange
 from .params import KafkaConfig
 
 log = logging.getLogger(__name__)

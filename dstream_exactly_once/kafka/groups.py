@@ -16,9 +16,9 @@ from typing import Any, Dict, Iterable, Mapping, Optional
 
 from .._checks import is_int
 from ..errors import ConfigurationError, DStreamExactlyOnceError
-from ..offsets import TopicAndPartition
 from .admin import open_admin
 from .errors_map import translate_kafka_error
+from .offsets import TopicAndPartition
 from .params import KafkaConfig
 
 log = logging.getLogger(__name__)

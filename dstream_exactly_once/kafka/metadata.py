@@ -14,8 +14,8 @@ from typing import Any, Dict, Iterable, List, Optional, Protocol, Set, Tuple
 
 from .._checks import is_int
 from ..errors import ConfigurationError, DStreamExactlyOnceError, KafkaUnavailableError
-from ..offsets import TopicAndPartition
 from .errors_map import translate_kafka_error
+from .offsets import TopicAndPartition
 from .params import KafkaConfig
 
 __all__ = ["KafkaMetadata", "MetadataSource", "close_metadata", "translate_kafka_error"]

@@ -15,8 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Set
 
 from .._checks import is_int
 from ..errors import ConfigurationError, DataLossError, OffsetRangeError
-from ..offsets import OffsetRange, TopicAndPartition
 from .metadata import MetadataSource
+from .offsets import OffsetRange, TopicAndPartition
 from .strategies import ConsumerStrategy
 
 log = logging.getLogger(__name__)

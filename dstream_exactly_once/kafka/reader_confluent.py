@@ -26,11 +26,11 @@ from bisect import bisect_left
 from typing import Any, Iterator, List, Optional
 
 from ..errors import DStreamExactlyOnceError, KafkaUnavailableError
-from ..offsets import OffsetRange
 from .confluent_params import is_out_of_range, librdkafka_properties, translate_confluent_error
 from .consumers import ConsumerCache
+from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader import DataLossCallback, skip_lost_offsets
+from .reader_kafka_python import DataLossCallback, skip_lost_offsets
 from .records import RecordBlock
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def read_range(config: KafkaConfig, r: OffsetRange, *, poll_timeout_ms: int = 12
                on_data_loss: Optional[DataLossCallback] = None) -> Iterator[RecordBlock]:
     """Yield the records of ``r`` (offsets in ``[from, until)``) as :class:`RecordBlock`s, in order.
 
-    As :func:`dstream_exactly_once.kafka.reader.read_range`: ``metadata=True`` also fills
+    As :func:`dstream_exactly_once.kafka.reader_kafka_python.read_range`: ``metadata=True`` also fills
     timestamps, timestamp types and headers; ``attempt > 0`` (a retry) never reuses a cached
     consumer; deleted offsets raise :class:`DataLossError` or, with ``fail_on_data_loss=False``,
     are skipped and reported to ``on_data_loss``. Reads lazily.

@@ -12,8 +12,8 @@ from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set,
 
 from .._checks import is_int
 from ..errors import ConfigurationError
-from ..offsets import TopicAndPartition
 from .metadata import MetadataSource
+from .offsets import TopicAndPartition
 
 __all__ = ["Assign", "ConsumerStrategy", "Subscribe", "SubscribePattern"]
 

@@ -11,9 +11,9 @@ from typing import Any, Dict, Mapping
 
 from .._checks import is_int
 from ..errors import ConfigurationError, DStreamExactlyOnceError
-from ..offsets import TopicAndPartition
 from .admin import open_admin
 from .errors_map import translate_kafka_error
+from .offsets import TopicAndPartition
 from .params import KafkaConfig
 
 __all__ = ["check_timestamp", "offsets_for_timestamps"]

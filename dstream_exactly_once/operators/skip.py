@@ -18,7 +18,7 @@ application past it:
    ONE store transaction: the positions move to each range's end under the stores' compare-and-set,
    the commit log gets the batch (it is never replayed), and a ``skip`` incident record (who, when,
    which ranges, the reason, the epoch) is written in the reserved namespace
-   (:data:`~dstream_exactly_once.stores.batch.RESERVED_NAMESPACE`, key ``skip:<batch id>``).
+   (:data:`~dstream_exactly_once.stores.writes.RESERVED_NAMESPACE`, key ``skip:<batch id>``).
 
 The records of a skipped range are never output; the next start of the application plans from the
 positions after the skipped batch. Works for every source: a range's position document (a file's
@@ -39,8 +39,8 @@ from .._checks import is_int
 from ..core.heartbeat import driver_status
 from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from ..stores.batch import RESERVED_NAMESPACE, incident_key
 from ..stores.url import redact_url
+from ..stores.writes import RESERVED_NAMESPACE, incident_key
 
 __all__ = ["MAX_REASON_CHARS", "SkipPlan", "skip_batch", "skipped_batches"]
 

@@ -50,8 +50,8 @@ from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ..kafka.admin import open_admin
 from ..kafka.errors_map import translate_kafka_error
+from ..kafka.offsets import OffsetRange, to_bytes
 from ..kafka.params import KafkaConfig, parse_kafka_params
-from ..offsets import OffsetRange, to_bytes
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..stores.url import redact_url
 from .labels import make_label

@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Seq
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
-from .batch import INT64_MAX, INT64_MIN, PlannedBatch, Writes
+from .writes import INT64_MAX, INT64_MIN, PlannedBatch, Writes
 
 
 def check_epoch_arg(epoch: object) -> int:
@@ -190,14 +190,16 @@ def part_name(ranges: Sequence[SourceRange], complete_batch: bool) -> str:
 
 def conflict_error(batch_id: int, r: SourceRange, stored: int | str) -> OffsetConflictError:
     return OffsetConflictError(
-        f"offset conflict on {r.describe()} in batch {batch_id}: stored offset {stored} is neither "
-        f"fromOffset {r.start} nor untilOffset {r.end}; nothing was written")
+        f"position conflict on {r.describe()} in batch {batch_id}: stored {r.position_unit} {stored} is neither "
+        f"{r.start_name} {r.start} nor {r.end_name} {r.end}; nothing was written")
 
 
-def mixed_error(batch_id: int, applied: Iterable[str], done: Iterable[str]) -> OffsetConflictError:
+def mixed_error(batch_id: int, applied: Iterable[str], done: Iterable[str],
+                ranges: Sequence[SourceRange] = ()) -> OffsetConflictError:
+    start_name, end_name = (ranges[0].start_name, ranges[0].end_name) if ranges else ("start", "end")
     return OffsetConflictError(
-        f"offset conflict in batch {batch_id}: partitions {sorted(done)} are already at untilOffset but "
-        f"{sorted(applied)} are at fromOffset (a commit is all-or-nothing); nothing was written")
+        f"position conflict in batch {batch_id}: partitions {sorted(done)} are already at the range {end_name} "
+        f"but {sorted(applied)} are at the range {start_name} (a commit is all-or-nothing); nothing was written")
 
 
 def logged_conflict_error(batch: PlannedBatch, existing: PlannedBatch) -> OffsetConflictError:
@@ -207,8 +209,8 @@ def logged_conflict_error(batch: PlannedBatch, existing: PlannedBatch) -> Offset
 
 def uncommitted_error(batch_id: int, r: SourceRange, stored: Optional[int | str]) -> OffsetConflictError:
     return OffsetConflictError(
-        f"batch {batch_id} cannot be marked committed: {r.describe()} is at offset "
-        f"{'none' if stored in (None, '') else stored}, not its untilOffset {r.end}")
+        f"batch {batch_id} cannot be marked committed: {r.describe()} is at {r.position_unit} "
+        f"{'none' if stored in (None, '') else stored}, not its {r.end_name} {r.end}")
 
 
 def decide(batch_id: int, ranges: Sequence[SourceRange], stored: Mapping[str, int]) -> bool:
@@ -227,7 +229,7 @@ def decide(batch_id: int, ranges: Sequence[SourceRange], stored: Mapping[str, in
         else:
             raise conflict_error(batch_id, r, cur)
     if done and applied:
-        raise mixed_error(batch_id, applied, done)
+        raise mixed_error(batch_id, applied, done, ranges)
     return not done
 
 

@@ -46,10 +46,10 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..core.ranges import LEGACY_RANGE_KIND, Position, SourceRange, range_kind
+from ..core.ranges import Position, SourceRange, legacy_range_type
 from ..errors import ConfigurationError
 from . import _commit_rules as rules
-from .batch import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
+from .writes import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
 
 __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
 
@@ -122,15 +122,19 @@ class TransactionalStore(ABC):
         """Committed positions: ``{position_key: Position(next position to read, document or None)}``."""
 
     def load_offsets(self) -> Dict[Any, int]:
-        """Committed Kafka offsets: ``{TopicAndPartition: next offset to read}`` (Spark 2.4 style).
+        """Committed offsets in Spark 2.4's shape: ``{TopicAndPartition: next offset to read}``.
 
-        The positions whose key is a Kafka ``"topic/partition"`` key; positions of other sources are
-        left out. The store itself never imports Kafka: the range kind registry parses the keys.
+        The positions of the range kind with the bare-list offset-log encoding (Kafka's
+        ``OffsetRange``), keyed by that kind's own partition name; positions of other sources are
+        left out, and without that kind registered the result is empty. The store names no source:
+        the range kind registry parses the keys.
         """
-        kafka = range_kind(LEGACY_RANGE_KIND)
+        legacy = legacy_range_type()
         out: Dict[Any, int] = {}
+        if legacy is None:
+            return out
         for key, pos in self.load_positions().items():
-            tp = kafka.parse_position_key(key)
+            tp = legacy.parse_position_key(key)
             if tp is not None:
                 out[tp] = pos.offset
         return out

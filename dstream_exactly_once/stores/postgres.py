@@ -8,9 +8,9 @@ from typing import Any, Optional, Tuple
 
 from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
 from ._sql_statements import Cursor
-from .batch import Writes
 from .sql import SQLStore
 from .url import check_options, float_option, parse_url, redact_url
+from .writes import Writes
 
 __all__ = ["PostgresStore"]
 

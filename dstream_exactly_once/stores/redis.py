@@ -288,7 +288,7 @@ class RedisStore(TransactionalStore):
             r = next(r for r in todo if r.position_key == status[1])
             raise rules.conflict_error(batch.batch_id, r, status[2])
         if status[0] == "mixed":
-            raise rules.mixed_error(batch.batch_id, json.loads(status[1]), json.loads(status[2]))
+            raise rules.mixed_error(batch.batch_id, json.loads(status[1]), json.loads(status[2]), batch.ranges)
         if status[0] in ("notnumber", "overflow"):
             what = "holds a non-numeric value" if status[0] == "notnumber" else "would leave the 64-bit range"
             bad = [f"{ns}/{status[1]}" for (ns, kind), (keys_, _) in groups.items()

@@ -19,7 +19,7 @@ from pyspark.streaming import StreamingContext
 from ..errors import ConfigurationError
 from ..kafka.commit_queue import CanCommitOffsets, CommitCallback, CommitQueue, check_commit_args
 from ..kafka.groups import GroupOffsets
-from ..offsets import OffsetRange
+from ..kafka.offsets import OffsetRange
 from .direct import DirectBatches
 from .dstream import KafkaDStream
 from .lifecycle import close_on_stop

@@ -4,38 +4,36 @@
 :class:`~dstream_exactly_once.core.source.BatchSource`: it resumes from stored positions (checked
 against the broker's log before anything is written), plans each batch's offset ranges (rate
 limits, backpressure, data-loss policy, partition discovery) and builds the batch's
-:class:`~dstream_exactly_once.streaming.rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
+:class:`~dstream_exactly_once.streaming.kafka_rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time as _time
 from datetime import datetime
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
 from ..core.driver_ref import DriverOnly
-from ..core.ranges import Position, SourceRange
-from ..core.source import BatchSource, RangeReader
-from ..errors import ConfigurationError, OffsetRangeError
-from ..kafka.metadata import KafkaMetadata, close_metadata
+from ..core.ranges import SourceRange
+from ..errors import ConfigurationError
+from ..kafka.metadata import KafkaMetadata
+from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, TopicAndPartition
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.planner import DirectPlanner, RateLimit
-from ..kafka.readers import DEFAULT_READER, READER_KEY, check_reader
+from ..kafka.range_reader import KafkaRangeReader
+from ..kafka.reader_choice import DEFAULT_READER, READER_KEY, check_reader
+from ..kafka.source import KafkaSource, kafka_ranges
 from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
-from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, TopicAndPartition
 from .backpressure import rate_controller_from_conf
 from .data_loss import LossReporter, loss_accumulator
 from .dstream import batch_seconds
-from .rdd import KafkaRangeReader, KafkaRDD, make_kafka_rdd
+from .kafka_rdd import KafkaRDD, make_kafka_rdd
 from .recovery import recovered
+from .task_context import remember_current
 
-log = logging.getLogger(__name__)
-
-__all__ = ["DirectBatches", "ReadOptions", "build_direct_batches", "check_decoders", "check_ranges_in_log"]
+__all__ = ["DirectBatches", "ReadOptions", "build_direct_batches", "check_decoders"]
 
 Handler = Optional[Callable[[KafkaMessageAndMetadata], Any]]
 
@@ -128,114 +126,34 @@ def build_direct_batches(ssc: StreamingContext, topics: Any, kafkaParams: Mappin
     return DirectBatches(ssc, config, planner, opts, keyDecoder, valueDecoder, messageHandler)
 
 
-def check_ranges_in_log(config: KafkaConfig, ranges: Sequence[OffsetRange]) -> None:
-    """Every range must lie within its partition's ``[earliest, latest]`` (one metadata round trip)."""
-    if not ranges:
-        return
-    md = KafkaMetadata(config)
-    try:
-        tps = {r.topicPartition() for r in ranges}
-        existing = md.partitions({tp.topic for tp in tps})
-        missing = sorted(tp for tp in tps if tp.partition not in existing.get(tp.topic, []))
-        if missing:
-            raise OffsetRangeError("partitions do not exist: " + ", ".join(str(tp) for tp in missing))
-        earliest, latest = md.earliest(tps), md.latest(tps)
-    finally:
-        md.close()
-    bad = [f"{r} is outside the log [{earliest[r.topicPartition()]}, {latest[r.topicPartition()]}]"
-           for r in ranges
-           if r.fromOffset < earliest[r.topicPartition()] or r.untilOffset > latest[r.topicPartition()]]
-    if bad:
-        raise OffsetRangeError("; ".join(bad))
-
-
-class DirectBatches(DriverOnly, BatchSource):
-    """The driver side of a direct Kafka stream: plan, advance, build the KafkaRDD (the Kafka source).
-
-    ``monitor_group``: after each store commit of an exactly-once stream, the committed offsets are
-    also committed (best effort) to this Kafka consumer group so standard lag tools show progress.
-    """
-
-    kind = OffsetRange.kind
-    data_loss_option = "failOnDataLoss=False (or Spark conf spark.streaming.kafka.failOnDataLoss=false)"
+class DirectBatches(DriverOnly, KafkaSource):
+    """The Kafka source with its Spark glue: SparkConf read options, backpressure fed by the
+    StreamingContext's completed batches, the batch's KafkaRDD, and Spark checkpoint recovery."""
 
     def __init__(self, ssc: StreamingContext, config: KafkaConfig, planner: DirectPlanner, opts: ReadOptions,
                  key_decoder: Decoder, value_decoder: Decoder, handler: Handler) -> None:
         self._register()
         self.sc = ssc.sparkContext
-        self.seconds = batch_seconds(ssc)
-        self.config = config
-        self.planner = planner
         self.opts = opts
-        self.decoders: Dict[str, Any] = {"key_decoder": key_decoder, "value_decoder": value_decoder,
-                                         "message_handler": handler}
-        self.monitor_group: Optional[str] = None
-        self.mirror_failures = 0
+        seconds = batch_seconds(ssc)
         #: ``spark.streaming.backpressure.enabled``: the rate estimator fed by completed batches
-        self.backpressure = rate_controller_from_conf(self.sc.getConf(), int(round(self.seconds * 1000)))
+        self.backpressure = rate_controller_from_conf(self.sc.getConf(), int(round(seconds * 1000)))
+        KafkaSource.__init__(self, config, planner, batch_seconds=seconds, poll_timeout_ms=opts.poll_timeout_ms,
+                             fail_on_data_loss=opts.fail_on_data_loss, reader=opts.reader,
+                             decoders={"key_decoder": key_decoder, "value_decoder": value_decoder,
+                                       "message_handler": handler},
+                             rate_control=self.backpressure)
         if self.backpressure is not None:
             ssc.addStreamingListener(self.backpressure.listener())
 
-    # ---------------------------------------------------------------- BatchSource
-    def describe(self) -> str:
-        return f"Kafka {self.planner.strategy!r} at {self.config.bootstrap}"
-
-    def start(self, positions: Optional[Mapping[str, Position]] = None) -> None:
-        stored: Dict[TopicAndPartition, int] = {}
-        for key, pos in (positions or {}).items():
-            tp = OffsetRange.parse_position_key(key)
-            if tp is None:
-                raise ConfigurationError(f"the store holds position {key!r}, which is not a Kafka topic partition: "
-                                         f"its app_id belongs to another source; use another app_id")
-            stored[tp] = pos.offset
-        self.planner.start(stored)
-
-    def advance(self, ranges: Sequence[SourceRange]) -> None:
-        self.planner.advance([r for r in ranges if isinstance(r, OffsetRange)])
-
-    def plan(self, time: datetime) -> List[SourceRange]:
-        bp = self.backpressure
-        ranges = self.planner.plan(self.seconds, None if bp is None else bp.rate())
-        self.planner.advance(ranges)
-        if bp is not None:
-            bp.planned(int(round(time.timestamp() * 1000)), sum(r.count() for r in ranges))
-        return list(ranges)
-
-    def reader(self) -> RangeReader:
-        return KafkaRangeReader(self.config, poll_timeout_ms=self.opts.poll_timeout_ms,
-                                fail_on_data_loss=self.opts.fail_on_data_loss, reader=self.opts.reader,
-                                **self.decoders)
-
-    def after_commit(self, ranges: Sequence[SourceRange]) -> None:
-        if self.monitor_group:
-            self._mirror([r for r in ranges if isinstance(r, OffsetRange)])
-
-    def _mirror(self, ranges: List[OffsetRange]) -> None:
-        """After a successful store commit: the same offsets to a Kafka group, for lag tools only."""
-        offsets = {r.topicPartition(): r.untilOffset for r in ranges}
-        for attempt in range(3):  # a new group's coordinator may not be ready at the first try
-            try:
-                self.planner.metadata.mirror_group_offsets(  # type: ignore[attr-defined]
-                    self.monitor_group, offsets)
-                return
-            except Exception as exc:  # noqa: BLE001 - monitoring must never fail the stream
-                if attempt == 2:
-                    self.mirror_failures += 1
-                    log.warning("could not mirror offsets to group %r: %s", self.monitor_group, exc)
-                else:
-                    _time.sleep(0.5)
-
-    def latest_positions(self) -> Mapping[str, int]:
-        """The log ends the planner's last ListOffsets returned (no extra round trip)."""
-        return {f"{tp.topic}/{tp.partition}": off for tp, off in self.planner.last_latest.items()}
-
-    def data_loss_skips(self) -> int:
-        return int(self.planner.lost_offsets)
+    def reader(self) -> KafkaRangeReader:
+        """The executor side, recording each task's range for ``current_offset_range()``."""
+        return KafkaSource.reader(self).reporting_to(None, remember_current)
 
     def close(self) -> None:
         if "_recipe" in self.__dict__:
             return  # recovered from a checkpoint and never opened
-        close_metadata(self.planner.metadata)
+        KafkaSource.close(self)
 
     # ---------------------------------------------------------------- Spark checkpoint
     def recovery_recipe(self) -> Dict[str, Any]:
@@ -291,14 +209,12 @@ class DirectBatches(DriverOnly, BatchSource):
                                 discovery_interval_s=recipe["discovery_interval_s"])
         planner.current = dict(recipe["current"])
         self.sc = sc
-        self.seconds = recipe["seconds"]
-        self.config = config
         self.opts = opts
-        self.decoders = dict(recipe["decoders"])
-        self.monitor_group = recipe["monitor_group"]
-        self.mirror_failures = 0
-        self.backpressure = rate_controller_from_conf(sc.getConf(), int(round(self.seconds * 1000)))
-        self.planner = planner
+        self.backpressure = rate_controller_from_conf(sc.getConf(), int(round(recipe["seconds"] * 1000)))
+        KafkaSource.__init__(self, config, planner, batch_seconds=recipe["seconds"],
+                             poll_timeout_ms=opts.poll_timeout_ms, fail_on_data_loss=opts.fail_on_data_loss,
+                             reader=opts.reader, decoders=recipe["decoders"], rate_control=self.backpressure,
+                             monitor_group=recipe["monitor_group"])
 
     def attach(self, ssc: StreamingContext) -> None:
         """Feed the recovered context's completed batches to the rate estimator (backpressure)."""
@@ -307,11 +223,10 @@ class DirectBatches(DriverOnly, BatchSource):
 
     # ---------------------------------------------------------------- Spark side
     def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:
-        reporter = None if self.opts.fail_on_data_loss else LossReporter(loss_accumulator(self.sc))
-        return make_kafka_rdd(self.sc, self.config, [r for r in ranges if isinstance(r, OffsetRange)],
-                              poll_timeout_ms=self.opts.poll_timeout_ms,
-                              fail_on_data_loss=self.opts.fail_on_data_loss, reader=self.opts.reader,
-                              reporter=reporter, **self.decoders)
+        reporter = None if self.fail_on_data_loss else LossReporter(loss_accumulator(self.sc))
+        return make_kafka_rdd(self.sc, self.config, kafka_ranges(ranges, "the Kafka stream's batch"),
+                              poll_timeout_ms=self.poll_timeout_ms, fail_on_data_loss=self.fail_on_data_loss,
+                              reader=self.reader_name, reporter=reporter, **self.decoders)
 
     def __call__(self, time: datetime) -> KafkaRDD:
         return self.rdd(self.plan(time))

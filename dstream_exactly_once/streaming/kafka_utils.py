@@ -17,16 +17,17 @@ from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.ranges import check_ranges
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError
+from ..kafka.offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
 from ..kafka.params import parse_kafka_params
+from ..kafka.source import check_ranges_in_log
+from ..kafka.spark_strategy_names import LocationStrategy, direct_stream_args
 from ..kafka.strategies import ConsumerStrategy
-from ..kafka.strategies_010 import LocationStrategy, direct_stream_args
-from ..offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
 from ..stores.base import TransactionalStore
 from .commit_async import DirectKafkaDStream
-from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders, check_ranges_in_log
+from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders
 from .exactly_once import ExactlyOnceDStream, check_monitor_group, open_store_arg
+from .kafka_rdd import KafkaRDD, make_kafka_rdd
 from .lifecycle import close_on_stop
-from .rdd import KafkaRDD, make_kafka_rdd
 from .receiver_stream import create_stream
 
 __all__ = ["KafkaUtils"]

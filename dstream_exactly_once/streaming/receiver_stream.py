@@ -27,8 +27,8 @@ from pyspark.streaming.listener import StreamingListener
 
 from ..errors import ConfigurationError
 from ..kafka.groups import GroupOffsets, check_group_id
+from ..kafka.offsets import Decoder, TopicAndPartition
 from ..kafka.strategies import check_topic_name
-from ..offsets import Decoder, TopicAndPartition
 from .commit_async import DirectKafkaDStream
 from .direct import build_direct_batches
 from .lifecycle import close_on_stop

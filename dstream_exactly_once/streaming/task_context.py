@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 from pyspark import TaskContext
 
-from ..offsets import OffsetRange
+from ..kafka.offsets import OffsetRange
 
 __all__ = ["current_offset_range", "remember_current", "task_identity"]
 

@@ -146,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
     from pyspark.streaming import StreamingContext
 
     from ..kafka.metadata import KafkaMetadata
+    from ..kafka.offsets import TopicAndPartition
     from ..kafka.params import parse_kafka_params
-    from ..offsets import TopicAndPartition
     from ..stores import open_store
     from ..testing.child_driver import run_until_done
     from ..testing.spark import make_spark_context

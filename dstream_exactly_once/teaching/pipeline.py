@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterable, List, Optional
 
 from ..cli.arg_types import int_at_least, non_empty, probability
 from ..cli.parser import OneLineParser
-from ..offsets import OffsetRange, TopicAndPartition
+from ..kafka.offsets import OffsetRange, TopicAndPartition
 from ..stores.base import PlannedBatch, Writes
 
 

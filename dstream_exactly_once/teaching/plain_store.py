@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Dict, Mapping, Tuple
 
-from ..offsets import TopicAndPartition
+from ..kafka.offsets import TopicAndPartition
 
 
 class PlainSumStore:

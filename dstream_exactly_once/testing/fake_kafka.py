@@ -31,7 +31,7 @@ import re
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import ConfigurationError, DataLossError
-from ..offsets import TopicAndPartition
+from ..kafka.offsets import TopicAndPartition
 
 __all__ = ["FakeKafkaCluster"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ServiceError
-from ..offsets import to_bytes
+from ..kafka.offsets import to_bytes
 from ._maven import maven_classpath
 from ._process import ManagedProcess, free_port, port_open, wait_until
 

@@ -20,7 +20,7 @@ from dstream_exactly_once.errors import (
     StoreError,
     StoreVersionError,
 )
-from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     SCHEMA_VERSION,
     CommitOutcome,
@@ -32,7 +32,7 @@ from dstream_exactly_once.stores import (
     Writes,
     open_store,
 )
-from dstream_exactly_once.stores.batch import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores.writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
 P0, P1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
@@ -389,7 +389,7 @@ class StoreContract:
         assert type(store.get_value("v", "a")) is int
 
     def test_incident_records_commit_with_the_batch(self, store: TransactionalStore, epoch: int) -> None:
-        from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE, incident_key
+        from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
         doc = {"ranges": [{"key": "t/0", "start": 0, "end": 10}], "lost": 10}
         store.commit(epoch, B0, Writes().incr("counts", "n").record_incident("loss", 0, doc, "t/0"))
         key = incident_key("loss", 0, "t/0")

@@ -24,7 +24,7 @@ from dstream_exactly_once.errors import (
     OffsetConflictError,
     StoreUnavailableError,
 )
-from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError
-from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 B0 = PlannedBatch(0, 1000, (OffsetRange("t", 0, 0, 10),))

@@ -25,9 +25,9 @@ from dstream_exactly_once import (
 )
 from dstream_exactly_once.cli import main
 from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
-from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
 
 B0 = PlannedBatch(0, 1000, (OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 5)))
 B1 = PlannedBatch(1, 2000, (OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 5, 8)))

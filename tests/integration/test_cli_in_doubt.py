@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from dstream_exactly_once.cli import main
-from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from dstream_exactly_once.offsets import TopicAndPartition
+from dstream_exactly_once.kafka.offsets import TopicAndPartition
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.teaching.pipeline import verify
 from dstream_exactly_once.testing import LocalSparkCluster

@@ -12,10 +12,10 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, DataLossError, KafkaUtils, OffsetRange
-from dstream_exactly_once.kafka import reader, reader_confluent
+from dstream_exactly_once.kafka import reader_confluent, reader_kafka_python
 from dstream_exactly_once.kafka.consumers import ConsumerCache
 from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.readers import READER_KEY
+from dstream_exactly_once.kafka.reader_choice import READER_KEY
 from dstream_exactly_once.stores import Writes, open_store
 
 from .streams import run_until
@@ -30,7 +30,7 @@ def _flat(blocks, metadata):
 
 def _both(config, ranges, metadata=True, **kw):
     """(kafka-python records, confluent-kafka records) of ``ranges``, read range by range."""
-    py = [_flat(reader.read_range(config, r, metadata=metadata, **kw), metadata) for r in ranges]
+    py = [_flat(reader_kafka_python.read_range(config, r, metadata=metadata, **kw), metadata) for r in ranges]
     ck = [_flat(reader_confluent.read_range(config, r, metadata=metadata, **kw), metadata) for r in ranges]
     return py, ck
 

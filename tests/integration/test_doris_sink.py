@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 import pytest
 
 from dstream_exactly_once.errors import FencedError, OffsetConflictError, SinkError, StoreUnavailableError
-from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient, TxnOutcome
 from dstream_exactly_once.stores.base import CommitOutcome, PlannedBatch, Writes
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble

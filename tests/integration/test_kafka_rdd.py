@@ -172,7 +172,7 @@ def _kafka_python_records(kafka, topic, partition, until, **consumer_config):
 
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_batch_reader_returns_what_kafka_python_returns(kafka, topic_name, sc, compression):
-    from dstream_exactly_once.kafka import _fetch, reader
+    from dstream_exactly_once.kafka import _fetch, reader_kafka_python
     from dstream_exactly_once.kafka.consumers import CONSUMERS
     from dstream_exactly_once.kafka.params import parse_kafka_params
 
@@ -204,12 +204,12 @@ def test_batch_reader_returns_what_kafka_python_returns(kafka, topic_name, sc, c
     # this kafka-python fits the batch reader, and its ConsumerRecord fallback reads the same blocks
     config = parse_kafka_params(params(kafka))
     assert _fetch.make_batch_class() is not None
-    batched = [b for r in ranges for b in reader.read_range(config, r, metadata=True)]
+    batched = [b for r in ranges for b in reader_kafka_python.read_range(config, r, metadata=True)]
     saved = _fetch._BATCH_CLASS
     _fetch._BATCH_CLASS = False
     CONSUMERS.clear()
     try:
-        fallback = [b for r in ranges for b in reader.read_range(config, r, metadata=True)]
+        fallback = [b for r in ranges for b in reader_kafka_python.read_range(config, r, metadata=True)]
     finally:
         _fetch._BATCH_CLASS = saved
         CONSUMERS.clear()

@@ -12,7 +12,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, TopicAndPartition
 from dstream_exactly_once.cli import main
-from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
 

@@ -22,7 +22,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, OutputError
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
 
 pytestmark = [pytest.mark.integration]
 

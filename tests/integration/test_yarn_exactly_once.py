@@ -21,7 +21,7 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from dstream_exactly_once.offsets import TopicAndPartition
+from dstream_exactly_once.kafka.offsets import TopicAndPartition
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.testing import LocalKafka, LocalYarnCluster
 

@@ -150,7 +150,7 @@ def one_error_line(err: str) -> str:
 @pytest.fixture
 def kafka_db(tmp_path):
     """A store with app ``app1`` (positions events/0 = 5, events/1 = 7; batches 0 and 1 committed) and ``app2``."""
-    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.kafka.offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
     db = tmp_path / "ops.db"
@@ -229,7 +229,7 @@ def test_a_kafka_reset_needs_the_broker_in_every_mode(mode, kafka_db, tmp_path, 
 ])
 def test_planned_batch_refuses_bad_fields_at_construction(args, words):
     from dstream_exactly_once.errors import ConfigurationError
-    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.kafka.offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch
 
     if args[2] == "two":
@@ -462,3 +462,20 @@ def test_batches_skip_arguments_and_the_listing_without_a_store(tmp_path: Path) 
                   "--execute", "--force")
     assert out.returncode == 1 and "batch 3 is not in the offset log" in out.stderr and "none" in out.stderr
     assert out.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
+
+
+def test_file_lag_comes_from_the_size_the_driver_recorded_not_from_the_cli_host(tmp_path, capsys):
+    """A node-local file (absent on the CLI host): lag is measured against the recorded ``seen_size``."""
+    from dstream_exactly_once.stores import open_store
+
+    url = f"sqlite:///{tmp_path}/far.db"
+    with open_store(url, "far") as store:
+        epoch = store.start_epoch()
+        store.reset_positions(epoch, {"file:abc": 300, "file:old": 10},
+                              documents={"file:abc": {"path": "/on/another/host/app.log", "seen_size": 500},
+                                         "file:old": {"path": "/on/another/host/old.log"}})
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "far", "--json")
+    assert code == 0, err
+    rows = {p["key"]: p for p in json.loads(out)["partitions"]}
+    assert (rows["file:abc"]["latest"], rows["file:abc"]["lag"]) == (500, 200)
+    assert rows["file:old"]["lag"] is None and "not known" in rows["file:old"]["lag_note"]

@@ -12,7 +12,7 @@ from dstream_exactly_once import (
     TopicAndPartition,
 )
 from dstream_exactly_once.kafka.commit_queue import CommitQueue
-from dstream_exactly_once.kafka.strategies_010 import direct_stream_args
+from dstream_exactly_once.kafka.spark_strategy_names import direct_stream_args
 
 
 class FakeGroup:

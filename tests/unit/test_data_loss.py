@@ -10,7 +10,7 @@ import pytest
 from dstream_exactly_once import DataLossError, OffsetRange, OutputError, Writes
 from dstream_exactly_once.core.loss import DataLoss, loss_cause, loss_error, loss_summary, record_losses
 from dstream_exactly_once.core.progress import ProgressTracker
-from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE, PlannedBatch, incident_key
+from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, PlannedBatch, incident_key
 from dstream_exactly_once.streaming.data_loss import _LargestPerRange, loss_failure
 
 

@@ -8,9 +8,9 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, DataLossError
 from dstream_exactly_once.kafka.metadata import MetadataSource
+from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.kafka.planner import DirectPlanner
 from dstream_exactly_once.kafka.strategies import Subscribe
-from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition

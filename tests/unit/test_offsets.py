@@ -165,7 +165,7 @@ def test_has_offset_ranges_is_structural():
 
 
 def test_to_bytes_is_the_one_producer_encoding():
-    from dstream_exactly_once.offsets import to_bytes
+    from dstream_exactly_once.kafka.offsets import to_bytes
 
     assert to_bytes(None) is None and to_bytes(b"\xff") == b"\xff" and to_bytes("ключ") == "ключ".encode()
     assert to_bytes(42, stringify=True) == b"42"

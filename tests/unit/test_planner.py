@@ -9,9 +9,9 @@ from typing import List, Tuple
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, DataLossError, OffsetRangeError
+from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.kafka.planner import DirectPlanner, RateLimit, clamp_ranges
 from dstream_exactly_once.kafka.strategies import Assign, Subscribe, SubscribePattern
-from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition

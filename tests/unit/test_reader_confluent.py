@@ -15,7 +15,7 @@ from dstream_exactly_once.kafka.confluent_params import (
     translate_confluent_error,
 )
 from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.readers import READER_KEY, check_reader, range_reader
+from dstream_exactly_once.kafka.reader_choice import READER_KEY, check_reader, range_reader
 
 SECRET = "pw-Zq8!never-shown"
 
@@ -62,7 +62,7 @@ def test_reader_name_is_checked_naming_key_value_and_allowed():
         with pytest.raises(ConfigurationError, match=rf"spark.streaming.kafka.reader must be one of 'kafka-python', "
                                                      rf"'confluent-kafka', got {bad!r}"):
             check_reader(bad, config)
-    assert range_reader("kafka-python").__module__ == "dstream_exactly_once.kafka.reader"
+    assert range_reader("kafka-python").__module__ == "dstream_exactly_once.kafka.reader_kafka_python"
     assert range_reader("confluent-kafka").__module__ == "dstream_exactly_once.kafka.reader_confluent"
 
 

@@ -58,7 +58,7 @@ def test_open_sqlite_with_options_keeps_the_url_the_user_wrote(form: str, tmp_pa
 
 
 def _batch() -> Any:
-    from dstream_exactly_once.offsets import OffsetRange
+    from dstream_exactly_once.kafka.offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch
 
     return PlannedBatch(0, 1000, (OffsetRange("t", 0, 0, 1),))

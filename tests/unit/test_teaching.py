@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.offsets import TopicAndPartition
+from dstream_exactly_once.kafka.offsets import TopicAndPartition
 from dstream_exactly_once.teaching import chart
 from dstream_exactly_once.teaching.plain_store import PlainSumStore
 from dstream_exactly_once.teaching.points import CRASH_POINTS, EXPLAINED, Trace, check_point, kill_schedule

@@ -27,7 +27,7 @@ import re
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from ..errors import ConfigurationError
-from ..offsets import TopicAndPartition
+from .offsets import TopicAndPartition
 from .params import KafkaConfig, parse_kafka_params
 from .strategies import Assign, ConsumerStrategy, Subscribe, SubscribePattern
 from .timestamps import check_timestamp, offsets_for_timestamps

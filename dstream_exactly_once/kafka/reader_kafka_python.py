@@ -25,10 +25,10 @@ from typing import Any, Iterator, Optional
 
 from ..core.loss import DataLoss, LossCallback
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
-from ..offsets import OffsetRange
 from . import _fetch
 from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
 from .errors_map import translate_kafka_error
+from .offsets import OffsetRange
 from .params import KafkaConfig
 from .records import RecordBlock
 

@@ -4,7 +4,7 @@ Chosen per application with the SparkConf key :data:`READER_KEY`, checked on the
 :func:`check_reader` (a bad name, a missing package or kafkaParams librdkafka cannot honour raise
 :class:`ConfigurationError` before anything runs) and carried to the executors by name;
 :func:`range_reader` resolves the name there. Both readers have one signature and one meaning
-(:func:`dstream_exactly_once.kafka.reader.read_range`): one task per range, the same records,
+(:func:`dstream_exactly_once.kafka.reader_kafka_python.read_range`): one task per range, the same records,
 the same data-loss policy, hence the same delivery guarantee.
 """
 
@@ -55,7 +55,7 @@ def range_reader(name: str) -> RangeReadFunction:
 
         return confluent_read
     if name == KAFKA_PYTHON:
-        from .reader import read_range
+        from .reader_kafka_python import read_range
 
         return read_range
     raise _unknown(name)

@@ -1,99 +1,42 @@
-"""KafkaRDD: one Spark partition per :class:`OffsetRange`, read on executors by kafka-python (default)
-or confluent-kafka (``spark.streaming.kafka.reader``, :mod:`dstream_exactly_once.kafka.readers`).
+"""The Kafka source's executor side: reads one :class:`OffsetRange` and decodes its records.
 
-Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
-Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
-retry, replayed batch) yields the same records, which is what exactly-once output builds on.
-With ``failOnDataLoss=False`` offsets deleted before they were read are skipped on the executor;
-:meth:`KafkaRDD.data_loss_skipped` counts them on the driver.
+:class:`KafkaRangeReader` is the :class:`~dstream_exactly_once.core.source.RangeReader` of the Kafka
+source: picklable configuration (kafkaParams, decoders, the executor reader's name, the data-loss
+policy) that reads one range with the reader named in :mod:`.reader_choice` (kafka-python or
+confluent-kafka) and decodes each record into ``(key, value)`` or the message handler's result.
+What runs around a read is injected, as :mod:`dstream_exactly_once.files.hosts` injects its runner:
+``on_data_loss`` is told of each lost part of a range under ``fail_on_data_loss=False``, and
+``task_attempt`` says which attempt of the running task reads the range (a retry gets a fresh
+consumer). Nothing here imports Spark.
+
+Unit of parallelism: one read per range (one topic partition's slice of a batch). Delivery: a read
+is a deterministic function of its range (the same records every time, or an error), which is what
+exactly-once output builds on.
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
-import weakref
+import copy
 from itertools import chain, repeat
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
 
-from pyspark import SparkContext
-from pyspark.accumulators import Accumulator, AccumulatorParam
-
-from ..core.loss import DataLoss, LossCallback
+from ..core.loss import LossCallback
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
-from ..errors import DecodeError
-from ..kafka.params import KafkaConfig
-from ..kafka.readers import DEFAULT_READER, range_reader
-from ..kafka.records import RecordBlock
-from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
-from .range_rdd import RangeRDD, make_range_rdd
-from .task_context import remember_current
+from ..errors import ConfigurationError, DecodeError
+from .offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from .params import KafkaConfig
+from .reader_choice import DEFAULT_READER, range_reader
+from .records import RecordBlock
 
-__all__ = ["KafkaRDD", "KafkaRangeReader", "make_kafka_rdd"]
+__all__ = ["KafkaRangeReader", "TaskAttempt"]
 
-# {(KafkaRDD key, partition index): offsets skipped reading that partition}
-_Skips = Dict[Tuple[int, int], int]
+#: ``task_attempt(r)``: the attempt number of the task about to read ``r`` (0: first attempt)
+TaskAttempt = Callable[[OffsetRange], int]
 
 
-class _MaxPerPartition(AccumulatorParam[_Skips]):
-    """Merges skip counts by maximum per (RDD, partition): a partition computed again (a second
-    action, a recomputed stage) is counted once. Builds a new dict (the driver reads it while
-    Spark's accumulator thread merges)."""
-
-    def zero(self, value: _Skips) -> _Skips:
-        return {}
-
-    def addInPlace(self, value1: _Skips, value2: _Skips) -> _Skips:  # noqa: N802 - PySpark API name
-        out = dict(value1)
-        for k, n in value2.items():
-            if n > out.get(k, 0):
-                out[k] = n
-        return out
-
-
-_SKIPS: weakref.WeakKeyDictionary[SparkContext, Accumulator[_Skips]] = weakref.WeakKeyDictionary()
-_SKIPS_LOCK = threading.Lock()
-_RDD_KEYS = itertools.count()
-
-
-def _skips_accumulator(sc: SparkContext) -> Accumulator[_Skips]:
-    """One accumulator per SparkContext for every KafkaRDD's skips (entries appear only on data
-    loss), not one per RDD: PySpark never forgets an accumulator, and a stream makes an RDD per batch."""
-    with _SKIPS_LOCK:
-        acc = _SKIPS.get(sc)
-        if acc is None:
-            acc = _SKIPS[sc] = sc.accumulator({}, _MaxPerPartition())
-        return acc
-
-
-class KafkaRDD(RangeRDD):
-    """An RDD built from explicit offset ranges; partition ``i`` holds ``offsetRanges()[i]``.
-
-    Narrow transformations (``map``, ``filter``, ``mapPartitions``…) are pipelined into the
-    same Python task that reads Kafka, so records are not serialized between them.
-    """
-
-    _skips: Optional[Accumulator[_Skips]] = None
-    _key: int = -1
-
-    def offsetRanges(self) -> List[OffsetRange]:  # noqa: N802 - Spark API name
-        """The ranges this RDD reads, in partition order (``HasOffsetRanges``)."""
-        return [r for r in self._offset_ranges if isinstance(r, OffsetRange)]
-
-    def data_loss_skipped(self) -> int:
-        """Offsets of this RDD's ranges that were deleted before they were read and skipped
-        (``failOnDataLoss=False``), counted on the driver.
-
-        Valid after an action on this RDD (or on an RDD derived from it in the same stage) has
-        completed; 0 before. Each partition counts once however often it is computed: a partition
-        read again later counts what that read skipped if it skipped more (retention moved on).
-        With ``failOnDataLoss=True`` nothing is skipped (the read raises ``DataLossError``).
-        """
-        if self._skips is None:
-            return 0
-        key = self._key
-        return sum(n for (k, _), n in self._skips.value.items() if k == key)
+def _first_attempt(r: OffsetRange) -> int:
+    return 0
 
 
 class _Decoding:
@@ -230,69 +173,46 @@ def _decode_all(decoder: Decoder, raw: List[Optional[bytes]]) -> List[Any]:
 
 
 class KafkaRangeReader(RangeReader):
-    """Reads one :class:`OffsetRange` in a Spark task and decodes its records (``(key, value)`` or the
-    message handler's result): the Kafka source's executor side. Pickled into each task.
+    """Reads one :class:`OffsetRange` and decodes its records (``(key, value)`` or the message
+    handler's result). Holds only configuration, so it can be pickled into each task.
 
-    Each read records its range for :func:`~.task_context.current_offset_range`, passes the task's
-    attempt number (a retry gets a fresh consumer) and, under ``fail_on_data_loss=False``, adds the
-    offsets it had to skip to the driver-side count (:meth:`KafkaRDD.data_loss_skipped`) and reports
-    each lost part to ``reporter`` (recorded beside the exactly-once commits).
-    ``reader`` names the executor reader (checked on the driver, resolved in the task).
+    ``reader`` names the executor reader (checked on the driver, resolved where the read runs).
+    ``on_data_loss`` (picklable) is told of each part of a range whose offsets were gone under
+    ``fail_on_data_loss=False``; with ``fail_on_data_loss=True`` such a read raises
+    :class:`~dstream_exactly_once.errors.DataLossError`. ``task_attempt`` (picklable) returns the
+    attempt number of the running task for the range it is about to read.
     """
 
     def __init__(self, config: KafkaConfig, *, key_decoder: Decoder = utf8_decoder,
                  value_decoder: Decoder = utf8_decoder,
                  message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                  poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
-                 skips: Optional[Accumulator[_Skips]] = None, key: int = -1,
-                 reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None) -> None:
+                 reader: str = DEFAULT_READER, on_data_loss: Optional[LossCallback] = None,
+                 task_attempt: TaskAttempt = _first_attempt) -> None:
         self.config = config
-        self.reporter = reporter
         self.reader = reader
         self.decode = _Decoding(key_decoder, value_decoder, message_handler)
         self.poll_timeout_ms = poll_timeout_ms
         self.fail_on_data_loss = fail_on_data_loss
-        self.skips = skips
-        self.key = key
-        self.indexes: Dict[str, int] = {}
+        self.on_data_loss = on_data_loss
+        self.task_attempt = task_attempt
+
+    def reporting_to(self, on_data_loss: Optional[LossCallback],
+                     task_attempt: Optional[TaskAttempt] = None) -> KafkaRangeReader:
+        """A copy of this reader that reports lost offsets to ``on_data_loss`` (and, if given, asks
+        ``task_attempt`` for the attempt number)."""
+        out = copy.copy(self)
+        out.on_data_loss = on_data_loss
+        if task_attempt is not None:
+            out.task_attempt = task_attempt
+        return out
 
     def read(self, r: SourceRange) -> Iterable[Any]:
-        assert isinstance(r, OffsetRange), r
-        attempt = remember_current(r)
-        on_data_loss = None
-        skips, reporter = self.skips, self.reporter
-        if skips is not None or reporter is not None:
-            entry = (self.key, self.indexes.get(r.position_key, -1))
-            skipped = [0]
-
-            def on_data_loss(loss: DataLoss) -> None:
-                skipped[0] += loss.lost
-                if skips is not None:
-                    skips.add({entry: skipped[0]})
-                if reporter is not None:
-                    reporter(loss)
-
+        if not isinstance(r, OffsetRange):
+            raise ConfigurationError(f"KafkaRangeReader reads OffsetRange values, got {r!r}")
+        attempt = self.task_attempt(r)
+        on_data_loss = None if self.fail_on_data_loss else self.on_data_loss
         read_range = range_reader(self.reader)
         return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
                                       fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata,
                                       attempt=attempt, on_data_loss=on_data_loss))
-
-
-def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[OffsetRange], *,
-                   key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
-                   message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
-                   poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
-                   reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None) -> KafkaRDD:
-    """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task,
-    reading with the executor reader named ``reader`` (already checked on the driver); lost offsets
-    are reported to ``reporter`` under ``fail_on_data_loss=False``."""
-    ranges = list(ranges)
-    skips = None if fail_on_data_loss else _skips_accumulator(sc)
-    task_reader = KafkaRangeReader(config, key_decoder=key_decoder, value_decoder=value_decoder,
-                              message_handler=message_handler, poll_timeout_ms=poll_timeout_ms,
-                              fail_on_data_loss=fail_on_data_loss, skips=skips, key=next(_RDD_KEYS),
-                              reader=reader, reporter=None if fail_on_data_loss else reporter)
-    task_reader.indexes = {r.position_key: i for i, r in enumerate(ranges)}
-    rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD)
-    rdd._skips, rdd._key = skips, task_reader.key
-    return rdd

@@ -1,0 +1,141 @@
+"""KafkaRDD: one Spark partition per :class:`OffsetRange`, read on executors by the Kafka source's
+:class:`~dstream_exactly_once.kafka.range_reader.KafkaRangeReader` (kafka-python by default, or
+confluent-kafka: ``spark.streaming.kafka.reader``). This module is the Spark glue around it: the
+task's attempt number and range (:mod:`.task_context`) and the driver-side skip count.
+
+Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
+Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
+retry, replayed batch) yields the same records, which is what exactly-once output builds on.
+With ``failOnDataLoss=False`` offsets deleted before they were read are skipped on the executor;
+:meth:`KafkaRDD.data_loss_skipped` counts them on the driver.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from pyspark import SparkContext
+from pyspark.accumulators import Accumulator, AccumulatorParam
+
+from ..core.loss import DataLoss, LossCallback
+from ..errors import ConfigurationError
+from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from ..kafka.params import KafkaConfig
+from ..kafka.range_reader import KafkaRangeReader
+from ..kafka.reader_choice import DEFAULT_READER
+from .range_rdd import RangeRDD, make_range_rdd
+from .task_context import remember_current
+
+__all__ = ["KafkaRDD", "make_kafka_rdd"]
+
+# {(KafkaRDD key, partition index, first lost offset): offsets skipped from there reading that partition}
+_Skips = Dict[Tuple[int, ...], int]
+
+
+class _MaxPerPartition(AccumulatorParam[_Skips]):
+    """Merges skip counts by maximum per (RDD, partition): a partition computed again (a second
+    action, a recomputed stage) is counted once. Builds a new dict (the driver reads it while
+    Spark's accumulator thread merges)."""
+
+    def zero(self, value: _Skips) -> _Skips:
+        return {}
+
+    def addInPlace(self, value1: _Skips, value2: _Skips) -> _Skips:  # noqa: N802 - PySpark API name
+        out = dict(value1)
+        for k, n in value2.items():
+            if n > out.get(k, 0):
+                out[k] = n
+        return out
+
+
+_SKIPS: weakref.WeakKeyDictionary[SparkContext, Accumulator[_Skips]] = weakref.WeakKeyDictionary()
+_SKIPS_LOCK = threading.Lock()
+_RDD_KEYS = itertools.count()
+
+
+def _skips_accumulator(sc: SparkContext) -> Accumulator[_Skips]:
+    """One accumulator per SparkContext for every KafkaRDD's skips (entries appear only on data
+    loss), not one per RDD: PySpark never forgets an accumulator, and a stream makes an RDD per batch."""
+    with _SKIPS_LOCK:
+        acc = _SKIPS.get(sc)
+        if acc is None:
+            acc = _SKIPS[sc] = sc.accumulator({}, _MaxPerPartition())
+        return acc
+
+
+class KafkaRDD(RangeRDD):
+    """An RDD built from explicit offset ranges; partition ``i`` holds ``offsetRanges()[i]``.
+
+    Narrow transformations (``map``, ``filter``, ``mapPartitions``…) are pipelined into the
+    same Python task that reads Kafka, so records are not serialized between them.
+    """
+
+    _skips: Optional[Accumulator[_Skips]] = None
+    _key: int = -1
+
+    def offsetRanges(self) -> List[OffsetRange]:  # noqa: N802 - Spark API name
+        """The ranges this RDD reads, in partition order (``HasOffsetRanges``)."""
+        return list(self._offset_ranges)  # type: ignore[arg-type]  # make_kafka_rdd admits OffsetRanges only
+
+    def data_loss_skipped(self) -> int:
+        """Offsets of this RDD's ranges that were deleted before they were read and skipped
+        (``failOnDataLoss=False``), counted on the driver.
+
+        Valid after an action on this RDD (or on an RDD derived from it in the same stage) has
+        completed; 0 before. Each partition counts once however often it is computed: a partition
+        read again later counts what that read skipped if it skipped more (retention moved on).
+        With ``failOnDataLoss=True`` nothing is skipped (the read raises ``DataLossError``).
+        """
+        if self._skips is None:
+            return 0
+        key = self._key
+        return sum(n for (k, *_), n in self._skips.value.items() if k == key)
+
+
+class _CountingLosses:
+    """The ``on_data_loss`` callback of a KafkaRDD's reader (picklable): counts each lost part in the
+    RDD's skip accumulator (keyed by RDD, partition index and the part's first offset, merged by
+    maximum, so a part read again counts once) and hands it on to ``reporter`` (recorded beside the
+    exactly-once commits)."""
+
+    def __init__(self, skips: Accumulator[_Skips], key: int, indexes: Dict[str, int],
+                 reporter: Optional[LossCallback]) -> None:
+        self.skips = skips
+        self.key = key
+        self.indexes = indexes
+        self.reporter = reporter
+
+    def __call__(self, loss: DataLoss) -> None:
+        self.skips.add({(self.key, self.indexes.get(loss.position_key, -1), loss.start): loss.lost})
+        if self.reporter is not None:
+            self.reporter(loss)
+
+
+def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[OffsetRange], *,
+                   key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
+                   message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
+                   poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
+                   reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None) -> KafkaRDD:
+    """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task,
+    reading with the executor reader named ``reader`` (already checked on the driver); lost offsets
+    are reported to ``reporter`` under ``fail_on_data_loss=False``. A range of another source is
+    refused."""
+    ranges = list(ranges)
+    for r in ranges:
+        if not isinstance(r, OffsetRange):
+            raise ConfigurationError(f"a KafkaRDD reads OffsetRange values, got {r!r}: ranges of another source "
+                                     f"are read by that source's stream")
+    key = next(_RDD_KEYS)
+    skips = None if fail_on_data_loss else _skips_accumulator(sc)
+    on_data_loss = None if skips is None else _CountingLosses(
+        skips, key, {r.position_key: i for i, r in enumerate(ranges)}, reporter)
+    task_reader = KafkaRangeReader(config, key_decoder=key_decoder, value_decoder=value_decoder,
+                                   message_handler=message_handler, poll_timeout_ms=poll_timeout_ms,
+                                   fail_on_data_loss=fail_on_data_loss, reader=reader, on_data_loss=on_data_loss,
+                                   task_attempt=remember_current)
+    rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD)
+    rdd._skips, rdd._key = skips, key
+    return rdd
