@@ -15,14 +15,14 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from typing import Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ..core.retry import RetryPolicy
 from .offsets import TopicAndPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MIRROR_RETRY", "GroupMirror"]
+__all__ = ["MIRROR_RETRY", "GroupCommitter", "GroupMirror"]
 
 #: How long one set of offsets is retried: a few seconds, then the next commit's offsets take over.
 MIRROR_RETRY = RetryPolicy(max_attempts=5, max_seconds=10.0, base_delay=0.5, max_delay=2.0)
@@ -106,3 +106,33 @@ class GroupMirror:
                         self._cond.notify_all()
         finally:
             self._close_client()
+
+
+class GroupCommitter:
+    """``commit(offsets)`` for :class:`GroupMirror`: commits through a metadata client made by
+    ``open_client()`` (with ``mirror_group_offsets(group, offsets)`` and ``close()``), and replaces
+    the client after any failure: kafka-python's admin client keeps a failed coordinator look-up
+    (a new group's first commit), and later commits through it report success and commit nothing.
+    """
+
+    def __init__(self, group: str, open_client: Callable[[], Any]) -> None:
+        self.group = group
+        self._open_client = open_client
+        self._client: Any = None
+        self.opened = 0
+
+    def __call__(self, offsets: Offsets) -> None:
+        client = self._client
+        if client is None:
+            client = self._client = self._open_client()
+            self.opened += 1
+        try:
+            client.mirror_group_offsets(self.group, offsets)
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()

@@ -1,6 +1,6 @@
 """Executor-side reading of one :class:`OffsetRange` with confluent-kafka (librdkafka); no Spark here.
 
-The optional alternative to :mod:`.reader` (``spark.streaming.kafka.reader=confluent-kafka``,
+The optional alternative to :mod:`.reader_kafka_python` (``spark.streaming.kafka.reader=confluent-kafka``,
 ``pip install dstream-exactly-once[confluent]``), with the same signature and the same semantics:
 ``assign`` at ``fromOffset``, ``consume`` until the consumer position reaches ``untilOffset``.
 Offsets may have gaps (transaction markers, aborted records under ``read_committed``,

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource
 from ..errors import ConfigurationError, OffsetRangeError
-from .group_mirror import GroupMirror
+from .group_mirror import GroupCommitter, GroupMirror
 from .metadata import KafkaMetadata, close_metadata
 from .offsets import OffsetRange, TopicAndPartition
 from .params import KafkaConfig
@@ -142,15 +142,16 @@ class KafkaSource(BatchSource):
             self.group_mirror().offer({r.topicPartition(): r.untilOffset for r in committed})
 
     def group_mirror(self) -> GroupMirror:
-        """The mirror to ``monitor_group`` (made at first use, with its own admin client)."""
+        """The mirror to ``monitor_group`` (made at first use, with its own admin client, replaced after
+        a failed commit)."""
         mirror = self._mirror
         if mirror is None or mirror.group != self.monitor_group:
             group = self.monitor_group
             if not group:
                 raise ConfigurationError("the Kafka source has no monitor_group to mirror offsets to")
-            md = KafkaMetadata(self.config)
-            mirror = self._mirror = GroupMirror(group, lambda offsets: md.mirror_group_offsets(group, offsets),
-                                                md.close)
+            config = self.config
+            committer = GroupCommitter(group, lambda: KafkaMetadata(config))
+            mirror = self._mirror = GroupMirror(group, committer, committer.close)
         return mirror
 
     @property

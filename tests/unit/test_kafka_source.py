@@ -12,7 +12,7 @@ from dstream_exactly_once.core.ranges import Position
 from dstream_exactly_once.core.retry import RetryPolicy
 from dstream_exactly_once.errors import ConfigurationError, KafkaUnavailableError
 from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.kafka.group_mirror import GroupMirror
+from dstream_exactly_once.kafka.group_mirror import GroupCommitter, GroupMirror
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.kafka.params import parse_kafka_params
 from dstream_exactly_once.kafka.planner import DirectPlanner
@@ -100,3 +100,31 @@ def test_mirror_that_keeps_failing_counts_and_logs_without_raising(caplog):
     assert mirror.failures == 1 and len(group.calls) == 2
     assert "could not mirror offsets to consumer group 'mon'" in caplog.text
     mirror.close()
+
+
+class _Client:
+    def __init__(self, log, fail):
+        self.log, self.fail, self.closed = log, fail, False
+
+    def mirror_group_offsets(self, group, offsets):
+        self.log.append((id(self), group, dict(offsets)))
+        if self.fail:
+            raise KafkaUnavailableError("CoordinatorNotAvailableError")
+
+    def close(self):
+        self.closed = True
+
+
+def test_group_committer_replaces_its_client_after_a_failed_commit():
+    log, made = [], []
+
+    def open_client():
+        made.append(_Client(log, fail=not made))  # the first client fails, as after a failed look-up
+        return made[-1]
+
+    commit = GroupCommitter("mon", open_client)
+    with pytest.raises(KafkaUnavailableError):
+        commit({TP("t", 0): 5})
+    commit({TP("t", 0): 5})
+    commit({TP("t", 0): 6})
+    assert made[0].closed and len(made) == 2 and [entry[0] for entry in log[1:]] == [id(made[1])] * 2
