@@ -20,33 +20,26 @@ from typing import Callable, List, Optional
 
 from ..errors import CliError, DStreamExactlyOnceError
 from ..redaction import redact as redact_text
+from .exit_codes import EXIT_FAILED, EXIT_INTERRUPTED
 from .parser import parse
-
-
-def _run(args: argparse.Namespace) -> int:
-    func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
 
 
 def main(argv: Optional[List[str]] = None, prog: str = "dstream-eo") -> int:
     """Run ``dstream-eo`` with ``argv`` (``sys.argv[1:]`` when None); return the exit status."""
     args = parse(prog, argv)
+    command: Callable[[argparse.Namespace], int] = args.func  # bound by the parser (set_defaults)
     try:
-        return _run(args)
+        return command(args)
     except CliError as exc:
         sys.stderr.write(f"{prog}: error: {redact_text(str(exc))}\n")
         return exc.code
     except KeyboardInterrupt:
         sys.stderr.write(f"{prog}: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except (DStreamExactlyOnceError, OSError, ImportError) as exc:
         sys.stderr.write(f"{prog}: error: {type(exc).__name__}: {redact_text(str(exc))}\n")
-        return 1
+        return EXIT_FAILED
     except Exception as exc:  # noqa: BLE001 - a client library's error: one line, never a traceback
         where = type(exc).__module__.split(".")[0]
         sys.stderr.write(f"{prog}: error: {where}.{type(exc).__name__}: {redact_text(str(exc))}\n")
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        return EXIT_FAILED

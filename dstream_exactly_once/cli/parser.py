@@ -13,12 +13,10 @@ from typing import NoReturn, Optional
 from .._version import __version__
 from . import commands
 from .arg_types import int_at_least, non_empty
-from .exit_codes import EXIT_CODES_HELP
+from .exit_codes import EXIT_CODES_HELP, EXIT_USAGE
 from .operator_parsers import add_operator_commands
 
 __all__ = ["OneLineParser", "cli_parser", "parse"]
-
-USAGE_ERROR = 2
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -27,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``<prog>: error: <message> (see <prog> --help)`` and exit with status 2."""
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        sys.exit(USAGE_ERROR)
+        sys.exit(EXIT_USAGE)
 
 
 def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
