@@ -12,6 +12,7 @@ import math
 import sys
 from typing import Any, Dict, List, Optional
 
+from ._checks import is_number
 from ._cli_common import EXIT_OK, CliError
 
 __all__ = ["read_progress", "run_chart"]
@@ -21,7 +22,7 @@ _DURATIONS = (("latestOffset", "planning"), ("walCommit", "offset log"), ("addBa
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _record(doc: Any) -> Optional[Dict[str, Any]]:

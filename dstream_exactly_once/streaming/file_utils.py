@@ -22,6 +22,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 from pyspark.streaming import StreamingContext
 
 from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.options import parse_bool
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
@@ -232,11 +233,7 @@ def _split_shared(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[s
     for key in (SHARED_FILESYSTEM, CONF_PREFIX + SHARED_FILESYSTEM):
         if key in options:
             value, where = options.pop(key), f"option {key!r}"
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        value = value.strip().lower() == "true"
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{where} must be true or false, got {value!r}")
-    return options, value
+    return options, parse_bool(where, value)
 
 
 def _check_master(master: str, declared: bool) -> None:
