@@ -58,6 +58,9 @@ class RetryPolicy:
             if not is_number(value) or not value >= 0:
                 raise ConfigurationError(f"RetryPolicy {name} must be a number of seconds >= 0, got {value!r}")
 
+    def _budget(self) -> str:
+        return "an unlimited" if self.max_seconds == float("inf") else f"{self.max_seconds:.0f} s"
+
     def delay(self, retry: int) -> float:
         """The pause before retry number ``retry`` (0-based), jittered."""
         full = min(self.max_delay, self.base_delay * (2 ** min(retry, 30)))
@@ -83,8 +86,8 @@ class RetryPolicy:
                                   what, attempt, elapsed, exc)
                     raise
                 pause = min(self.delay(attempt - 1), remaining)
-                log.warning("%s failed (attempt %d, %.1f s of %.0f s budget used), retrying in %.2f s: %s",
-                            what, attempt, elapsed, self.max_seconds, pause, exc)
+                log.warning("%s failed (attempt %d of %d, %.1f s of %s budget used), retrying in %.2f s: %s",
+                            what, attempt, self.max_attempts, elapsed, self._budget(), pause, exc)
                 sleep(pause)
 
 

@@ -59,7 +59,8 @@ class DorisStreamLoadClient:
     and loads nothing. Without a label every call loads (at-least-once under retries).
 
     Retries: connection errors, HTTP 5xx and ``Status: Fail`` are retried ``max_retries`` times
-    with exponential backoff (``backoff_s`` doubling, at most ``max_backoff_s``), then
+    with the core :class:`~dstream_exactly_once.core.retry.RetryPolicy` (jittered backoff from
+    ``backoff_s`` doubling, at most ``max_backoff_s``), then
     :class:`~dstream_exactly_once.errors.SinkError` names db, table, label and Doris's message.
     What cannot succeed on a retry (refused credentials, HTTP 4xx, a label held by another
     transaction, …) raises :class:`~dstream_exactly_once.errors.LoadRejectedError` at once. The
