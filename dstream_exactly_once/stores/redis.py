@@ -47,6 +47,7 @@ from ..errors import (
     StoreUnavailableError,
     StoreVersionError,
 )
+from ..redaction import redact
 from . import _commit_rules as rules
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .url import check_options, float_option, parse_url, redact_url
@@ -159,9 +160,7 @@ class RedisStore(TransactionalStore):
                 raise StoreError(f"Redis at {self._address}: {self._scrub(exc)}") from exc
 
     def _scrub(self, exc: BaseException) -> str:
-        text = str(exc)
-        secret = self._params.get("password")
-        return text.replace(secret, "***") if secret else text
+        return redact(str(exc))  # the URL's passwords were registered when it was parsed
 
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)

@@ -17,6 +17,7 @@ from typing import Dict, Mapping, Optional, Tuple
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlsplit
 
 from ..errors import ConfigurationError
+from ..redaction import redact, register_secret
 
 __all__ = [
     "SECRET_OPTIONS", "StoreURL", "check_options", "check_server_url", "float_option", "parse_qsl_dict",
@@ -132,11 +133,14 @@ class StoreURL:
                 found.add(value)
         return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
+    def __post_init__(self) -> None:
+        for secret in self.secrets():  # the URL is parsed where its passwords enter the library
+            register_secret(secret)
+
     def scrub(self, text: str) -> str:
-        """``text`` with every spelling of the URL's passwords replaced by ``***``."""
-        for secret in self.secrets():
-            text = text.replace(secret, "***")
-        return text
+        """``text`` with every spelling of the URL's passwords (and any other registered secret)
+        replaced by ``***``."""
+        return redact(text)
 
     def __repr__(self) -> str:  # never shows the password
         return (f"StoreURL(scheme={self.scheme!r}, host={self.host!r}, port={self.port!r}, "
