@@ -13,7 +13,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 from pyspark import SparkContext, StorageLevel
 from pyspark.streaming import StreamingContext
 
-from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.committer import check_retain_batches
 from ..core.ranges import check_ranges
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError
@@ -24,7 +24,8 @@ from ..offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
 from ..stores.base import TransactionalStore
 from .commit_async import DirectKafkaDStream
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders, check_ranges_in_log
-from .exactly_once import ExactlyOnceDStream, check_monitor_group, open_store_arg
+from .exactly_once import ExactlyOnceDStream, check_monitor_group
+from .factory import open_committer
 from .lifecycle import close_on_stop
 from .rdd import KafkaRDD, make_kafka_rdd
 from .receiver_stream import create_stream
@@ -141,12 +142,8 @@ class KafkaUtils:
         batches = build_direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
-        try:
-            opened = open_store_arg(store, app_id)
-            committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
-        except BaseException:
-            batches.close()
-            raise
+        committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
+                                   close_source=batches.close)
         return ExactlyOnceDStream(ssc, committer, batches.rdd)
 
     @staticmethod
