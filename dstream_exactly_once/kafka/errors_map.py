@@ -16,7 +16,7 @@ our class              retriable                               kafka-python clas
 =====================  ======================================  ==================================
 KafkaUnavailableError  yes (connection: SASL probe, see below)  KafkaConnectionError, KafkaTimeoutError
 KafkaUnavailableError  yes                                     every RetriableError, BrokerNotAvailable
-KafkaUnavailableError  no (the broker said no for good)        ProducerFenced, CorruptRecord, Unknown
+KafkaRejectedError     no (the broker said no for good)        ProducerFenced, CorruptRecord, Unknown
 KafkaAuthError         no                                      SaslAuthenticationFailed, *Authorization*
 ConfigurationError     no                                      KafkaConfiguration, UnsupportedVersion
 DataLossError          no                                      UnknownTopicOrPartition, LogTruncation
@@ -38,6 +38,7 @@ from ..errors import (
     DataLossError,
     DStreamExactlyOnceError,
     KafkaAuthError,
+    KafkaRejectedError,
     KafkaUnavailableError,
     OffsetRangeError,
 )
@@ -50,19 +51,22 @@ class Rule(NamedTuple):
     """Where one kafka-python error class goes."""
 
     error: Type[DStreamExactlyOnceError]
-    #: the ``retriable`` flag of the translated error
-    retriable: bool
     #: a connection failure: under SASL PLAIN, ask the broker whether it refuses the credentials
     connection: bool = False
 
+    @property
+    def retriable(self) -> bool:
+        """The ``retriable`` flag of the translated error: its class's."""
+        return self.error.retriable
 
-_UNREACHABLE = Rule(KafkaUnavailableError, True, connection=True)
-_RETRY = Rule(KafkaUnavailableError, True)
-_BROKER = Rule(KafkaUnavailableError, False)
-_AUTH = Rule(KafkaAuthError, False)
-_CONFIG = Rule(ConfigurationError, False)
-_LOST = Rule(DataLossError, False)
-_RANGE = Rule(OffsetRangeError, False)
+
+_UNREACHABLE = Rule(KafkaUnavailableError, connection=True)
+_RETRY = Rule(KafkaUnavailableError)
+_BROKER = Rule(KafkaRejectedError)
+_AUTH = Rule(KafkaAuthError)
+_CONFIG = Rule(ConfigurationError)
+_LOST = Rule(DataLossError)
+_RANGE = Rule(OffsetRangeError)
 
 _GROUPS: Tuple[Tuple[Rule, Tuple[str, ...]], ...] = (
     (_UNREACHABLE, ("KafkaConnectionError", "KafkaTimeoutError")),
@@ -178,8 +182,6 @@ def translate_kafka_error(exc: BaseException, bootstrap: str, what: str,
         err = OffsetRangeError(f"offset out of range at Kafka {bootstrap} while {what}: {name}: {exc}")
     else:
         err = rule.error(f"Kafka at {bootstrap} failed while {what}: {name}: {exc}")
-    if err.retriable != rule.retriable:
-        err.retriable = rule.retriable
     return err
 
 

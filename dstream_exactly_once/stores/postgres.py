@@ -6,7 +6,7 @@ import functools
 import math
 from typing import Any, Optional, Tuple
 
-from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
+from ..errors import ConfigurationError, StoreAuthError, StoreBusyError, StoreError, StoreUnavailableError
 from ..redaction import redact_exception_chain
 from ._sql_statements import Cursor
 from .batch import Writes
@@ -154,7 +154,6 @@ class PostgresStore(SQLStore):
         if isinstance(exc, psycopg.OperationalError) and (
                 not state or state.startswith("08") or state in _UNAVAILABLE_STATES):
             return StoreUnavailableError(f"PostgreSQL at {self._address} is unavailable: {text}")
-        err = StoreError(f"PostgreSQL at {self._address}: {text}")
         if state in ("40001", "40P01", "55P03"):  # serialization failure, deadlock, lock not available
-            err.retriable = True
-        return err
+            return StoreBusyError(f"PostgreSQL at {self._address}: {text}")
+        return StoreError(f"PostgreSQL at {self._address}: {text}")
