@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlsplit
 
 from ..errors import ConfigurationError
@@ -21,7 +21,7 @@ from ..redaction import redact, register_secret
 
 __all__ = [
     "SECRET_OPTIONS", "StoreURL", "check_options", "check_server_url", "float_option", "parse_qsl_dict",
-    "parse_url", "redact_url", "url_scheme", "with_options",
+    "parse_url", "redact_url", "unknown_options_error", "url_scheme", "with_options",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -217,5 +217,11 @@ def check_options(url: str, options: Mapping[str, str], allowed: Tuple[str, ...]
     """Reject query options a backend does not understand, naming them and the allowed ones."""
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ConfigurationError(f"unknown store option(s) {', '.join(unknown)} in {redact_url(url)!r}; "
-                                 f"supported: {', '.join(allowed) or 'none'}")
+        raise unknown_options_error(unknown, allowed, f"in {redact_url(url)!r}")
+
+
+def unknown_options_error(unknown: Sequence[str], allowed: Sequence[str], where: str) -> ConfigurationError:
+    """The one message for store options a backend does not know: each of them, where they were
+    given, and every supported option."""
+    return ConfigurationError(f"unknown store option(s) {', '.join(unknown)} {where}; "
+                              f"supported: {', '.join(allowed) or 'none'}")

@@ -100,3 +100,17 @@ def test_read_options_from_conf():
 def test_is_int_and_is_number_refuse_bools():
     assert is_int(3) and not is_int(True) and not is_int(3.0)
     assert is_number(3) and is_number(2.5) and not is_number(False) and not is_number("3")
+
+
+def test_unknown_store_options_have_one_message(tmp_path):
+    from dstream_exactly_once.stores import open_store
+
+    messages = []
+    for url, options in ((f"sqlite:///{tmp_path}/x.db", {"bogus": 1}), (f"sqlite:///{tmp_path}/x.db?bogus=1", {})):
+        with pytest.raises(ConfigurationError) as info:
+            open_store(url, "app", **options)
+        messages.append(str(info.value))
+    assert messages[0] == "unknown store option(s) bogus for sqlite:// stores; supported: timeout"
+    assert messages[1].startswith("unknown store option(s) bogus in 'sqlite:///") and messages[1].endswith(
+        "; supported: timeout")
+    assert not list(tmp_path.iterdir())
