@@ -113,7 +113,7 @@ class SQLitePlain(PlainWriter):
         self.conn.execute(f"DELETE FROM {PLAIN_TABLE}")
 
     def write(self, counts: Dict[str, int]) -> None:
-        from dstream_exactly_once.stores._commit_rules import counters_json
+        from dstream_exactly_once.stores._value_codec import counters_json
 
         self.conn.execute("BEGIN IMMEDIATE")
         self.conn.execute(self.sql, (self.app, PLAIN_NS, counters_json(counts)))
@@ -139,7 +139,7 @@ class PostgresPlain(PlainWriter):
         self.conn.execute(f"TRUNCATE {PLAIN_TABLE}")  # type: ignore[arg-type]
 
     def write(self, counts: Dict[str, int]) -> None:
-        from dstream_exactly_once.stores._commit_rules import counters_json
+        from dstream_exactly_once.stores._value_codec import counters_json
 
         with self.conn.transaction():
             self.conn.execute(self.sql, (self.app, PLAIN_NS, counters_json(counts)))  # type: ignore[arg-type]

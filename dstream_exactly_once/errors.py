@@ -7,11 +7,14 @@
     │   └── UnknownKafkaParamError           kafkaParams keys we do not understand
     ├── OffsetRangeError(ValueError)         fromOffset > untilOffset, negative, beyond the log end
     ├── DataLossError                        data gone before it was read (failOnDataLoss, fail.on.data.loss)
-    ├── KafkaUnavailableError                broker unreachable (retriable)
-    │   └── KafkaAuthError                   the broker refused the credentials (not retriable)
+    ├── KafkaUnavailableError                broker unreachable or busy for now (retriable)
+    │   ├── KafkaAuthError                   the broker refused the credentials (not retriable)
+    │   └── KafkaClosedError                 a Kafka client used after close() (not retriable)
+    ├── KafkaRejectedError                   the broker said no for good (not retriable)
     ├── DecodeError(ValueError)              a record a decoder could not decode (names t/p/offset)
     ├── StoreError                           transactional store failures
     │   ├── StoreUnavailableError            server unreachable (retriable)
+    │   ├── StoreBusyError                   lost to a concurrent transaction (retriable)
     │   ├── StoreAuthError                   wrong password
     │   ├── StoreVersionError                store written by a newer version of this library
     │   ├── OffsetConflictError              compare-and-set on offsets failed (names partition)
@@ -23,7 +26,8 @@
     │   └── LoadRejectedError                Doris refused a load or 2PC call for good (not retriable)
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
 
-Backend exceptions are translated at one boundary per backend with ``raise ... from exc``:
+``retriable`` is a property of the class, never set on an instance: the class says what a retry
+can do. Backend exceptions are translated at one boundary per backend with ``raise ... from exc``:
 kafka-python in ``kafka.errors_map.translate_kafka_error`` (a table; ``tests/unit/test_errors_map.py``),
 redis-py / psycopg / sqlite3 in each store module (``tests/integration/test_store_errors.py`` checks
 none is left unmapped).
@@ -40,6 +44,8 @@ __all__ = [
     "DriverLiveError",
     "FencedError",
     "KafkaAuthError",
+    "KafkaClosedError",
+    "KafkaRejectedError",
     "KafkaUnavailableError",
     "LoadRejectedError",
     "OffsetConflictError",
@@ -48,6 +54,7 @@ __all__ = [
     "ServiceError",
     "SinkError",
     "StoreAuthError",
+    "StoreBusyError",
     "StoreError",
     "StoreUnavailableError",
     "StoreVersionError",
@@ -94,6 +101,20 @@ class KafkaAuthError(KafkaUnavailableError):
     retriable = False
 
 
+class KafkaClosedError(KafkaUnavailableError):
+    """A Kafka client of this library was used after it was closed (its streaming context was
+    stopped); it does not connect again, so a retry cannot help."""
+
+    retriable = False
+
+
+class KafkaRejectedError(DStreamExactlyOnceError):
+    """The broker answered with an error a retry cannot fix: corrupt data, a protocol or state error
+    (group, transaction, controller), a fenced producer, an unknown error code."""
+
+    retriable = False
+
+
 class DecodeError(DStreamExactlyOnceError, ValueError):
     """A key/value decoder failed on a record; the message names topic, partition and offset."""
 
@@ -104,6 +125,13 @@ class StoreError(DStreamExactlyOnceError):
 
 class StoreUnavailableError(StoreError):
     """The store's server could not be reached within the timeout."""
+
+    retriable = True
+
+
+class StoreBusyError(StoreError):
+    """The transaction lost to a concurrent one (serialization failure, deadlock, lock not
+    available) and was rolled back; the same call may succeed now."""
 
     retriable = True
 

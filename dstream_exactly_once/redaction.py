@@ -1,8 +1,13 @@
 """Keep secrets out of every log line: a process-wide set of secret strings, redacted at the source.
 
-Configuration parsers call :func:`register_secret` for each password they see (kafkaParams'
-``sasl.password`` / ``sasl.jaas.config`` / ``ssl.key.password``, store URL passwords, Doris
-passwords). From the first registration on, every :class:`logging.LogRecord` created in this
+This is the library's one scrubber. Configuration parsers call :func:`register_secret` for each
+password they see: kafkaParams' ``sasl.password`` / ``sasl.jaas.config`` / ``ssl.key.password``
+(:mod:`~dstream_exactly_once.kafka.params`), store URL passwords (userinfo and ``password=`` query
+items, :func:`~dstream_exactly_once.stores.url.parse_url`) and Doris passwords with their HTTP Basic
+token (:class:`~dstream_exactly_once.sinks.doris.DorisStreamLoadClient`). Error messages built from a
+backend's text go through :func:`redact` (and :func:`redact_exception_chain` for the chained cause).
+
+From the first registration on, every :class:`logging.LogRecord` created in this
 process — by this library, by kafka-python (which logs its whole configuration and the SASL PLAIN
 token at DEBUG), by any library — is scrubbed when it is created, before any filter, handler or
 formatter sees it. That is done by a log-record factory wrapped around the current one, so it
@@ -33,7 +38,7 @@ import traceback
 from typing import Any, Callable, FrozenSet, Optional, Set, Union
 from urllib.parse import quote, quote_plus
 
-__all__ = ["MASK", "SecretFilter", "redact", "register_secret", "registered_secrets"]
+__all__ = ["MASK", "SecretFilter", "redact", "redact_exception_chain", "register_secret", "registered_secrets"]
 
 #: what a secret is replaced with
 MASK = "***"
@@ -100,6 +105,19 @@ def redact(text: str) -> str:
     """``text`` with every registered secret replaced by :data:`MASK`."""
     pattern = _pattern
     return text if pattern is None else pattern.sub(MASK, text)
+
+
+def redact_exception_chain(exc: BaseException) -> None:
+    """Redact the string arguments of ``exc`` and of its ``__cause__``/``__context__`` chain in place:
+    a translated error keeps the backend's exception as its cause, whose message may echo a
+    connection string."""
+    seen: Set[int] = set()
+    node: Optional[BaseException] = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        if any(isinstance(a, str) and _has_secret(a) for a in node.args):
+            node.args = tuple(redact(a) if isinstance(a, str) else a for a in node.args)
+        node = node.__cause__ or node.__context__
 
 
 def _has_secret(text: str) -> bool:

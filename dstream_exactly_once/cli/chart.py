@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
+from .._checks import is_number
 from ..errors import CliError
 from .exit_codes import EXIT_OK
 
@@ -27,7 +28,7 @@ _DURATIONS = (("latestOffset", "planning"), ("walCommit", "offset log"), ("addBa
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return is_number(value) and math.isfinite(value)
 
 
 def _record(doc: Any) -> Optional[Dict[str, Any]]:

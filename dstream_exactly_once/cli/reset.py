@@ -173,7 +173,7 @@ def _file_documents(rows: Mapping[str, Dict[str, Any]], plan: List[Dict[str, Any
 def _check_writable(targets: Dict[str, int], docs: Dict[str, Dict[str, Any]]) -> None:
     """The store's own argument checks of :meth:`reset_positions`, run before the epoch is taken."""
     from ..errors import ConfigurationError
-    from ..stores._commit_rules import check_documents_arg, check_positions_arg
+    from ..stores._commit_args import check_documents_arg, check_positions_arg
 
     try:
         check_documents_arg(docs, check_positions_arg(targets))

@@ -29,6 +29,7 @@ from collections import OrderedDict, deque
 from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
+from .._checks import is_int
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores._commit_rules import check_epoch
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
@@ -51,7 +52,7 @@ T = TypeVar("T")
 
 
 def check_retain_batches(retain_batches: object) -> int:
-    if isinstance(retain_batches, bool) or not isinstance(retain_batches, int) or retain_batches < 1:
+    if not is_int(retain_batches) or retain_batches < 1:
         raise ConfigurationError(f"retain_batches must be an int >= 1, got {retain_batches!r} (how many committed "
                                  f"batches the offset and commit logs keep)")
     return retain_batches

@@ -16,6 +16,7 @@ import socket
 import time as _time
 from typing import Any, Callable, Dict, Mapping, Optional
 
+from .._checks import is_number
 from ..errors import DStreamExactlyOnceError
 
 log = logging.getLogger(__name__)
@@ -28,14 +29,14 @@ MIN_LIVE_WINDOW_S = 60.0
 def live_window(doc: Mapping[str, Any]) -> float:
     """Seconds a heartbeat stays fresh: three of its batch intervals, at least 60 s."""
     interval = doc.get("interval_s")
-    interval = float(interval) if isinstance(interval, (int, float)) and not isinstance(interval, bool) else 0.0
+    interval = float(interval) if is_number(interval) else 0.0
     return max(3 * interval, MIN_LIVE_WINDOW_S)
 
 
 def heartbeat_age(doc: Mapping[str, Any], now: Optional[float] = None) -> Optional[float]:
     """Seconds since the heartbeat was written (``None`` if it has no time)."""
     t = doc.get("time")
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
+    if not is_number(t):
         return None
     return (now if now is not None else _time.time()) - float(t)
 

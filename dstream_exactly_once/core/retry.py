@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from .._checks import is_int, is_number
 from ..errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,15 @@ class RetryPolicy:
     max_delay: float = 5.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+        if not is_int(self.max_attempts) or self.max_attempts < 1:
             raise ConfigurationError(f"RetryPolicy max_attempts must be an int >= 1, got {self.max_attempts!r}")
         for name in ("max_seconds", "base_delay", "max_delay"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            if not is_number(value) or not value >= 0:
                 raise ConfigurationError(f"RetryPolicy {name} must be a number of seconds >= 0, got {value!r}")
+
+    def _budget(self) -> str:
+        return "an unlimited" if self.max_seconds == float("inf") else f"{self.max_seconds:.0f} s"
 
     def delay(self, retry: int) -> float:
         """The pause before retry number ``retry`` (0-based), jittered."""
@@ -82,8 +86,8 @@ class RetryPolicy:
                                   what, attempt, elapsed, exc)
                     raise
                 pause = min(self.delay(attempt - 1), remaining)
-                log.warning("%s failed (attempt %d, %.1f s of %.0f s budget used), retrying in %.2f s: %s",
-                            what, attempt, elapsed, self.max_seconds, pause, exc)
+                log.warning("%s failed (attempt %d of %d, %.1f s of %s budget used), retrying in %.2f s: %s",
+                            what, attempt, self.max_attempts, elapsed, self._budget(), pause, exc)
                 sleep(pause)
 
 

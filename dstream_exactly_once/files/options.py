@@ -50,9 +50,11 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from .._checks import is_int
+from ..core.options import Option, table, unknown_option
 from ..errors import ConfigurationError
 
-__all__ = ["CONF_PREFIX", "FILE_LOSS_OPTION", "FileSourceOptions"]
+__all__ = ["CONF_PREFIX", "FILE_LOSS_OPTION", "OPTIONS", "FileSourceOptions"]
 
 #: Spark conf keys ``spark.aof.<name>`` set options for every file stream of the application.
 CONF_PREFIX = "spark.aof."
@@ -61,19 +63,30 @@ CONF_PREFIX = "spark.aof."
 FILE_LOSS_OPTION = "the file source option fail.on.data.loss=false (or Spark conf spark.aof.fail.on.data.loss=false)"
 
 _INT_MAX = 2147483647
-_CHOICES = {
-    "starting.offsets": ("earliest", "latest"),
-    "path.syntax": ("glob", "regex"),
-    "line.decoding": ("strict", "replace", "bytes"),
-    "line.overflow": ("split", "fail"),
-}
-_BOOLS = ("md5.check.enabled", "include.file.name", "include.byte.offset", "fail.on.data.loss")
-#: name -> (lowest allowed, highest allowed)
 #: the longest UTF-8 character: a record of at least this many bytes can always be cut between characters
 UTF8_MAX_CHAR = 4
-_INTS = {"bytes.max": (UTF8_MAX_CHAR + 1, _INT_MAX), "md5.sample.length": (1, 1 << 20),
-         "line.max.bytes": (UTF8_MAX_CHAR, _INT_MAX - 1)}
-_STRS = ("exclude", "exclude.regex")
+_CUT_NOTE = f" (a smaller value would cut inside a UTF-8 character of up to {UTF8_MAX_CHAR} bytes)"
+
+#: every option of the file source (the module docstring is their reference)
+OPTIONS = table(
+    Option("starting.offsets", "enum", "earliest", "where files present at the first start are read from",
+           allowed=("earliest", "latest")),
+    Option("bytes.max", "int", _INT_MAX, "most bytes read from one file in one batch",
+           low=UTF8_MAX_CHAR + 1, high=_INT_MAX, low_note=_CUT_NOTE),
+    Option("md5.check.enabled", "bool", True, "identify files by a content fingerprint"),
+    Option("md5.sample.length", "int", 1024, "bytes the fingerprint covers", low=1, high=1 << 20),
+    Option("path.syntax", "enum", "glob", "how the path is matched", allowed=("glob", "regex")),
+    Option("exclude", "str", (), "comma-separated globs of ignored files"),
+    Option("exclude.regex", "str", None, "a regular expression of ignored paths"),
+    Option("line.decoding", "enum", "strict", "how lines are decoded", allowed=("strict", "replace", "bytes")),
+    Option("line.max.bytes", "int", 1 << 20, "longest record in bytes", low=UTF8_MAX_CHAR, high=_INT_MAX - 1,
+           low_note=_CUT_NOTE),
+    Option("line.overflow", "enum", "split", "what a longer line does", allowed=("split", "fail")),
+    Option("include.file.name", "bool", False, "records carry the file's path"),
+    Option("include.byte.offset", "bool", False, "records carry the byte offset of their first byte"),
+    Option("fail.on.data.loss", "bool", False, "whether lost bytes stop the stream"),
+)
+_CHECKED = [o for o in OPTIONS.values() if o.kind != "str"]
 
 
 @dataclass(frozen=True)
@@ -95,13 +108,8 @@ class FileSourceOptions:
     fail_on_data_loss: bool = False
 
     def __post_init__(self) -> None:
-        for name, allowed in _CHOICES.items():
-            _choice(name, getattr(self, _attr(name)), allowed)
-        for name in _BOOLS:
-            if not isinstance(getattr(self, _attr(name)), bool):
-                raise ConfigurationError(f"option {name!r} must be true or false, got {getattr(self, _attr(name))!r}")
-        for name, (low, high) in _INTS.items():
-            _int(name, getattr(self, _attr(name)), low, high)
+        for option in _CHECKED:
+            option.check(getattr(self, _attr(option.key)))
         if self.line_max_bytes >= self.bytes_max:
             raise ConfigurationError(
                 f"option 'line.max.bytes' ({self.line_max_bytes!r}) must be less than 'bytes.max' "
@@ -133,13 +141,12 @@ class FileSourceOptions:
                 name = key[len(CONF_PREFIX):] if key.startswith(CONF_PREFIX) else key
                 if prefixed_only and not key.startswith(CONF_PREFIX):
                     continue
-                if name not in _KNOWN:
-                    raise ConfigurationError(f"unknown file source option {key!r} in {source}; "
-                                             f"known options: {sorted(_KNOWN)}")
+                if name not in OPTIONS:
+                    raise unknown_option(key, OPTIONS, "file source option", source)
                 raw[name] = value
         parsed = {_attr(name): _parse(name, value) for name, value in raw.items()}
         bytes_max = parsed.get("bytes_max")
-        if "line_max_bytes" not in parsed and isinstance(bytes_max, int) and not isinstance(bytes_max, bool):
+        if "line_max_bytes" not in parsed and is_int(bytes_max):
             # follows a small bytes.max
             parsed["line_max_bytes"] = max(UTF8_MAX_CHAR, min(cls.line_max_bytes, bytes_max - 1))
         return cls(**parsed)
@@ -157,26 +164,6 @@ def _attr(name: str) -> str:
     return name.replace(".", "_")
 
 
-_KNOWN = frozenset(f.name.replace("_", ".") for f in fields(FileSourceOptions))
-
-
-def _choice(name: str, value: Any, allowed: Tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise ConfigurationError(f"option {name!r} must be one of {list(allowed)}, got {value!r}")
-    return value
-
-
-def _int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        why = _WHY_LOW.get(name, "") if isinstance(value, int) and not isinstance(value, bool) and value < low else ""
-        raise ConfigurationError(f"option {name!r} must be an integer in [{low}, {high}], got {value!r}{why}")
-    return value
-
-
-_WHY_LOW = {name: f" (a smaller value would cut inside a UTF-8 character of up to {UTF8_MAX_CHAR} bytes)"
-            for name in ("bytes.max", "line.max.bytes")}
-
-
 def _regex(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigurationError(f"option {name!r} must be a non-empty regular expression, got {value!r}")
@@ -189,24 +176,12 @@ def _regex(name: str, value: Any) -> str:
 
 def _parse(name: str, value: Any) -> Any:
     """``value`` (a Python value or a conf string) as the type option ``name`` holds."""
-    if name in _BOOLS:
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"option {name!r} must be true or false, got {value!r}")
-        return value
-    if name in _INTS:
-        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            return int(value)
-        return value  # validated (and refused if not an int) by FileSourceOptions
-    if name in _CHOICES:
-        return value.strip().lower() if isinstance(value, str) else value
     if name == "exclude":
         if isinstance(value, str):
             return tuple(g.strip() for g in value.split(",") if g.strip())
         if isinstance(value, (list, tuple)):
             return tuple(value)
         raise ConfigurationError(f"option 'exclude' must be comma-separated globs, got {value!r}")
-    if name in _STRS:
+    if name == "exclude.regex":
         return value if value != "" else None
-    return value
+    return OPTIONS[name].parse(value)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Dict, Optional, Tuple
 
+from .._checks import is_int
 from ..core.ranges import Position, SourceRange, register_range_kind
 from ..errors import OffsetRangeError
 
@@ -26,7 +27,7 @@ META_VERSION = 1
 
 
 def _int(name: str, v: object, low: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+    if not is_int(v) or v < low:
         raise OffsetRangeError(f"FileRange {name} must be an int >= {low}, got {v!r}")
     return v
 

@@ -19,6 +19,7 @@ from ..errors import (
     DataLossError,
     DStreamExactlyOnceError,
     KafkaAuthError,
+    KafkaRejectedError,
     KafkaUnavailableError,
     OffsetRangeError,
 )
@@ -173,7 +174,8 @@ def _error_text(exc: BaseException) -> str:
     return redact(" ".join(str(text).split()))
 
 
-# librdkafka error names (KafkaError.name()) -> our class; others: KafkaUnavailableError
+# librdkafka error names (KafkaError.name()) -> our class; others: KafkaUnavailableError when librdkafka
+# calls them retriable, else KafkaRejectedError
 _AUTH_CODES = frozenset({"_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "TOPIC_AUTHORIZATION_FAILED",
                          "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED", "_SSL"})
 _LOST_CODES = frozenset({"UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "_UNKNOWN_PARTITION", "UNKNOWN_TOPIC_ID"})
@@ -207,10 +209,10 @@ def translate_confluent_error(err: Any, bootstrap: str, what: str) -> DStreamExa
         out = ConfigurationError(f"Kafka at {bootstrap} refused the configuration or request while {what}: {detail}")
     elif name in _UNREACHABLE_CODES:
         out = KafkaUnavailableError(f"cannot reach Kafka at {bootstrap} while {what}: {detail}")
-        out.retriable = True
-    else:
+    elif bool(err.retriable()) and not bool(err.fatal()):
         out = KafkaUnavailableError(f"Kafka at {bootstrap} failed while {what}: {detail}")
-        out.retriable = bool(err.retriable()) and not bool(err.fatal())
+    else:
+        out = KafkaRejectedError(f"Kafka at {bootstrap} failed while {what}: {detail}")
     return out
 
 

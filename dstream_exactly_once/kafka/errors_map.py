@@ -16,7 +16,7 @@ our class              retriable                               kafka-python clas
 =====================  ======================================  ==================================
 KafkaUnavailableError  yes (connection: SASL probe, see below)  KafkaConnectionError, KafkaTimeoutError
 KafkaUnavailableError  yes                                     every RetriableError, BrokerNotAvailable
-KafkaUnavailableError  no (the broker said no for good)        ProducerFenced, CorruptRecord, Unknown
+KafkaRejectedError     no (the broker said no for good)        ProducerFenced, CorruptRecord, Unknown
 KafkaAuthError         no                                      SaslAuthenticationFailed, *Authorization*
 ConfigurationError     no                                      KafkaConfiguration, UnsupportedVersion
 DataLossError          no                                      UnknownTopicOrPartition, LogTruncation
@@ -26,22 +26,24 @@ OffsetRangeError       no                                      OffsetOutOfRange,
 kafka-python does not reliably report refused SASL credentials: the broker closes the socket
 right after its error response, and the client usually sees only a disconnect and retries until
 its bootstrap timeout. So when a connection fails and the config uses SASL PLAIN, the broker is
-asked once more directly (:func:`_sasl_plain_refused`) whether it refuses these credentials.
+asked once more directly (:func:`~.sasl_probe.sasl_plain_refused`) whether it refuses these credentials.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple, Type
+from typing import Dict, NamedTuple, Optional, Tuple, Type
 
 from ..errors import (
     ConfigurationError,
     DataLossError,
     DStreamExactlyOnceError,
     KafkaAuthError,
+    KafkaRejectedError,
     KafkaUnavailableError,
     OffsetRangeError,
 )
 from .params import KafkaConfig
+from .sasl_probe import sasl_plain_refused
 
 __all__ = ["BASE_RULES", "TABLE", "Rule", "rule_for", "translate_kafka_error"]
 
@@ -50,19 +52,22 @@ class Rule(NamedTuple):
     """Where one kafka-python error class goes."""
 
     error: Type[DStreamExactlyOnceError]
-    #: the ``retriable`` flag of the translated error
-    retriable: bool
     #: a connection failure: under SASL PLAIN, ask the broker whether it refuses the credentials
     connection: bool = False
 
+    @property
+    def retriable(self) -> bool:
+        """The ``retriable`` flag of the translated error: its class's."""
+        return self.error.retriable
 
-_UNREACHABLE = Rule(KafkaUnavailableError, True, connection=True)
-_RETRY = Rule(KafkaUnavailableError, True)
-_BROKER = Rule(KafkaUnavailableError, False)
-_AUTH = Rule(KafkaAuthError, False)
-_CONFIG = Rule(ConfigurationError, False)
-_LOST = Rule(DataLossError, False)
-_RANGE = Rule(OffsetRangeError, False)
+
+_UNREACHABLE = Rule(KafkaUnavailableError, connection=True)
+_RETRY = Rule(KafkaUnavailableError)
+_BROKER = Rule(KafkaRejectedError)
+_AUTH = Rule(KafkaAuthError)
+_CONFIG = Rule(ConfigurationError)
+_LOST = Rule(DataLossError)
+_RANGE = Rule(OffsetRangeError)
 
 _GROUPS: Tuple[Tuple[Rule, Tuple[str, ...]], ...] = (
     (_UNREACHABLE, ("KafkaConnectionError", "KafkaTimeoutError")),
@@ -158,7 +163,7 @@ def translate_kafka_error(exc: BaseException, bootstrap: str, what: str,
         else:
             return KafkaUnavailableError(f"Kafka at {bootstrap}: unexpected {name} while {what}: {exc}")
     if rule.connection:
-        refused = _sasl_plain_refused(config) if config is not None else None
+        refused = sasl_plain_refused(config) if config is not None else None
         if refused is not None:
             return KafkaAuthError(f"Kafka at {bootstrap} refused the credentials while {what}: {refused}")
         err: DStreamExactlyOnceError = KafkaUnavailableError(
@@ -178,63 +183,4 @@ def translate_kafka_error(exc: BaseException, bootstrap: str, what: str,
         err = OffsetRangeError(f"offset out of range at Kafka {bootstrap} while {what}: {name}: {exc}")
     else:
         err = rule.error(f"Kafka at {bootstrap} failed while {what}: {name}: {exc}")
-    if err.retriable != rule.retriable:
-        err.retriable = rule.retriable
     return err
-
-
-def _sasl_plain_refused(config: KafkaConfig, timeout_s: Optional[float] = None) -> Optional[str]:
-    """Ask the bootstrap brokers whether they refuse ``config``'s SASL PLAIN credentials.
-
-    One SaslHandshake + SaslAuthenticate exchange per broker on a plain socket (SASL_PLAINTEXT
-    only). Returns the broker's refusal message (it never contains the password), or ``None`` when
-    the answer is not a refusal (accepted, unreachable, other protocol or mechanism).
-    """
-    client = config.client
-    if client.get("security_protocol") != "SASL_PLAINTEXT" or client.get("sasl_mechanism") != "PLAIN":
-        return None
-    config.register_secrets()  # kafka-python logs the token it sends at DEBUG
-    if timeout_s is None:  # request.timeout.ms bounds the probe too, at most 5 s
-        timeout_s = min(5.0, int(client.get("request_timeout_ms", 5000)) / 1000)
-    user = str(client.get("sasl_plain_username") or "")
-    token = "\0".join([user, user, str(client.get("sasl_plain_password") or "")]).encode("utf-8")
-    for server in client.get("bootstrap_servers", ()):
-        host, _, port = server.rpartition(":")
-        try:
-            refused = _sasl_plain_exchange(host.strip("[]"), int(port), token, timeout_s)
-        except Exception:  # noqa: BLE001 - only a diagnosis; the caller reports the original error
-            continue
-        return None if refused is None else f"{refused} (SASL PLAIN user {user!r})"
-    return None
-
-
-def _sasl_plain_exchange(host: str, port: int, token: bytes, timeout_s: float) -> Optional[str]:
-    import socket
-    import time
-
-    import kafka.errors as ke
-    from kafka.protocol.parser import KafkaProtocol
-    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-
-    deadline = time.monotonic() + timeout_s
-    proto = KafkaProtocol(client_id="dstream-exactly-once-auth-probe")
-    with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        def call(request: Any) -> Any:
-            proto.send_request(request)
-            sock.sendall(proto.send_bytes())
-            while True:
-                sock.settimeout(max(0.01, deadline - time.monotonic()))
-                data = sock.recv(65536)
-                if not data:
-                    raise ConnectionError("closed by the broker")
-                responses = proto.receive_bytes(data)
-                if responses:
-                    return responses[0][1]
-
-        handshake = call(SaslHandshakeRequest(mechanism="PLAIN", version=1))
-        if handshake.error_code:
-            return f"SASL mechanism PLAIN is not enabled (the broker offers {list(handshake.mechanisms)})"
-        answer = call(SaslAuthenticateRequest(auth_bytes=token, version=1))
-        if answer.error_code:
-            return f"{ke.for_code(answer.error_code).__name__}: {answer.error_message}"
-        return None

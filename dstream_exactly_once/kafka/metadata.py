@@ -13,7 +13,7 @@ import re
 from typing import Any, Dict, Iterable, List, Optional, Protocol, Set, Tuple
 
 from .._checks import is_int
-from ..errors import ConfigurationError, DStreamExactlyOnceError, KafkaUnavailableError
+from ..errors import ConfigurationError, DStreamExactlyOnceError, KafkaClosedError
 from .errors_map import translate_kafka_error
 from .offsets import TopicAndPartition
 from .params import KafkaConfig
@@ -97,10 +97,7 @@ class KafkaMetadata:
 
     def _admin(self) -> Any:
         if self._closed:
-            err = KafkaUnavailableError(
-                f"{self!r} is closed (its streaming context was stopped); it does not connect again")
-            err.retriable = False  # retrying cannot help: a closed client stays closed
-            raise err
+            raise KafkaClosedError(f"{self!r} is closed (its streaming context was stopped); it does not connect again")
         if self._client is None:
             from kafka.admin import KafkaAdminClient
 
@@ -131,7 +128,7 @@ class KafkaMetadata:
         """Close the admin client and its connections for good; later calls do nothing.
 
         Never raises (a failure to close is logged). After it, every look-up raises
-        :class:`KafkaUnavailableError` instead of connecting again.
+        :class:`~dstream_exactly_once.errors.KafkaClosedError` (not retriable) instead of connecting again.
         """
         self._closed = True
         self._forget_leaders()

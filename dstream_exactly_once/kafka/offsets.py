@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, run
 
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, register_range_kind
-from ..errors import OffsetRangeError
+from ..errors import DecodeError, OffsetRangeError
 
 __all__ = [
     "Broker",
@@ -30,10 +30,16 @@ Decoder = Callable[[Optional[bytes]], Any]
 
 
 def utf8_decoder(s: Optional[bytes]) -> Optional[str]:
-    """Decode UTF-8 bytes to ``str``; ``None`` (a null key or tombstone) stays ``None``."""
+    """Decode UTF-8 bytes to ``str``; ``None`` (a null key or tombstone) stays ``None``.
+
+    Bytes that are not UTF-8 raise :class:`~dstream_exactly_once.errors.DecodeError` (a
+    ``ValueError``) naming the bad byte, chained to the ``UnicodeDecodeError``."""
     if s is None:
         return None
-    return s.decode("utf-8")
+    try:
+        return s.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not UTF-8: {exc}") from exc
 
 
 def to_bytes(value: Any, *, stringify: bool = False) -> Optional[bytes]:

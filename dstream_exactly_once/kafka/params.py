@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional
 
+from ..core.options import parse_bool, parse_int
 from ..errors import ConfigurationError, UnknownKafkaParamError
 from ..redaction import register_secret
 
@@ -27,28 +28,17 @@ _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 
 
+def _label(key: str) -> str:
+    return f"kafkaParams[{key!r}]"
+
+
 def _bool(key: str, v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, str) and v.strip().lower() in ("true", "false"):
-        return v.strip().lower() == "true"
-    raise ConfigurationError(f"kafkaParams[{key!r}] must be true or false, got {v!r}")
+    return parse_bool(_label(key), v)
 
 
 def _int(key: str, v: Any, lo: int = 0, hi: int = _INT32_MAX) -> int:
     """An int (or its decimal string) in ``[lo, hi]``; bools and floats are refused, not truncated."""
-    out: Optional[int] = None
-    if isinstance(v, int) and not isinstance(v, bool):
-        out = v
-    elif isinstance(v, str) and re.fullmatch(r"\s*[-+]?\d+\s*", v):
-        out = int(v)
-    if out is None:
-        raise ConfigurationError(f"kafkaParams[{key!r}] must be an integer, got {v!r} (allowed: {lo}..{hi})")
-    if out < lo:
-        raise ConfigurationError(f"kafkaParams[{key!r}] must be >= {lo}, got {v!r}")
-    if out > hi:
-        raise ConfigurationError(f"kafkaParams[{key!r}] must be <= {hi}, got {v!r}")
-    return out
+    return parse_int(_label(key), v, lo, hi)
 
 
 def _int_range(lo: int, hi: int = _INT32_MAX) -> Callable[[str, Any], int]:

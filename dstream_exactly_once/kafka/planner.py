@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Set
 
 from .._checks import is_int
+from ..core.options import Option
 from ..errors import ConfigurationError, DataLossError, OffsetRangeError
 from .metadata import MetadataSource
 from .offsets import OffsetRange, TopicAndPartition
@@ -22,6 +23,14 @@ from .strategies import ConsumerStrategy
 log = logging.getLogger(__name__)
 
 __all__ = ["DirectPlanner", "RateLimit", "clamp_ranges"]
+
+
+#: the rate limits' Spark conf keys
+RATE_OPTIONS = (
+    Option("spark.streaming.kafka.maxRatePerPartition", "int", 0,
+           "records per second per partition (0: no limit)", low=0),
+    Option("spark.streaming.kafka.minRatePerPartition", "int", 1, "the per-batch floor per partition", low=0),
+)
 
 
 @dataclass(frozen=True)
@@ -40,15 +49,7 @@ class RateLimit:
 
     @classmethod
     def from_spark_conf(cls, conf: Any) -> RateLimit:
-        def get(key: str, default: str) -> int:
-            raw = conf.get(key, default) if conf is not None else default
-            try:
-                return int(raw)
-            except (TypeError, ValueError):
-                raise ConfigurationError(f"SparkConf {key} must be an integer, got {raw!r}") from None
-
-        return cls(get("spark.streaming.kafka.maxRatePerPartition", "0"),
-                   get("spark.streaming.kafka.minRatePerPartition", "1"))
+        return cls(*(option.read(conf) for option in RATE_OPTIONS))
 
     def max_messages(self, batch_seconds: float) -> Optional[int]:
         if self.max_rate_per_partition <= 0:

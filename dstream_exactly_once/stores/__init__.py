@@ -19,7 +19,7 @@ from .redis import _OPTIONS as _REDIS_OPTIONS
 from .redis import RedisStore
 from .sqlite import _OPTIONS as _SQLITE_OPTIONS
 from .sqlite import SQLiteStore
-from .url import SECRET_OPTIONS, check_server_url, redact_url, url_scheme, with_options
+from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
 
 __all__ = [
     "APP_ID_PATTERN",
@@ -92,8 +92,7 @@ def _check_options(scheme: str, allowed: Tuple[str, ...], options: Mapping[str, 
     """Refuse an option ``scheme`` stores do not know, or whose value is not a str or a number."""
     unknown = sorted(set(options) - set(allowed)) if allowed else []
     if unknown:
-        raise ConfigurationError(f"unknown store option(s) {', '.join(unknown)} for {scheme}:// stores; "
-                                 f"supported: {', '.join(allowed)}")
+        raise unknown_options_error(unknown, allowed, f"for {scheme}:// stores")
     for name, value in options.items():
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             shown = "***" if name.lower() in SECRET_OPTIONS else repr(value)

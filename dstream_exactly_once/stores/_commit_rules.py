@@ -1,5 +1,7 @@
-"""The rules every store applies to a commit, whatever the backend: argument checks, which ranges a
-commit covers, the position compare-and-set, the messages, and value encoding.
+"""The decision every store takes on a commit, whatever the backend: which ranges a commit covers,
+the epoch check and the position compare-and-set, with their messages.
+
+Argument checks are :mod:`._commit_args`'s; how values are encoded is :mod:`._value_codec`'s.
 
 Every backend runs the same decisions (``check_epoch``, ``decide``) inside its own transaction;
 Redis mirrors them in Lua, so the messages built here are shared by all three. Nothing here knows a
@@ -12,70 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from .._checks import is_int
 from ..core.ranges import Position, SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
-from .writes import INT64_MAX, INT64_MIN, PlannedBatch, Writes
-
-
-def check_epoch_arg(epoch: object) -> int:
-    if not is_int(epoch) or epoch < 1:
-        raise ConfigurationError(f"epoch must be an int >= 1 taken with start_epoch(), got {epoch!r}")
-    return epoch
-
-
-def check_keep_arg(keep: object) -> int:
-    if not is_int(keep) or keep < 1:
-        raise ConfigurationError(f"keep (batches to retain in the offset and commit logs) must be an int >= 1, "
-                                 f"got {keep!r}")
-    return keep
-
-
-def check_batch_arg(batch: object) -> PlannedBatch:
-    if not isinstance(batch, PlannedBatch):
-        raise ConfigurationError(f"batch must be a PlannedBatch, got {batch!r}")
-    return batch
-
-
-def check_writes_arg(writes: object) -> Writes:
-    if not isinstance(writes, Writes):
-        raise ConfigurationError(f"writes must be a Writes, got {writes!r}")
-    return writes
-
-
-def check_positions_arg(positions: object) -> Dict[str, int]:
-    """``positions`` of :meth:`TransactionalStore.reset_positions` as a dict, checked entry by entry."""
-    if not isinstance(positions, Mapping):
-        raise ConfigurationError(f"positions must be a mapping {{position_key: next position}}, got {positions!r}")
-    out: Dict[str, int] = {}
-    for key, pos in positions.items():
-        if not isinstance(key, str) or not key:
-            raise ConfigurationError(f"position key must be a non-empty str (e.g. 'topic/0'), got {key!r}")
-        if not is_int(pos) or not 0 <= pos <= INT64_MAX:
-            raise ConfigurationError(f"position of {key!r} must be an int in 0..2**63-1, got {pos!r}")
-        out[key] = pos
-    return out
-
-
-def check_documents_arg(documents: object, positions: Mapping[str, int]) -> Dict[str, str]:
-    """``documents`` of :meth:`TransactionalStore.reset_positions` as ``{key: JSON text}``: each a
-    JSON object for a key of ``positions``."""
-    if documents is None:
-        return {}
-    if not isinstance(documents, Mapping):
-        raise ConfigurationError(f"documents must be a mapping {{position_key: dict}}, got {documents!r}")
-    out: Dict[str, str] = {}
-    for key, doc in documents.items():
-        if key not in positions:
-            raise ConfigurationError(f"document for {key!r}, which is not one of the positions being set "
-                                     f"{sorted(positions)!r}")
-        if not isinstance(doc, Mapping):
-            raise ConfigurationError(f"document of {key!r} must be a dict, got {doc!r}")
-        try:
-            out[key] = json.dumps(dict(doc), separators=(",", ":"), sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"document of {key!r} cannot be stored as JSON: {doc!r} ({exc})") from exc
-    return out
+from ._commit_args import check_batch_arg, check_epoch_arg, check_writes_arg
+from .writes import PlannedBatch, Writes
 
 
 def stored_position(app_id: str, key: Any, offset: Any, meta: Any) -> Tuple[str, Position]:
@@ -231,96 +173,3 @@ def decide(batch_id: int, ranges: Sequence[SourceRange], stored: Mapping[str, in
     if done and applied:
         raise mixed_error(batch_id, applied, done, ranges)
     return not done
-
-
-class ValueOp(NamedTuple):
-    """One keyed value write: ``op`` is ``"set"`` or ``"add"``; ``kind`` ``"i"``nt, ``"f"``loat or ``"j"``son."""
-
-    namespace: str
-    key: str
-    op: str
-    kind: str
-    value: Any  # int, float, or JSON text for kind "j"
-
-
-def _number_kind(value: Any) -> Optional[str]:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return "i" if INT64_MIN <= value <= INT64_MAX else None
-    if isinstance(value, float):
-        return "f"
-    return None
-
-
-def value_ops(writes: Writes) -> List[ValueOp]:
-    """One op per key: puts and increments of one key in one :class:`Writes` are folded (put first).
-
-    A put of an int (64-bit) or float is stored as a number, so it can be incremented later; any
-    other put is stored as JSON. Raises :class:`ConfigurationError` before anything is written.
-    """
-    ops: Dict[Tuple[str, str], ValueOp] = {}
-    for (ns, key), text in writes.puts.items():
-        value = json.loads(text)
-        kind = _number_kind(value)
-        ops[(ns, key)] = ValueOp(ns, key, "set", kind or "j", value if kind else text)
-    for (ns, key), amount in writes.increments.items():
-        kind = "f" if isinstance(amount, float) else "i"
-        if kind == "i" and not INT64_MIN <= amount <= INT64_MAX:
-            raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
-        put = ops.get((ns, key))
-        if put is None:
-            ops[(ns, key)] = ValueOp(ns, key, "add", kind, amount)
-        elif put.kind == "j":
-            raise ConfigurationError(f"cannot increment {ns}/{key}: the same writes put a non-number there")
-        else:
-            total = put.value + amount
-            total_kind = _number_kind(total)
-            if total_kind is None:
-                raise ConfigurationError(f"value of {ns}/{key} leaves the 64-bit range: {total!r}")
-            ops[(ns, key)] = ValueOp(ns, key, "set", total_kind, total)
-    return list(ops.values())
-
-
-def split_increments(writes: Writes) -> Tuple[Dict[str, Dict[str, int]], List[Tuple[str, str, float]]]:
-    """``({namespace: {key: int amount}}, [(namespace, key, float amount)])``: the increments of
-    ``writes`` without puts (counters), int and float apart, with the 64-bit check of
-    :func:`value_ops`. The SQL stores send each namespace's ints as one JSON object.
-    The dicts returned may be the ones ``writes`` holds: read them, never modify them."""
-    counters = writes.counters()
-    if counters is not None:  # ints only, every total in range: kept that way by Writes.incr
-        return counters, []
-    ints: Dict[str, Dict[str, int]] = {}
-    floats: List[Tuple[str, str, float]] = []
-    last_ns: Optional[str] = None
-    bucket: Dict[str, int] = {}
-    for (ns, key), amount in writes.increments.items():
-        if isinstance(amount, float):
-            floats.append((ns, key, amount))
-            continue
-        if not INT64_MIN <= amount <= INT64_MAX:
-            raise ConfigurationError(f"increment for {ns}/{key} is outside the 64-bit range: {amount!r}")
-        if ns != last_ns:
-            last_ns, bucket = ns, ints.setdefault(ns, {})
-        bucket[key] = amount
-    return ints, floats
-
-
-def counters_json(amounts: Mapping[str, int]) -> str:
-    """``{key: amount}`` as the JSON object the SQL stores expand with ``json_each``."""
-    return json.dumps(amounts, ensure_ascii=False, separators=(",", ":"))
-
-
-def decode_value(inum: Any, fnum: Any, doc: Optional[str]) -> Any:
-    """The user value of a stored ``(int part, float part, JSON)`` triple."""
-    if doc is not None:
-        return json.loads(doc)
-    if fnum is not None:
-        return float(inum or 0) + float(fnum)
-    if inum is not None:
-        return int(inum)
-    return None
-
-
-def rows_from_json(texts: Iterable[str]) -> List[Any]:
-    return [json.loads(t) for t in texts]

@@ -48,6 +48,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..core.ranges import Position, SourceRange, legacy_range_type
 from ..errors import ConfigurationError
+from . import _commit_args as checks
 from . import _commit_rules as rules
 from .writes import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
 
@@ -150,9 +151,9 @@ class TransactionalStore(ABC):
         ``positions`` without one has its document cleared. Every argument is checked before anything
         is written.
         """
-        epoch = rules.check_epoch_arg(epoch)
-        checked = rules.check_positions_arg(positions)
-        self._reset_positions(epoch, checked, rules.check_documents_arg(documents, checked))
+        epoch = checks.check_epoch_arg(epoch)
+        checked = checks.check_positions_arg(positions)
+        self._reset_positions(epoch, checked, checks.check_documents_arg(documents, checked))
 
     @abstractmethod
     def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
@@ -165,7 +166,7 @@ class TransactionalStore(ABC):
         Idempotent for an identical entry; an entry with the same id and other ranges/time →
         :class:`OffsetConflictError`.
         """
-        epoch, batch = rules.check_epoch_arg(epoch), rules.check_batch_arg(batch)
+        epoch, batch = checks.check_epoch_arg(epoch), checks.check_batch_arg(batch)
         rules.batch_ranges(batch)
         self._log_batch(epoch, batch)
 
@@ -197,7 +198,7 @@ class TransactionalStore(ABC):
         replays) and all results (values, batch rows, labels) stay. Epoch-checked like a commit.
         Structured Streaming's equivalent is ``spark.sql.streaming.minBatchesToRetain``.
         """
-        return self._purge_logs(rules.check_epoch_arg(epoch), rules.check_keep_arg(keep))
+        return self._purge_logs(checks.check_epoch_arg(epoch), checks.check_keep_arg(keep))
 
     @abstractmethod
     def _purge_logs(self, epoch: int, keep: int) -> int:
@@ -256,7 +257,7 @@ class TransactionalStore(ABC):
         Raises :class:`OffsetConflictError` if some range's stored position is not its ``end``;
         REPLAYED when the entry already exists.
         """
-        epoch, batch = rules.check_epoch_arg(epoch), rules.check_batch_arg(batch)
+        epoch, batch = checks.check_epoch_arg(epoch), checks.check_batch_arg(batch)
         todo, _ = rules.commit_ranges(batch, None)
         return self._mark_committed(epoch, batch, todo)
 
@@ -274,7 +275,7 @@ class TransactionalStore(ABC):
         Heartbeats touch neither positions, results nor the logs, so they never conflict with a
         commit (SQL stores keep it as a document in the reserved value namespace ``__deo__``).
         """
-        epoch = rules.check_epoch_arg(epoch)
+        epoch = checks.check_epoch_arg(epoch)
         if not isinstance(doc, Mapping):
             raise ConfigurationError(f"heartbeat document must be a mapping, got {doc!r}")
         try:

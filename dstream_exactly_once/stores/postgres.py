@@ -6,7 +6,8 @@ import functools
 import math
 from typing import Any, Optional, Tuple
 
-from ..errors import ConfigurationError, StoreAuthError, StoreError, StoreUnavailableError
+from ..errors import ConfigurationError, StoreAuthError, StoreBusyError, StoreError, StoreUnavailableError
+from ..redaction import redact_exception_chain
 from ._sql_statements import Cursor
 from .sql import SQLStore
 from .url import check_options, float_option, parse_url, redact_url
@@ -92,17 +93,6 @@ class PostgresStore(SQLStore):
     def _scrub(self, text: str) -> str:
         return self._parsed.scrub(text)
 
-    def _scrub_chain(self, exc: BaseException) -> None:
-        """Scrub the passwords from the messages of ``exc`` and its causes: the translated error keeps
-        ``exc`` as its ``__cause__``, and libpq may echo parts of the connection string."""
-        seen = set()
-        node: Optional[BaseException] = exc
-        while node is not None and id(node) not in seen:
-            seen.add(id(node))
-            if self._parsed.secrets() and any(s in str(a) for a in node.args for s in self._parsed.secrets()):
-                node.args = tuple(self._scrub(a) if isinstance(a, str) else a for a in node.args)
-            node = node.__cause__ or node.__context__
-
     tables_sql = ("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname IN "
                   "('deo_meta', 'deo_offsets', 'deo_positions') AND c.relkind IN ('r', 'p') "
                   "AND pg_catalog.pg_table_is_visible(c.oid)")
@@ -152,7 +142,7 @@ class PostgresStore(SQLStore):
 
         if not isinstance(exc, psycopg.Error):
             return None
-        self._scrub_chain(exc)
+        redact_exception_chain(exc)
         state = exc.sqlstate or ""
         text = self._scrub(str(exc).strip().replace("\n", " "))
         if state.startswith("28") or any(m in text for m in _AUTH_MARKERS) or (
@@ -164,7 +154,6 @@ class PostgresStore(SQLStore):
         if isinstance(exc, psycopg.OperationalError) and (
                 not state or state.startswith("08") or state in _UNAVAILABLE_STATES):
             return StoreUnavailableError(f"PostgreSQL at {self._address} is unavailable: {text}")
-        err = StoreError(f"PostgreSQL at {self._address}: {text}")
         if state in ("40001", "40P01", "55P03"):  # serialization failure, deadlock, lock not available
-            err.retriable = True
-        return err
+            return StoreBusyError(f"PostgreSQL at {self._address}: {text}")
+        return StoreError(f"PostgreSQL at {self._address}: {text}")

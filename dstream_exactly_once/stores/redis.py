@@ -47,7 +47,9 @@ from ..errors import (
     StoreUnavailableError,
     StoreVersionError,
 )
+from ..redaction import redact
 from . import _commit_rules as rules
+from . import _value_codec as codec
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .url import check_options, float_option, parse_url, redact_url
 
@@ -159,9 +161,7 @@ class RedisStore(TransactionalStore):
                 raise StoreError(f"Redis at {self._address}: {self._scrub(exc)}") from exc
 
     def _scrub(self, exc: BaseException) -> str:
-        text = str(exc)
-        secret = self._params.get("password")
-        return text.replace(secret, "***") if secret else text
+        return redact(str(exc))  # the URL's passwords were registered when it was parsed
 
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)
@@ -303,7 +303,7 @@ class RedisStore(TransactionalStore):
         overflow bound grows by it)."""
         groups: Dict[Tuple[str, str], Tuple[List[str], List[str]]] = {}
         if not writes.puts:  # counters: the common case, without building ValueOps
-            ints, floats = rules.split_increments(writes)
+            ints, floats = codec.split_increments(writes)
             largest: Dict[str, str] = {}
             for ns, amounts in ints.items():
                 groups[(ns, "ai")] = (list(amounts), list(map(int.__repr__, amounts.values())))
@@ -314,7 +314,7 @@ class RedisStore(TransactionalStore):
                 texts.append(float.__repr__(amount))
             return groups, largest
         magnitudes: Dict[str, int] = {}
-        for op in rules.value_ops(writes):
+        for op in codec.value_ops(writes):
             kind = ("a" if op.op == "add" else "s") + op.kind
             keys, texts = groups.setdefault((op.namespace, kind), ([], []))
             keys.append(op.key)
@@ -363,7 +363,7 @@ class RedisStore(TransactionalStore):
             return res if key is None else [{key: v[0]} if v[0] is not None else {} for v in res]
 
         ints, floats, docs = self._call(read)
-        return {k: rules.decode_value(ints.get(k), floats.get(k), docs.get(k))
+        return {k: codec.decode_value(ints.get(k), floats.get(k), docs.get(k))
                 for k in sorted(set(ints) | set(floats) | set(docs))}
 
     def get_value(self, namespace: str, key: str) -> Any:

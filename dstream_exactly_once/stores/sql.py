@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from ..core.ranges import Position, SourceRange
 from ..errors import DStreamExactlyOnceError, StoreError
 from . import _commit_rules as rules
+from . import _value_codec as codec
 from ._sql_operators import SQLOperatorMixin
 from ._sql_schema import ABSENT, ensure_layout, read_layout
 from ._sql_statements import (
@@ -415,12 +416,12 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         int increments of each namespace as one JSON object (see :attr:`json_pairs`)."""
         app = self.app_id
         if not writes.puts:
-            ints, floats = rules.split_increments(writes)
+            ints, floats = codec.split_increments(writes)
             return [], [(app, ns, key, 0, amount) for ns, key, amount in floats], self._counters(ints)
         sets: List[Tuple[Any, ...]] = []
         adds: List[Tuple[Any, ...]] = []
         by_ns: Dict[str, Dict[str, int]] = {}
-        for op in rules.value_ops(writes):
+        for op in codec.value_ops(writes):
             if op.op == "set":
                 inum, fnum, doc = ((op.value, None, None) if op.kind == "i" else
                                    (0, op.value, None) if op.kind == "f" else (None, None, op.value))
@@ -433,7 +434,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
 
     @staticmethod
     def _counters(by_ns: Dict[str, Dict[str, int]]) -> List[Counters]:
-        return [Counters(ns, amounts, rules.counters_json(amounts)) for ns, amounts in by_ns.items()]
+        return [Counters(ns, amounts, codec.counters_json(amounts)) for ns, amounts in by_ns.items()]
 
     def _write_values(self, cur: Cursor, sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]],
                       counters: List[Counters]) -> None:
@@ -464,7 +465,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             inum, fnum, doc = row
             if doc is not None:
                 bad.append(f"{ns}/{k} (it holds a non-numeric value)")
-            elif not rules.INT64_MIN <= int(inum or 0) + inc <= rules.INT64_MAX or (
+            elif not codec.INT64_MIN <= int(inum or 0) + inc <= codec.INT64_MAX or (
                     finc is not None and abs(float(fnum or 0) / 2 + finc / 2) > sys.float_info.max / 2):
                 bad.append(f"{ns}/{k} (it would leave the 64-bit range)")
         return ", ".join(bad) or "some keys (their values changed meanwhile)"
@@ -497,13 +498,13 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             row = None if cur is None else cur.one(
                 "SELECT inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
                 (self.app_id, namespace, key))
-        return None if row is None else rules.decode_value(*row)
+        return None if row is None else codec.decode_value(*row)
 
     def get_values(self, namespace: str) -> Dict[str, Any]:
         with self._read() as (cur, _):
             rows = cur.all("SELECT k, inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? ORDER BY k",
                            (self.app_id, namespace)) if cur else []
-        return {k: rules.decode_value(i, f, d) for k, i, f, d in rows}
+        return {k: codec.decode_value(i, f, d) for k, i, f, d in rows}
 
     def get_batch_rows(self, namespace: str) -> Dict[int, List[Any]]:
         with self._read() as (cur, _):

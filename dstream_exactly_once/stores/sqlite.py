@@ -107,12 +107,13 @@ class SQLiteStore(SQLStore):
 
     def _translate(self, exc: Exception) -> Optional[StoreError]:
         if isinstance(exc, sqlite3.OperationalError):
-            text = str(exc)
-            if "locked" in text or "busy" in text:
+            # the primary result code (SQLITE_BUSY_SNAPSHOT is a SQLITE_BUSY, ...)
+            code = str(getattr(exc, "sqlite_errorname", "")).split("_")[:2]
+            if code in (["SQLITE", "BUSY"], ["SQLITE", "LOCKED"]):
                 return StoreUnavailableError(f"SQLite database {self.path} stayed locked by another process "
-                                             f"for {self.timeout:g}s ({text})")
-            if "unable to open" in text or "disk I/O" in text:
-                return StoreUnavailableError(f"cannot open SQLite database {self.path}: {text}")
+                                             f"for {self.timeout:g}s ({exc})")
+            if code in (["SQLITE", "CANTOPEN"], ["SQLITE", "IOERR"]):
+                return StoreUnavailableError(f"cannot open SQLite database {self.path}: {exc}")
         if isinstance(exc, sqlite3.Error):
             return StoreError(f"SQLite database {self.path}: {exc}")
         if isinstance(exc, OSError):

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlsplit
 
 from ..errors import ConfigurationError
+from ..redaction import redact, register_secret
 
 __all__ = [
     "SECRET_OPTIONS", "StoreURL", "check_options", "check_server_url", "float_option", "parse_qsl_dict",
-    "parse_url", "redact_url", "url_scheme", "with_options",
+    "parse_url", "redact_url", "unknown_options_error", "url_scheme", "with_options",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
@@ -132,11 +133,14 @@ class StoreURL:
                 found.add(value)
         return tuple(sorted((s for s in found if s), key=len, reverse=True))
 
+    def __post_init__(self) -> None:
+        for secret in self.secrets():  # the URL is parsed where its passwords enter the library
+            register_secret(secret)
+
     def scrub(self, text: str) -> str:
-        """``text`` with every spelling of the URL's passwords replaced by ``***``."""
-        for secret in self.secrets():
-            text = text.replace(secret, "***")
-        return text
+        """``text`` with every spelling of the URL's passwords (and any other registered secret)
+        replaced by ``***``."""
+        return redact(text)
 
     def __repr__(self) -> str:  # never shows the password
         return (f"StoreURL(scheme={self.scheme!r}, host={self.host!r}, port={self.port!r}, "
@@ -213,5 +217,11 @@ def check_options(url: str, options: Mapping[str, str], allowed: Tuple[str, ...]
     """Reject query options a backend does not understand, naming them and the allowed ones."""
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ConfigurationError(f"unknown store option(s) {', '.join(unknown)} in {redact_url(url)!r}; "
-                                 f"supported: {', '.join(allowed) or 'none'}")
+        raise unknown_options_error(unknown, allowed, f"in {redact_url(url)!r}")
+
+
+def unknown_options_error(unknown: Sequence[str], allowed: Sequence[str], where: str) -> ConfigurationError:
+    """The one message for store options a backend does not know: each of them, where they were
+    given, and every supported option."""
+    return ConfigurationError(f"unknown store option(s) {', '.join(unknown)} {where}; "
+                              f"supported: {', '.join(allowed) or 'none'}")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from .._checks import is_int
+from .._checks import is_int, is_number
 from ..core.ranges import SourceRange, check_ranges, decode_range, encode_range
 from ..errors import ConfigurationError
 from ._sql_text import check_statement
@@ -47,7 +47,7 @@ def incident_key(kind: str, batch_id: int, part: str = "") -> str:
     """
     if kind not in INCIDENT_KINDS:
         raise ValueError(f"incident kind must be one of {INCIDENT_KINDS}, got {kind!r}")
-    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or batch_id < 0:
+    if not is_int(batch_id) or batch_id < 0:
         raise ValueError(f"incident batch id must be an int >= 0, got {batch_id!r}")
     return f"{kind}:{batch_id:020d}" + (f":{part}" if part else "")
 
@@ -219,7 +219,7 @@ class Writes:
         one :class:`Writes` add up first (an int total must end within 64 bits by commit time)."""
         _check_namespace(namespace)
         _check_key("key", key)
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or (
+        if not is_number(amount) or (
             isinstance(amount, float) and not math.isfinite(amount)
         ):
             raise ConfigurationError(f"increment for {namespace}/{key} must be a finite number, got {amount!r}")

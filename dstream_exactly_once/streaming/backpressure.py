@@ -21,7 +21,8 @@ import threading
 from collections import OrderedDict
 from typing import Any, Optional
 
-from .._checks import is_int
+from .._checks import is_int, is_number
+from ..core.options import Option, table
 from ..errors import ConfigurationError
 
 log = logging.getLogger(__name__)
@@ -43,8 +44,7 @@ class PIDRateEstimator:
             raise ConfigurationError(f"batch interval must be a positive int of ms, got {batch_interval_ms!r}")
         for name, value, low_ok in (("proportional", proportional, True), ("integral", integral, True),
                                     ("derived", derivative, True), ("minRate", min_rate, False)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (
-                    not low_ok and value == 0):
+            if not is_number(value) or value < 0 or (not low_ok and value == 0):
                 raise ConfigurationError(f"spark.streaming.backpressure.pid.{name} must be "
                                          f"{'>= 0' if low_ok else '> 0'}, got {value!r}")
         self.batch_interval_ms = batch_interval_ms
@@ -136,31 +136,24 @@ class RateController:
         return _BackpressureListener()
 
 
-def _conf_float(conf: Any, key: str, default: str) -> float:
-    raw = conf.get(key, default) if conf is not None else default
-    try:
-        return float(raw)
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"SparkConf {key} must be a number, got {raw!r}") from None
+_P = "spark.streaming.backpressure."
+#: the backpressure settings, with Spark's keys and defaults
+OPTIONS = table(
+    Option(_P + "enabled", "bool", False, "read at a rate learnt from completed batches"),
+    Option(_P + "rateEstimator", "enum", "pid", "the rate estimator (only Spark's PID estimator)", allowed=("pid",)),
+    Option(_P + "initialRate", "float", 0.0, "records/s before the first estimate (0: no limit)", low=0),
+    Option(_P + "pid.proportional", "float", 1.0, "the PID estimator's proportional gain", low=0),
+    Option(_P + "pid.integral", "float", 0.2, "the PID estimator's integral gain", low=0),
+    Option(_P + "pid.derived", "float", 0.0, "the PID estimator's derivative gain", low=0),
+    Option(_P + "pid.minRate", "float", 100.0, "the lowest rate the estimator sets (records/s, > 0)", low=0),
+)
 
 
 def rate_controller_from_conf(conf: Any, batch_interval_ms: int) -> Optional[RateController]:
     """The stream's :class:`RateController` when ``spark.streaming.backpressure.enabled`` is true."""
-    raw = str(conf.get("spark.streaming.backpressure.enabled", "false") if conf is not None else "false")
-    if raw.strip().lower() not in ("true", "false"):
-        raise ConfigurationError(f"spark.streaming.backpressure.enabled must be true/false, got {raw!r}")
-    if raw.strip().lower() != "true":
-        return None
-    estimator_name = conf.get("spark.streaming.backpressure.rateEstimator", "pid")
-    if estimator_name != "pid":
-        raise ConfigurationError(f"spark.streaming.backpressure.rateEstimator must be 'pid' (the only estimator), "
-                                 f"got {estimator_name!r}")
-    prefix = "spark.streaming.backpressure.pid."
-    estimator = PIDRateEstimator(batch_interval_ms, _conf_float(conf, prefix + "proportional", "1.0"),
-                                 _conf_float(conf, prefix + "integral", "0.2"),
-                                 _conf_float(conf, prefix + "derived", "0.0"),
-                                 _conf_float(conf, prefix + "minRate", "100"))
-    initial = _conf_float(conf, "spark.streaming.backpressure.initialRate", "0")
-    if initial < 0:
-        raise ConfigurationError(f"spark.streaming.backpressure.initialRate must be >= 0, got {initial!r}")
-    return RateController(estimator, initial)
+    if not OPTIONS[_P + "enabled"].read(conf):
+        return None  # the other settings are not read (as in Spark) while backpressure is off
+    values = {key: option.read(conf) for key, option in OPTIONS.items()}
+    estimator = PIDRateEstimator(batch_interval_ms, values[_P + "pid.proportional"], values[_P + "pid.integral"],
+                                 values[_P + "pid.derived"], values[_P + "pid.minRate"])
+    return RateController(estimator, values[_P + "initialRate"])

@@ -15,7 +15,9 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
+from .._checks import is_int
 from ..core.driver_ref import DriverOnly
+from ..core.options import Option
 from ..core.ranges import SourceRange
 from ..errors import ConfigurationError
 from ..kafka.metadata import KafkaMetadata
@@ -38,6 +40,14 @@ __all__ = ["DirectBatches", "ReadOptions", "build_direct_batches", "check_decode
 Handler = Optional[Callable[[KafkaMessageAndMetadata], Any]]
 
 
+#: the Spark conf keys the executor reads follow
+POLL_MS = Option("spark.streaming.kafka.consumer.poll.ms", "int", None, "executor poll timeout in ms", low=1)
+NETWORK_TIMEOUT = Option("spark.network.timeout", "duration", 120.0,
+                         "the poll timeout when consumer.poll.ms is unset", low=0)
+FAIL_ON_DATA_LOSS = Option("spark.streaming.kafka.failOnDataLoss", "bool", True,
+                           "whether offsets gone from the log stop the stream")
+
+
 class ReadOptions:
     """Executor read settings resolved from SparkConf and keyword arguments.
 
@@ -47,22 +57,14 @@ class ReadOptions:
 
     def __init__(self, conf: Any, *, poll_timeout_ms: Optional[int] = None,
                  fail_on_data_loss: Optional[bool] = None, config: Optional[KafkaConfig] = None) -> None:
-        def conf_get(key: str, default: str) -> str:
-            return str(conf.get(key, default)) if conf is not None else default
-
         if poll_timeout_ms is None:
-            raw = conf_get("spark.streaming.kafka.consumer.poll.ms", "")
-            if raw:
-                poll_timeout_ms = _int_conf("spark.streaming.kafka.consumer.poll.ms", raw)
-            else:
-                poll_timeout_ms = 1000 * _seconds(conf_get("spark.network.timeout", "120s"))
-        if isinstance(poll_timeout_ms, bool) or not isinstance(poll_timeout_ms, int) or poll_timeout_ms <= 0:
+            poll_timeout_ms = POLL_MS.read(conf)
+            if poll_timeout_ms is None:
+                poll_timeout_ms = 1000 * max(1, int(NETWORK_TIMEOUT.read(conf)))
+        if not is_int(poll_timeout_ms) or poll_timeout_ms <= 0:
             raise ConfigurationError(f"poll timeout must be a positive int of ms, got {poll_timeout_ms!r}")
         if fail_on_data_loss is None:
-            raw = conf_get("spark.streaming.kafka.failOnDataLoss", "true").lower()
-            if raw not in ("true", "false"):
-                raise ConfigurationError(f"spark.streaming.kafka.failOnDataLoss must be true/false, got {raw!r}")
-            fail_on_data_loss = raw == "true"
+            fail_on_data_loss = FAIL_ON_DATA_LOSS.read(conf)
         if not isinstance(fail_on_data_loss, bool):
             raise ConfigurationError(f"failOnDataLoss must be a bool, got {fail_on_data_loss!r}")
         self.poll_timeout_ms = poll_timeout_ms
@@ -72,21 +74,6 @@ class ReadOptions:
         self.reader = DEFAULT_READER if raw_reader is None else raw_reader
         if config is not None:
             self.reader = check_reader(self.reader, config)
-
-
-def _int_conf(key: str, raw: str) -> int:
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigurationError(f"SparkConf {key} must be an integer, got {raw!r}") from None
-
-
-def _seconds(raw: str) -> int:
-    raw = raw.strip().lower()
-    for suffix, mult in (("ms", 0.001), ("s", 1), ("min", 60), ("m", 60), ("h", 3600)):
-        if raw.endswith(suffix):
-            return max(1, int(float(raw[: -len(suffix)]) * mult))
-    return int(raw)
 
 
 def check_decoders(key_decoder: Any, value_decoder: Any, handler: Any) -> None:

@@ -32,11 +32,11 @@ from ..core.loss import record_losses
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DStreamExactlyOnceError
-from ..stores import open_store
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
+from .factory import open_committer
 from .lifecycle import close_on_stop
 from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
@@ -395,9 +395,8 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     check_monitor_group(monitor_group)
     check_retain_batches(retain_batches)
     retry = check_retry_policy(store_retry)
-    opened = open_store_arg(store, app_id)
     batches.monitor_group = monitor_group
-    committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
+    committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry)
 
     def detached(_time: datetime) -> RangeRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
@@ -410,17 +409,3 @@ def check_monitor_group(monitor_group: object) -> None:
     if monitor_group is not None and (not isinstance(monitor_group, str) or not monitor_group.strip()):
         raise ConfigurationError(f"monitor_group must be a non-empty Kafka group id (str) or None, "
                                  f"got {monitor_group!r}")
-
-
-def open_store_arg(store: object, app_id: object) -> TransactionalStore:
-    """The store a stream factory was given: a URL (with ``app_id``) opened now, or an opened store."""
-    if isinstance(store, str):
-        if not isinstance(app_id, str) or not app_id:
-            raise ConfigurationError(f"app_id must name the application in the store, got {app_id!r}")
-        return open_store(store, app_id)  # read-only until the committer takes its epoch
-    if isinstance(store, TransactionalStore):
-        if app_id is not None and app_id != store.app_id:
-            raise ConfigurationError(f"app_id {app_id!r} differs from the opened store's app_id {store.app_id!r}")
-        return store
-    raise ConfigurationError(f"store must be a store URL (sqlite:///…, postgresql://…, redis://…) or a "
-                             f"TransactionalStore, got {store!r}")

@@ -21,7 +21,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.streaming import StreamingContext
 
-from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.committer import check_retain_batches
+from ..core.options import parse_bool
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
@@ -33,7 +34,8 @@ from ..files.reader import FileRangeReader
 from ..stores.base import TransactionalStore
 from .data_loss import LossReporter, loss_accumulator
 from .dstream import RangeDStream
-from .exactly_once import ExactlyOnceDStream, open_store_arg
+from .exactly_once import ExactlyOnceDStream
+from .factory import open_committer
 from .lifecycle import close_on_stop
 from .pinned import spark_host_runner
 from .range_rdd import RangeRDD, make_range_rdd
@@ -145,15 +147,8 @@ class FileUtils:
         check_retain_batches(retain_batches)
         retry = check_retry_policy(store_retry)
         planner = _planner(ssc, path, options)
-        opened: Optional[TransactionalStore] = None
-        try:
-            opened = open_store_arg(store, app_id)
-            committer = BatchCommitter(opened, planner, retain_batches=retain_batches, retry=retry)
-        except BaseException:
-            planner.close()
-            if opened is not None and isinstance(store, str):
-                opened.close()
-            raise
+        committer = open_committer(store, app_id, planner, retain_batches=retain_batches, retry=retry,
+                                   close_source=planner.close)
         sc = ssc.sparkContext
         reader = _reporting_reader(planner.reader(), LossReporter(loss_accumulator(sc)))
 
@@ -232,11 +227,7 @@ def _split_shared(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[s
     for key in (SHARED_FILESYSTEM, CONF_PREFIX + SHARED_FILESYSTEM):
         if key in options:
             value, where = options.pop(key), f"option {key!r}"
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        value = value.strip().lower() == "true"
-    if not isinstance(value, bool):
-        raise ConfigurationError(f"{where} must be true or false, got {value!r}")
-    return options, value
+    return options, parse_bool(where, value)
 
 
 def _check_master(master: str, declared: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 from pyspark import SparkContext, StorageLevel
 from pyspark.streaming import StreamingContext
 
-from ..core.committer import BatchCommitter, check_retain_batches
+from ..core.committer import check_retain_batches
 from ..core.ranges import check_ranges
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError
@@ -25,7 +25,8 @@ from ..kafka.strategies import ConsumerStrategy
 from ..stores.base import TransactionalStore
 from .commit_async import DirectKafkaDStream
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders
-from .exactly_once import ExactlyOnceDStream, check_monitor_group, open_store_arg
+from .exactly_once import ExactlyOnceDStream, check_monitor_group
+from .factory import open_committer
 from .kafka_rdd import KafkaRDD, make_kafka_rdd
 from .lifecycle import close_on_stop
 from .receiver_stream import create_stream
@@ -142,12 +143,8 @@ class KafkaUtils:
         batches = build_direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
-        try:
-            opened = open_store_arg(store, app_id)
-            committer = BatchCommitter(opened, batches, retain_batches=retain_batches, retry=retry)
-        except BaseException:
-            batches.close()
-            raise
+        committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
+                                   close_source=batches.close)
         return ExactlyOnceDStream(ssc, committer, batches.rdd)
 
     @staticmethod

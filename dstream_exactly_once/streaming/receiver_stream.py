@@ -25,6 +25,7 @@ from pyspark import StorageLevel
 from pyspark.streaming import StreamingContext
 from pyspark.streaming.listener import StreamingListener
 
+from .._checks import is_int
 from ..errors import ConfigurationError
 from ..kafka.groups import GroupOffsets, check_group_id
 from ..kafka.offsets import Decoder, TopicAndPartition
@@ -49,7 +50,7 @@ def _check_topics(topics: Any) -> list[str]:
         raise ConfigurationError("topics must not be empty")
     for name, threads in topics.items():
         check_topic_name(name, "topics")
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        if not is_int(threads) or threads < 1:
             raise ConfigurationError(f"topics[{name!r}] must be a thread count (int >= 1), got {threads!r}")
     return sorted(topics)
 

@@ -22,6 +22,7 @@ from typing import List, Optional
 
 from pyspark.streaming import StreamingContext
 
+from .._checks import is_number
 from ..core.committer import BatchCommitter
 from ..errors import ConfigurationError
 
@@ -56,7 +57,7 @@ def await_termination(ssc: StreamingContext, timeout: Optional[float] = None) ->
     """
     if not isinstance(ssc, StreamingContext):
         raise ConfigurationError(f"await_termination needs a StreamingContext, got {ssc!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+    if timeout is not None and (not is_number(timeout) or timeout < 0):
         raise ConfigurationError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
     try:
         if timeout is None:

@@ -20,6 +20,7 @@ import random
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
+from .._checks import is_int
 from ..errors import ConfigurationError
 
 #: The exactly-once pipeline's crash points, in the order of one batch (docs/walkthrough.md).
@@ -41,7 +42,7 @@ KILL_TICK = 2
 def kill_schedule(crashes: int, seed: int = 0) -> List[str]:
     """The crash point of each killed driver run: ``crashes`` points cycling through
     :data:`CRASH_POINTS` (in their order for ``seed == 0``, shuffled by ``seed`` otherwise)."""
-    if isinstance(crashes, bool) or not isinstance(crashes, int) or crashes < 0:
+    if not is_int(crashes) or crashes < 0:
         raise ConfigurationError(f"crashes must be an int >= 0, got {crashes!r}")
     order = list(CRASH_POINTS)
     if seed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import logging
 import pathlib
 import pickle
 
@@ -251,3 +252,24 @@ def test_new_client_api_keeps_the_password_out_of_errors_and_reprs() -> None:
     assert not isinstance(info.value, LoadRejectedError)  # a connection error may pass: retriable
     assert SECRET not in repr(c.transport) and SECRET not in c.describe("lbl")
     assert SECRET not in repr(pickle.loads(pickle.dumps(c)).transport)
+
+
+def test_doris_retries_run_on_the_core_retry_policy(caplog: pytest.LogCaptureFixture) -> None:
+    """One retry engine: Doris's attempts are paced and logged by core.retry.RetryPolicy."""
+    from dstream_exactly_once.sinks.doris.retry import Retry, with_retries
+
+    seen: list = []
+
+    def flaky(number: int) -> object:
+        seen.append(number)
+        return "loaded" if number == 3 else Retry(f"HTTP 503 on attempt {number}")
+
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.core.retry"):
+        assert with_retries("load db.t", flaky, max_retries=4, backoff_s=0, max_backoff_s=0) == "loaded"
+    assert seen == [1, 2, 3]
+    assert [r.name for r in caplog.records] == ["dstream_exactly_once.core.retry"] * 2
+    assert "HTTP 503 on attempt 1" in caplog.records[0].getMessage()
+    cause = OSError("connection refused")
+    with pytest.raises(SinkError, match=r"load db.t failed after 2 attempts: down") as info:
+        with_retries("load db.t", lambda n: Retry("down", cause), max_retries=1, backoff_s=0, max_backoff_s=0)
+    assert info.value.__cause__ is cause and info.value.retriable

@@ -12,6 +12,7 @@ from dstream_exactly_once.errors import (
     DataLossError,
     DStreamExactlyOnceError,
     KafkaAuthError,
+    KafkaRejectedError,
     KafkaUnavailableError,
     OffsetRangeError,
 )
@@ -42,7 +43,7 @@ def test_a_class_kafka_python_adds_later_is_reported_as_unmapped():
     assert rule_for(new_retriable) is not None and rule_for(new_retriable).error is KafkaUnavailableError
     # at run time it still becomes one of ours: the nearest mapped base class
     err = translate_kafka_error(new_broker_error("x"), BROKERS, "reading")
-    assert type(err) is KafkaUnavailableError and not err.retriable
+    assert type(err) is KafkaRejectedError and not err.retriable
 
 
 def test_the_table_names_only_classes_this_kafka_python_has():
@@ -75,8 +76,8 @@ def test_each_class_translates_to_its_rule(cls):
     (ke.MessageSizeTooLargeError, ConfigurationError, False),
     (ke.UnknownTopicOrPartitionError, DataLossError, False),
     (ke.OffsetOutOfRangeError, OffsetRangeError, False),
-    (ke.CorruptRecordError, KafkaUnavailableError, False),
-    (ke.ProducerFencedError, KafkaUnavailableError, False),
+    (ke.CorruptRecordError, KafkaRejectedError, False),
+    (ke.ProducerFencedError, KafkaRejectedError, False),
 ])
 def test_representative_mappings(cls, ours, retriable):
     err = translate_kafka_error(cls("boom"), BROKERS, "reading t-0")

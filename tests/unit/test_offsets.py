@@ -8,6 +8,7 @@ import pytest
 
 from dstream_exactly_once import (
     Broker,
+    DecodeError,
     HasOffsetRanges,
     KafkaMessageAndMetadata,
     OffsetRange,
@@ -138,7 +139,7 @@ def test_message_pickles_raw_bytes_and_decodes_after():
     assert list(copy.headers) == [("h", None)]
     assert copy == m  # decoders are not part of equality
     assert copy.key is None  # a null key stays None under the default decoder
-    with pytest.raises(UnicodeDecodeError):  # undecodable bytes fail only when read
+    with pytest.raises(DecodeError, match="not UTF-8"):  # undecodable bytes fail only when read
         _ = copy.message
 
 
@@ -151,8 +152,9 @@ def test_utf8_decoder():
     assert utf8_decoder(None) is None
     assert utf8_decoder(b"caf\xc3\xa9") == "café"
     assert utf8_decoder(b"") == ""
-    with pytest.raises(UnicodeDecodeError):
+    with pytest.raises(DecodeError, match="not UTF-8: 'utf-8' codec can't decode byte 0xff") as info:
         utf8_decoder(b"\xff")
+    assert isinstance(info.value, ValueError) and isinstance(info.value.__cause__, UnicodeDecodeError)
 
 
 def test_has_offset_ranges_is_structural():

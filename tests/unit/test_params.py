@@ -171,8 +171,8 @@ def test_isolation_level():
 
 
 @pytest.mark.parametrize(("key", "value", "match"), [
-    ("request.timeout.ms", "soon", r"must be an integer, got 'soon'"),
-    ("fetch.max.bytes", -1, r"must be >= 0, got -1"),
+    ("request.timeout.ms", "soon", r"must be an integer in \[1, 2147483647\], got 'soon'"),
+    ("fetch.max.bytes", -1, r"must be an integer in \[0, 2147483647\], got -1"),
     ("client.id", "", "must be a non-empty string"),
     ("security.protocol", "TLS", "'TLS' is not one of"),
 ])

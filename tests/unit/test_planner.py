@@ -156,7 +156,8 @@ def test_rate_limit_from_spark_conf_and_validation():
     assert RateLimit.from_spark_conf(conf) == RateLimit(25, 2)
     assert RateLimit.from_spark_conf(None) == RateLimit(0, 1)
     assert RateLimit.from_spark_conf({}).max_messages(1.0) is None
-    with pytest.raises(ConfigurationError, match="maxRatePerPartition must be an integer, got 'fast'"):
+    with pytest.raises(ConfigurationError,
+                       match=r"'spark.streaming.kafka.maxRatePerPartition' must be an integer >= 0, got 'fast'"):
         RateLimit.from_spark_conf({"spark.streaming.kafka.maxRatePerPartition": "fast"})
     with pytest.raises(ConfigurationError, match="max_rate_per_partition must be an int >= 0, got -1"):
         RateLimit(-1)

@@ -8,7 +8,7 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import Writes
-from dstream_exactly_once.stores._commit_rules import split_increments
+from dstream_exactly_once.stores._value_codec import split_increments
 
 
 def test_increments_view_reads_like_the_flat_dict_it_replaces():

@@ -2,7 +2,7 @@
 
 Modules: :mod:`.transport` (HTTP on a raw socket: ``Expect: 100-continue``, redirects to the BE,
 timeouts), :mod:`.protocol` (states, results, bodies, answer patterns), :mod:`.settings` and
-:mod:`.retry` (the client's setting checks and retry loop), :mod:`.client`
+:mod:`.retry` (attempt outcomes, retried by the core retry policy), :mod:`.client`
 (:class:`DorisStreamLoadClient`: loads, label state, commit/abort, in-doubt resolution) and
 :mod:`.sink` (:class:`DorisSink`, which uses only the client's public methods).
 

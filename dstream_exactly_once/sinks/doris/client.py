@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, T
 
 from ..._checks import is_int
 from ...errors import ConfigurationError, LoadRejectedError, SinkError
+from ...redaction import register_secret
 from .protocol import (
     ALREADY_ABORTED,
     ALREADY_COMMITTED,
@@ -59,7 +60,8 @@ class DorisStreamLoadClient:
     and loads nothing. Without a label every call loads (at-least-once under retries).
 
     Retries: connection errors, HTTP 5xx and ``Status: Fail`` are retried ``max_retries`` times
-    with exponential backoff (``backoff_s`` doubling, at most ``max_backoff_s``), then
+    with the core :class:`~dstream_exactly_once.core.retry.RetryPolicy` (jittered backoff from
+    ``backoff_s`` doubling, at most ``max_backoff_s``), then
     :class:`~dstream_exactly_once.errors.SinkError` names db, table, label and Doris's message.
     What cannot succeed on a retry (refused credentials, HTTP 4xx, a label held by another
     transaction, …) raises :class:`~dstream_exactly_once.errors.LoadRejectedError` at once. The
@@ -99,6 +101,7 @@ class DorisStreamLoadClient:
             raise ConfigurationError("Doris password must be a str")
         self.user = user
         self._password = password
+        register_secret(password)
         fmt = format.lower() if isinstance(format, str) else format
         if fmt not in FORMATS:
             raise ConfigurationError(f"Doris format must be one of {FORMATS}, got {format!r}")
@@ -168,6 +171,8 @@ class DorisStreamLoadClient:
     # ------------------------------------------------------------------ requests and retries
     def _auth_headers(self) -> Dict[str, str]:
         token = base64.b64encode(f"{self.user}:{self._password}".encode()).decode("ascii")
+        register_secret(self._password)  # in this process too (an executor gets the client unpickled)
+        register_secret(token)
         return {"Authorization": f"Basic {token}"}
 
     def _with_retries(self, what: str, attempt: Callable[[int], Union[T, Retry]]) -> T:

@@ -1,4 +1,4 @@
-"""Retries with exponential backoff for Doris requests.
+"""Retries for Doris requests, paced by the core :class:`~dstream_exactly_once.core.retry.RetryPolicy`.
 
 An attempt returns its result, returns :class:`Retry` (worth trying again), or raises (for good).
 After the last attempt :func:`with_retries` raises
@@ -9,16 +9,15 @@ header the transport does not log).
 
 from __future__ import annotations
 
-import logging
-import time
+import itertools
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar, Union
 
+from ...core.retry import RetryPolicy
 from ...errors import SinkError
 
 __all__ = ["Final", "Retry", "with_retries"]
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -38,24 +37,36 @@ class Final:
     reason: str
 
 
-def backoff(retry: int, *, backoff_s: float, max_backoff_s: float) -> float:
-    """Seconds to wait before retry number ``retry`` (1, 2, …): doubling, capped."""
-    return min(max_backoff_s, backoff_s * (2 ** (retry - 1)))
+class _AttemptFailedError(SinkError):
+    """One attempt's :class:`Retry`, raised so that the core retry policy tries again."""
+
+    retriable = True
+
+    def __init__(self, failure: Retry) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
 
 
 def with_retries(what: str, attempt: Callable[[int], Union[T, Retry]], *, max_retries: int,
                  backoff_s: float, max_backoff_s: float) -> T:
     """Call ``attempt(1)``, ``attempt(2)``, … until it returns something other than :class:`Retry`.
 
-    At most ``max_retries + 1`` attempts; ``what`` names the operation in logs and the error.
+    At most ``max_retries + 1`` attempts, paced by the core :class:`RetryPolicy` (exponential from
+    ``backoff_s``, at most ``max_backoff_s``, jittered); ``what`` names the operation in logs and
+    the error.
     """
-    failure = Retry("no attempt made")
-    for number in range(1, max_retries + 2):
-        if number > 1:
-            time.sleep(backoff(number - 1, backoff_s=backoff_s, max_backoff_s=max_backoff_s))
-        outcome = attempt(number)
-        if not isinstance(outcome, Retry):
-            return outcome
-        failure = outcome
-        logger.warning("%s: attempt %d of %d failed: %s", what, number, max_retries + 1, failure.reason)
-    raise SinkError(f"{what} failed after {max_retries + 1} attempts: {failure.reason}") from failure.cause
+    policy = RetryPolicy(max_attempts=max_retries + 1, max_seconds=math.inf, base_delay=backoff_s,
+                         max_delay=max_backoff_s)
+    numbers = itertools.count(1)
+
+    def once() -> T:
+        outcome = attempt(next(numbers))
+        if isinstance(outcome, Retry):
+            raise _AttemptFailedError(outcome)
+        return outcome
+
+    try:
+        return policy.call(once, what)
+    except _AttemptFailedError as exc:
+        raise SinkError(f"{what} failed after {max_retries + 1} attempts: {exc.failure.reason}") \
+            from exc.failure.cause

@@ -1,0 +1,67 @@
+"""Opening the store and building the committer for a stream factory, with one cleanup policy.
+
+``exactly_once()``, ``KafkaUtils.createExactlyOnceStream`` and
+``FileUtils.createExactlyOnceFileStream`` all end the same way: open the store they were given (a
+URL, opened read-only here, or an opened store), then build the
+:class:`~dstream_exactly_once.core.committer.BatchCommitter`, which checks the stored positions
+against the source and takes the epoch last. :func:`open_committer` does both; when either step
+fails it closes what it opened (the store when it opened it from a URL, and the source when the
+caller hands over ``close_source``) and re-raises the error unchanged. Because the epoch is the
+committer's last step, a failed launch leaves the store exactly as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional
+
+from ..core.committer import BatchCommitter
+from ..core.retry import RetryPolicy
+from ..core.source import BatchSource
+from ..errors import ConfigurationError
+from ..stores import open_store
+from ..stores.base import TransactionalStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["open_committer", "open_store_arg"]
+
+
+def open_store_arg(store: object, app_id: object) -> TransactionalStore:
+    """The store a stream factory was given: a URL (with ``app_id``) opened now, or an opened store."""
+    if isinstance(store, str):
+        return open_store(store, app_id)  # type: ignore[arg-type]  # checked there; read-only until the epoch
+    if isinstance(store, TransactionalStore):
+        if app_id is not None and app_id != store.app_id:
+            raise ConfigurationError(f"app_id {app_id!r} differs from the opened store's app_id {store.app_id!r}")
+        return store
+    raise ConfigurationError(f"store must be a store URL (sqlite:///…, postgresql://…, redis://…) or a "
+                             f"TransactionalStore, got {store!r}")
+
+
+def open_committer(store: object, app_id: object, source: BatchSource, *, retain_batches: int,
+                   retry: RetryPolicy, close_source: Optional[Callable[[], None]] = None) -> BatchCommitter:
+    """The committer of ``source`` over ``store`` (see :func:`open_store_arg`).
+
+    On any failure the store is closed if it was opened here from a URL (a store the caller
+    passed opened stays open: it is the caller's), ``close_source`` is called, and the error is
+    raised unchanged; nothing has been written to the store then.
+    """
+    opened: Optional[TransactionalStore] = None
+    try:
+        opened = open_store_arg(store, app_id)
+        return BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry)
+    except BaseException:
+        if opened is not None and isinstance(store, str):
+            _quietly(opened.close, "closing the store of a failed launch")
+        if close_source is not None:
+            _quietly(close_source, "closing the source of a failed launch")
+        raise
+
+
+def _quietly(close: Callable[[], None], what: str) -> None:
+    """``close()``; its own error is logged, never raised over the launch's error."""
+    try:
+        close()
+    except Exception:  # noqa: BLE001 - the launch's error is the one the caller needs
+        log.warning("%s failed", what, exc_info=True)

@@ -1,0 +1,73 @@
+"""One factory helper (streaming/factory.py): opens the store, builds the committer, and on failure
+closes what it opened and leaves the store exactly as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from dstream_exactly_once.core.retry import NO_RETRY
+from dstream_exactly_once.errors import ConfigurationError
+from dstream_exactly_once.stores import open_store
+from dstream_exactly_once.stores.sqlite import SQLiteStore
+from dstream_exactly_once.streaming import factory
+from dstream_exactly_once.streaming.factory import open_committer
+
+from .test_core import CountingSource
+
+
+def files(tmp_path: Path) -> Dict[str, bytes]:
+    """The store's content: the database file and its write-ahead log (a read-only connection may
+    leave an empty log and the shared-memory index behind; neither holds data)."""
+    out = {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir()) if not p.name.endswith("-shm")}
+    return {name: data for name, data in out.items() if data or not name.endswith("-wal")}
+
+
+def test_failed_launch_from_a_url_closes_the_store_and_the_source(tmp_path: Path, monkeypatch: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    with open_store(url, "app") as st:
+        st.start_epoch()
+    before = files(tmp_path)
+    opened: List[SQLiteStore] = []
+    real = factory.open_store_arg
+
+    def recording(store: object, app_id: object) -> Any:
+        opened.append(real(store, app_id))
+        return opened[-1]
+
+    monkeypatch.setattr(factory, "open_store_arg", recording)
+    closed: List[str] = []
+    with pytest.raises(ConfigurationError, match="topic 'numbrs' does not exist"):
+        open_committer(url, "app", CountingSource(valid=False), retain_batches=10, retry=NO_RETRY,
+                       close_source=lambda: closed.append("source"))
+    assert closed == ["source"]
+    assert len(opened) == 1 and opened[0]._conn is None  # closed: it was opened here
+    assert files(tmp_path) == before
+
+
+def test_failed_launch_on_an_opened_store_leaves_it_open(tmp_path: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path / 'state.db'}", "app") as st:
+        epoch = st.start_epoch()
+        with pytest.raises(ConfigurationError):
+            open_committer(st, "app", CountingSource(valid=False), retain_batches=10, retry=NO_RETRY)
+        assert st.current_epoch() == epoch and st._conn is not None  # the caller's store, still usable
+        with pytest.raises(ConfigurationError, match="app_id 'other' differs"):
+            open_committer(st, "other", CountingSource(), retain_batches=10, retry=NO_RETRY)
+
+
+def test_bad_app_id_with_a_url_creates_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "fresh.db"
+    with pytest.raises(ConfigurationError, match=r"app_id must be 1 to 200 characters .* got None"):
+        open_committer(f"sqlite:///{path}", None, CountingSource(), retain_batches=10, retry=NO_RETRY)
+    assert not path.exists()
+
+
+def test_a_launch_that_succeeds_takes_the_epoch(tmp_path: Path) -> None:
+    committer = open_committer(f"sqlite:///{tmp_path / 'state.db'}", "app", CountingSource(), retain_batches=10,
+                               retry=NO_RETRY)
+    try:
+        assert committer.epoch == 1
+    finally:
+        committer.store.close()
