@@ -7,7 +7,7 @@
     │   └── UnknownKafkaParamError           kafkaParams keys we do not understand
     ├── OffsetRangeError(ValueError)         fromOffset > untilOffset, negative, beyond the log end
     ├── DataLossError                        data gone before it was read (failOnDataLoss, fail.on.data.loss)
-    ├── KafkaUnavailableError                broker unreachable or busy for now (retriable)
+    ├── KafkaUnavailableError                broker unreachable or busy (retriable)
     │   ├── KafkaAuthError                   the broker refused the credentials (not retriable)
     │   └── KafkaClosedError                 a Kafka client used after close() (not retriable)
     ├── KafkaRejectedError                   the broker said no for good (not retriable)
@@ -131,7 +131,7 @@ class StoreUnavailableError(StoreError):
 
 class StoreBusyError(StoreError):
     """The transaction lost to a concurrent one (serialization failure, deadlock, lock not
-    available) and was rolled back; the same call may succeed now."""
+    available) and is rolled back; the same call may succeed on a retry."""
 
     retriable = True
 

@@ -161,7 +161,7 @@ class RedisStore(TransactionalStore):
                 raise StoreError(f"Redis at {self._address}: {self._scrub(exc)}") from exc
 
     def _scrub(self, exc: BaseException) -> str:
-        return redact(str(exc))  # the URL's passwords were registered when it was parsed
+        return redact(str(exc))  # parse_url registered the URL's passwords
 
     def _key(self, *parts: str) -> str:
         return self._prefix + ":".join(parts)
