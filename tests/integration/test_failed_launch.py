@@ -119,7 +119,9 @@ def test_failed_launches_leave_the_store_unchanged_and_do_not_fence_the_live_dri
     ssc.start()
     try:
         _wait(lambda: count() == 100, 120, "the live driver to commit the first 100 records")
-        time.sleep(2)  # idle batches write nothing; make sure no commit is still in flight
+        # the live driver's heartbeat is its one write on idle batches: hold it while the store is compared
+        stream.committer.heartbeat.min_gap_s = float("inf")
+        time.sleep(2)  # make sure no commit or heartbeat is still in flight
         epoch_before = stream.epoch
         before = snapshot(app)
         assert before, "the snapshot is empty: it would prove nothing"
@@ -128,6 +130,7 @@ def test_failed_launches_leave_the_store_unchanged_and_do_not_fence_the_live_dri
             assert snapshot(app) == before, f"{what}: the failed launch changed the store"
         with open_store(url, app) as st:
             assert st.current_epoch() == epoch_before
+        stream.committer.heartbeat.min_gap_s = 0.5
         # the live driver is not fenced: it commits new records
         kafka.produce(topic_name, [str(i) for i in range(101, 151)], partitions=2)
         _wait(lambda: count() == 150, 120, "the live driver to commit after the failed launches")
