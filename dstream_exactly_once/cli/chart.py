@@ -48,7 +48,8 @@ def _record(doc: Any) -> Optional[Dict[str, Any]]:
     rows = doc.get("numInputRows")
     return {"batchId": doc["batchId"], "durationMs": durations, **rates,
             "behind": behind if _number(behind) else None, "name": name if isinstance(name, str) else "",
-            "runId": run_id if isinstance(run_id, str) else None, "numInputRows": rows if _number(rows) else None}
+            "runId": run_id if isinstance(run_id, str) else None, "numInputRows": rows if _number(rows) else None,
+            "replayed": doc.get("replayedBatch") is True}
 
 
 @dataclass(frozen=True)
@@ -67,20 +68,25 @@ def chart_points(records: Sequence[Dict[str, Any]]) -> ChartPoints:
     """The points of ``records`` (see :func:`read_progress`): rates only where they were measured.
 
     A record is the first of its run when its ``runId`` differs from the record before it (the
-    first record of the file too): its input rate is left out. Records without a ``runId`` are
-    taken as one run. A batch with uncounted rows (``numInputRows`` negative) has neither rate.
+    first record of the file too): its input rate is left out. So is the rate of a batch that
+    follows a replayed one (a replayed batch keeps the time it was planned at, in the run before,
+    so the interval spans the restart). Records without a ``runId`` are taken as one run. A batch
+    with uncounted rows (``numInputRows`` negative) has neither rate.
     """
     input_rate: List[Optional[float]] = []
     processed: List[Optional[float]] = []
     restarts: List[float] = []
     previous: Any = object()
+    after_replay = False
     for n, r in enumerate(records):
         first_of_run = n == 0 or (r["runId"] is not None and r["runId"] != previous)
         if first_of_run and n > 0:
             restarts.append(r["batchId"])
         previous = r["runId"] if r["runId"] is not None else previous
         counted = r["numInputRows"] is None or r["numInputRows"] >= 0
-        input_rate.append(float(r["inputRowsPerSecond"]) if counted and not first_of_run else None)
+        measured = counted and not first_of_run and not after_replay
+        input_rate.append(float(r["inputRowsPerSecond"]) if measured else None)
+        after_replay = r["replayed"]
         processed.append(float(r["processedRowsPerSecond"]) if counted else None)
     return ChartPoints([r["batchId"] for r in records], input_rate, processed,
                        [r["behind"] for r in records], restarts)
@@ -143,7 +149,7 @@ def run_chart(args: argparse.Namespace) -> int:
             ax.axvline(x - 0.5, color="tab:gray", linestyle="--", linewidth=1,
                        label="driver restart" if i == 0 and ax is not ax3 else None)
     for x in points.restarts:
-        ax1.annotate("restart", (x - 0.5, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top",
+        ax1.annotate("restart", (x - 0.5, 0.02), xycoords=("data", "axes fraction"), rotation=90, va="bottom",
                      ha="right", fontsize=8, color="dimgray")
     ax1.legend(loc="upper left")
     ax2.legend(loc="upper left")

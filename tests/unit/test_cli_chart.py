@@ -56,3 +56,12 @@ def test_the_chart_of_restarted_runs_is_written(tmp_path, capsys):
     assert main(["chart", _write(tmp_path / "p.jsonl", docs), "-o", str(png)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "(4 batches)" in capsys.readouterr().out
+
+
+def test_the_batch_after_a_replayed_one_has_no_input_rate(tmp_path):
+    # run b replays batch 2 (planned in run a, keeping its time): batch 3's rate spans the restart
+    docs = [_doc(0, "a", 0.0), _doc(1, "a", 100.0), {**_doc(2, "b", 0.0), "replayedBatch": True},
+            _doc(3, "b", 12.8), _doc(4, "b", 95.0)]
+    points = chart_points(read_progress(_write(tmp_path / "p.jsonl", docs)))
+    assert points.input_rate == [None, 100.0, None, None, 95.0]
+    assert points.restarts == [2]
