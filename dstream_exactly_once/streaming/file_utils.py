@@ -71,14 +71,15 @@ class FileDStream(RangeDStream):
 
     Unit of parallelism: one Spark task per file range per batch (one range per file that grew).
     Delivery: at-least-once for outputs across driver restarts (positions are not stored); see
-    :meth:`FileUtils.createExactlyOnceFileStream`.
+    :meth:`FileUtils.createExactlyOnceFileStream`. Each batch is planned when Spark generates it, so
+    Spark's Streaming tab shows its bytes and byte ranges (:mod:`.input_info`).
     """
 
     def __init__(self, ssc: StreamingContext, planner: Planner) -> None:
         self.planner = planner
         sc = ssc.sparkContext
         reader = planner.reader()
-        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader))
+        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader), plan_on_generate=True)
 
 
 class FileUtils:
