@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps demo test test-pyspark35 unit integration lint docs bench clean
+.PHONY: deps demo test test-pyspark35 unit integration lint docs screenshots bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -32,6 +32,10 @@ lint: deps
 # `make test` builds it too (tests/integration/test_api_docs.py).
 docs: deps
 	$(PYTHON) -m sphinx -W --keep-going -b html docs/api build/api
+
+# The Streaming tab pictures in docs/images (headless Chromium, installed if needed); not part of `make test`.
+screenshots: deps
+	bash scripts/screenshot-streaming-tab.sh
 
 bench: deps
 	$(PYTHON) -m bench

@@ -10,6 +10,20 @@ export PIP_ROOT_USER_ACTION=ignore
 
 say() { printf '[deps] %s\n' "$*"; }
 
+# `install-deps.sh chromium`: only headless Chromium, for the documentation's screenshots
+# (scripts/screenshot-streaming-tab.sh); never needed by the tests.
+if [ "${1:-}" = "chromium" ]; then
+  if command -v chromium >/dev/null 2>&1; then
+    say "chromium present"
+  else
+    say "apt-get install chromium"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  fi
+  exit 0
+fi
+
 need_apt=()
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
@@ -41,6 +55,8 @@ fi
 
 say "Kafka broker jars (Maven Central, cached)"
 "$PY" -c "from dstream_exactly_once.testing.kafka import kafka_classpath; cp = kafka_classpath(); print('[deps] kafka classpath: %d jars' % len(cp.split(':')))"
+say "Kafka 3.x broker jars (Maven Central, cached; tests/integration/test_kafka3_broker.py)"
+"$PY" -c "from dstream_exactly_once.testing.kafka import KAFKA_3_VERSION, kafka_classpath; cp = kafka_classpath(KAFKA_3_VERSION); print('[deps] kafka %s classpath: %d jars' % (KAFKA_3_VERSION, len(cp.split(':'))))"
 
 say "Hadoop YARN mini-cluster jars at PySpark's Hadoop version (Maven Central, cached)"
 "$PY" -c "from dstream_exactly_once.testing.yarn import hadoop_version, yarn_classpath; cp = yarn_classpath(); print('[deps] hadoop-minicluster %s classpath: %d jars' % (hadoop_version(), len(cp.split(':'))))"

@@ -53,6 +53,10 @@ bytes skipped under ``fail.on.data.loss=false``: reported by the planner and whe
 four are totals since this driver started — and ``dataLoss``: this batch's lost parts, one
 ``{"key", "where", "unit", "start", "end", "lost"}`` each (``[]`` when nothing was lost; the same
 losses are recorded in the store beside the commit). ``numInputRows`` counts only what was read.
+``dataLossTotals``: the same totals in one shape for every source, ``{"unit", "planned", "read",
+"total"}`` (``unit``: ``offsets`` for Kafka, ``bytes`` for files; ``planned``: skipped while
+planning, ``read``: found gone while reading committed batches), as ``stream.data_loss()`` returns
+them (:class:`~dstream_exactly_once.core.loss_totals.DataLossTotals`).
 
 Nothing here imports Spark; :class:`ProgressTracker` is driven by the committer and the output
 patterns through small hook calls.
@@ -72,6 +76,7 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 from ..errors import ConfigurationError, FencedError
 from .loss import DataLoss
+from .loss_totals import DataLossTotals
 from .ranges import SourceRange
 
 log = logging.getLogger(__name__)
@@ -323,11 +328,18 @@ class ProgressTracker:
                 "numFencedAttempts": self.fenced_attempts,
                 "numDataLossSkippedOffsets": skipped.get("offsets", 0),
                 "numDataLossSkippedBytes": skipped.get("bytes", 0),
+                "dataLossTotals": DataLossTotals.of(self._data_loss_unit, planned_loss, self.read_losses).to_json(),
                 "dataLoss": [{"key": d.position_key, "where": d.where, "unit": d.unit, "start": d.start, "end": d.end,
                               "lost": d.lost} for d in losses],
             }
             self.recent.append(record)
             return record, list(self._listeners), self.progress_path
+
+    def data_loss_totals(self) -> DataLossTotals:
+        """What the stream skipped as lost since this driver started (planned: the source's count;
+        read: the losses of committed batches)."""
+        with self._lock:
+            return DataLossTotals.of(self._data_loss_unit, self._safe_data_loss(), self.read_losses)
 
     # ---------------------------------------------------------------- publishing
     def _safe_data_loss(self) -> int:

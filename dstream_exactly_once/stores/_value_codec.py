@@ -1,4 +1,4 @@
-"""How result values are stored, whatever the backend: a :class:`~dstream_exactly_once.stores.batch.Writes`
+"""How result values are stored, whatever the backend: a :class:`~dstream_exactly_once.stores.writes.Writes`
 as value operations (64-bit integers, floats, JSON documents), increments split by kind, and
 values decoded back from their stored columns."""
 

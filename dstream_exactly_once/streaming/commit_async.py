@@ -16,10 +16,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
+from ..core.loss_totals import DataLossTotals
 from ..errors import ConfigurationError
 from ..kafka.commit_queue import CanCommitOffsets, CommitCallback, CommitQueue, check_commit_args
 from ..kafka.groups import GroupOffsets
 from ..kafka.offsets import OffsetRange
+from .data_loss import loss_accumulator, lost_in
 from .direct import DirectBatches
 from .dstream import KafkaDStream
 from .lifecycle import close_on_stop
@@ -109,6 +111,17 @@ class DirectKafkaDStream(KafkaDStream, CanCommitOffsets):
             while len(self._planned) > _REMEMBERED:
                 self._planned.popitem(last=False)
         return rdd
+
+    def data_loss(self) -> DataLossTotals:
+        """Offsets this stream skipped as lost since this driver started (``failOnDataLoss=False``):
+        ``planned``, skipped while planning (retention or a deleted topic moved the log start past
+        the next offset); ``read``, found gone while reading its batches (counted after each batch's
+        action, once per range; reads of other streams of the same topic partitions in this
+        application count too). ``rdd.data_loss_skipped()`` counts one batch's reads."""
+        direct = self._direct
+        keys = {f"{tp.topic}/{tp.partition}" for tp in direct.planner.current}
+        read = lost_in(loss_accumulator(direct.sc), "offsets", keys.__contains__)
+        return DataLossTotals("offsets", direct.data_loss_skips(), read)
 
     def planned_ranges(self, time_ms: int) -> Optional[List[OffsetRange]]:
         """The ranges planned for the batch at ``time_ms`` (and forget them); ``None`` if unknown."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark import SparkContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
@@ -34,7 +34,7 @@ from ..stores.url import redact_url
 log = logging.getLogger(__name__)
 
 __all__ = ["LossReporter", "batch_losses", "begin_range", "log_losses", "loss_accumulator", "loss_failure",
-           "task_losses"]
+           "lost_in", "new_loss_accumulator", "task_losses"]
 
 RangeId = Tuple[str, int, int]
 _Reports = Dict[RangeId, Tuple[DataLoss, ...]]
@@ -74,6 +74,19 @@ def loss_accumulator(sc: SparkContext) -> Accumulator[_Reports]:
         if acc is None:
             acc = _ACCUMULATORS[sc] = sc.accumulator({}, _LargestPerRange())
         return acc
+
+
+def new_loss_accumulator(sc: SparkContext) -> Accumulator[_Reports]:
+    """An accumulator of loss reports of its own (one stream's, apart from the SparkContext's shared one)."""
+    return sc.accumulator({}, _LargestPerRange())
+
+
+def lost_in(accumulator: Optional[Accumulator[_Reports]], unit: str, accept: Callable[[str], bool]) -> int:
+    """The ``unit``s lost in the reports of ``accumulator`` whose position key ``accept`` takes (driver side)."""
+    if accumulator is None:
+        return 0
+    return sum(d.lost for parts in accumulator.value.values() for d in parts
+               if d.unit == unit and accept(d.position_key))
 
 
 class LossReporter:

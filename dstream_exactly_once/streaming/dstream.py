@@ -34,6 +34,7 @@ from pyspark.streaming.dstream import TransformedDStream
 
 from ..core.driver_ref import DriverOnly
 from ..errors import ConfigurationError
+from .input_info import InputInfoReporter
 from .range_rdd import RangeRDD
 from .recovery import batch_ms, recovered, refuse_recovery
 
@@ -68,7 +69,9 @@ class RangeDStream(DriverOnly, TransformedDStream):
     ``compute(time) -> RangeRDD`` is the driver-side batch builder (planner + RDD factory).
     ``plan_on_generate``: plan each batch when Spark generates it (as Spark's own direct stream
     does), not when its first output job runs; a stream recoverable from a Spark checkpoint needs
-    this, so that every batch Spark checkpoints as pending has its ranges in the checkpoint.
+    this, so that every batch Spark checkpoints as pending has its ranges in the checkpoint; and
+    only such a stream reports its batches' records and ranges to Spark's Streaming tab
+    (:mod:`.input_info`).
 
     Pickled (Spark writes DStream functions into its checkpoint), a stream becomes the recipe
     :meth:`_recovery_recipe` returns, or a refusal naming :attr:`_recovery_refusal` when it has none.
@@ -85,7 +88,10 @@ class RangeDStream(DriverOnly, TransformedDStream):
         # An empty monitored directory yields one empty RDD per batch and, unlike a queue stream,
         # supports ssc.checkpoint(): the tick that drives compute(time).
         tick: DStream[Any] = ssc.textFileStream(self._tick_dir)
+        #: feeds Spark's Streaming tab (batches planned while Spark generates them)
+        self._input_info: Optional[InputInfoReporter] = None
         if plan_on_generate:
+            self._input_info = InputInfoReporter.for_tick(ssc, tick)
             tick = _PlanTick(tick, self._plan_tick)
         super().__init__(tick, self._rdd_for)
 
@@ -101,7 +107,10 @@ class RangeDStream(DriverOnly, TransformedDStream):
 
     # ---------------------------------------------------------------- batch memo
     def _plan_tick(self, time: datetime, tick: Any) -> Any:
-        self._rdd_for(time)
+        rdd = self._rdd_for(time)
+        reporter = self.__dict__.get("_input_info")
+        if reporter is not None:
+            reporter.report(time, rdd.offsetRanges())
         return tick
 
     def _rdd_for(self, time: datetime, _tick: Any = None) -> RangeRDD:

@@ -29,6 +29,7 @@ from pyspark.streaming import StreamingContext
 from ..core.boundary import as_writes, output_error, user_code
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.loss import record_losses
+from ..core.loss_totals import DataLossTotals
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DStreamExactlyOnceError
@@ -122,6 +123,12 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         close_on_stop(ssc, committer.close)
         register_committer(ssc, committer)
         attach_monitoring(ssc, committer)
+
+    def data_loss(self) -> DataLossTotals:
+        """What this stream skipped as lost since this driver started, in its source's unit (Kafka:
+        offsets, files: bytes): skipped while planning and found gone while reading committed
+        batches. The same numbers as the progress records' ``dataLossTotals``."""
+        return self.committer.progress.data_loss_totals()
 
     def _add_output(self, pattern: str, log_ahead: bool = True) -> None:
         """Register an output pattern; an offset log written by the commits allows no other output."""

@@ -22,6 +22,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 from pyspark.streaming import StreamingContext
 
 from ..core.committer import check_retain_batches
+from ..core.loss_totals import DataLossTotals
 from ..core.options import parse_bool
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
@@ -32,7 +33,7 @@ from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
 from ..files.options import CONF_PREFIX
 from ..files.reader import FileRangeReader
 from ..stores.base import TransactionalStore
-from .data_loss import LossReporter, loss_accumulator
+from .data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
 from .dstream import RangeDStream
 from .exactly_once import ExactlyOnceDStream
 from .factory import open_committer
@@ -73,14 +74,28 @@ class FileDStream(RangeDStream):
 
     Unit of parallelism: one Spark task per file range per batch (one range per file that grew).
     Delivery: at-least-once for outputs across driver restarts (positions are not stored); see
-    :meth:`FileUtils.createExactlyOnceFileStream`.
+    :meth:`FileUtils.createExactlyOnceFileStream`. Each batch is planned when Spark generates it, so
+    Spark's Streaming tab shows its bytes and byte ranges (:mod:`.input_info`).
     """
 
     def __init__(self, ssc: StreamingContext, planner: Planner) -> None:
         self.planner = planner
         sc = ssc.sparkContext
-        reader = planner.reader()
-        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader))
+        self._losses = new_loss_accumulator(sc)
+        reader = _reporting_reader(planner.reader(), LossReporter(self._losses))
+        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader), plan_on_generate=True)
+
+
+    def data_loss(self) -> DataLossTotals:
+        """Bytes this stream skipped as lost since this driver started (``fail.on.data.loss=false``):
+        ``planned``, skipped while planning (a rotated file left the pattern unread, a file truncated
+        below its position); ``read``, found gone while reading its batches (counted after each
+        batch's action, once per range)."""
+        return DataLossTotals("bytes", self.planner.data_loss_skips(), lost_in(self._losses, "bytes", _any))
+
+
+def _any(_key: str) -> bool:
+    return True
 
 
 class FileUtils:
@@ -141,7 +156,7 @@ class FileUtils:
         exactly-once for everything written through the store's transaction: every complete line
         counted once across SIGKILLs, replays, zombie drivers and rotation by rename or
         copytruncate; lines the planner reports lost (a rotated file that left the pattern unread)
-        are counted (``stream.committer.source.counters`` and each progress record's
+        are counted (``stream.data_loss()``, each progress record's ``dataLossTotals`` and
         ``sources[0].metrics``) and logged, never silently dropped.
         """
         check_retain_batches(retain_batches)

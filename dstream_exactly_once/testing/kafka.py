@@ -1,25 +1,38 @@
 """LocalKafka: a real single-node KRaft Apache Kafka broker for tests, demos and benchmarks.
 
 The broker jars come from Maven Central through the small pom in ``jvm/pom.xml``; Maven caches them
-in the local repository, so only the first start downloads anything. The broker runs with ``java``
+in the local repository, so only the first start downloads anything. The Kafka version is the pom's
+(4.x) unless ``LocalKafka(version=…)`` or the environment variable ``DEO_KAFKA_VERSION`` names
+another release of ``org.apache.kafka:kafka_2.13`` that runs KRaft (3.3 and later; the tests run
+:data:`KAFKA_3_VERSION` beside the default). The broker runs with ``java``
 on free loopback ports in a temp dir and is killed (process group) on :meth:`LocalKafka.stop`.
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import re
 import shutil
 import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 
-from ..errors import ServiceError
+from ..errors import ConfigurationError, ServiceError
 from ..kafka.offsets import to_bytes
 from ._maven import maven_classpath
 from ._process import ManagedProcess, free_port, port_open, wait_until
 
 POM = Path(__file__).with_name("jvm") / "pom.xml"
+
+#: the environment variable that picks the broker's Kafka version (default: the pom's)
+VERSION_ENV = "DEO_KAFKA_VERSION"
+
+#: the 3.x KRaft broker the tests run beside the default 4.x one
+KAFKA_3_VERSION = "3.9.1"
+
+_VERSION = re.compile(r"\d+\.\d+\.\d+")
 
 LOG4J2 = """\
 status = warn
@@ -35,9 +48,30 @@ logger.kafka.level = info
 """
 
 
-def kafka_classpath() -> str:
-    """The broker classpath, resolving the jars with Maven on first use (idempotent, cached)."""
-    return maven_classpath(POM, "kafka")
+def kafka_version(version: Optional[str] = None) -> Optional[str]:
+    """The Kafka release to run: ``version``, else ``$DEO_KAFKA_VERSION``, else ``None`` (the pom's).
+
+    Refused (naming the value): anything but a ``MAJOR.MINOR.PATCH`` string, or a release before
+    3.3 (no production-ready KRaft mode, which the broker runs in).
+    """
+    where = "version"
+    if version is None:
+        version, where = os.environ.get(VERSION_ENV) or None, f"${VERSION_ENV}"
+    if version is None:
+        return None
+    allowed = "a Kafka release MAJOR.MINOR.PATCH of 3.3 or later (e.g. '3.9.1', '4.1.1')"
+    if not isinstance(version, str) or not _VERSION.fullmatch(version):
+        raise ConfigurationError(f"{where} must be {allowed}; got {version!r}")
+    if tuple(int(p) for p in version.split(".")[:2]) < (3, 3):
+        raise ConfigurationError(f"{where} must be {allowed}; got {version!r}")
+    return version
+
+
+def kafka_classpath(version: Optional[str] = None) -> str:
+    """The broker classpath (``version`` as in :func:`kafka_version`), resolving the jars with Maven on
+    first use (idempotent, cached)."""
+    chosen = kafka_version(version)
+    return maven_classpath(POM, "kafka", {"kafka.version": chosen} if chosen else None)
 
 
 def _cluster_id() -> str:
@@ -54,7 +88,8 @@ class LocalKafka:
 
     ``sasl_users`` (``{user: password}``) adds a SASL_PLAINTEXT listener with the PLAIN mechanism
     at :attr:`sasl_bootstrap`; the PLAINTEXT listener at :attr:`bootstrap` stays open.
-    ``broker_config`` adds or overrides ``server.properties`` entries.
+    ``broker_config`` adds or overrides ``server.properties`` entries. ``version``: the Kafka release
+    (``"3.9.1"``; default ``$DEO_KAFKA_VERSION``, else the pom's 4.x), checked here.
     """
 
     def __init__(
@@ -64,7 +99,10 @@ class LocalKafka:
         broker_config: Optional[Mapping[str, Any]] = None,
         heap: str = "512m",
         workdir: Optional[Path] = None,
+        version: Optional[str] = None,
     ) -> None:
+        #: the Kafka release this broker runs (``None``: the pom's)
+        self.version = kafka_version(version)
         self._sasl_users = dict(sasl_users or {})
         self._broker_config = dict(broker_config or {})
         self._heap = heap
@@ -93,7 +131,7 @@ class LocalKafka:
         java = shutil.which("java")
         if java is None:
             raise ServiceError("java is needed to run the local Kafka broker (Java 17)")
-        cp = kafka_classpath()
+        cp = kafka_classpath(self.version)
         work = self._proc.workdir
         first_start = self.port == 0
         if first_start:
