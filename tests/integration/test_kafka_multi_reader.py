@@ -7,14 +7,21 @@ from __future__ import annotations
 import pytest
 
 from dstream_exactly_once import DataLossError, OffsetRange
-from dstream_exactly_once.kafka import reader
+from dstream_exactly_once.kafka import multi_reader, multi_reader_confluent, reader, reader_confluent
 from dstream_exactly_once.kafka.consumers import ConsumerCache
-from dstream_exactly_once.kafka.multi_reader import read_ranges
 from dstream_exactly_once.kafka.params import parse_kafka_params
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 50
+
+# (multi-range reader, a fresh consumer cache of its client)
+READERS = {
+    "kafka-python": (multi_reader.read_ranges, ConsumerCache),
+    "confluent-kafka": (multi_reader_confluent.read_ranges,
+                        lambda: ConsumerCache(create=reader_confluent._Consumer, close=reader_confluent._close,
+                                              share_idle=False)),
+}
 
 
 def _records(blocks):
@@ -31,13 +38,15 @@ def _fill(kafka, topic):
     producer.close()
 
 
-def test_fifty_partitions_read_by_one_consumer_exactly_their_ranges(kafka, topic_name):
+@pytest.mark.parametrize("client", list(READERS))
+def test_fifty_partitions_read_by_one_consumer_exactly_their_ranges(kafka, topic_name, client):
+    read_ranges, new_cache = READERS[client]
     _fill(kafka, topic_name)
     config = parse_kafka_params({"bootstrap.servers": kafka.bootstrap})
     # ends below the log end (nothing past them may appear), empty ranges, a range at the log start
     ranges = [OffsetRange(topic_name, p, p % 7, 40 - (p % 5)) if p % 10 else OffsetRange(topic_name, p, 5, 5)
               for p in range(PARTITIONS)]
-    cache = ConsumerCache()
+    cache = new_cache()
     try:
         blocks = list(read_ranges(config, ranges, cache=cache))
         assert cache.created == 1  # one consumer for the whole task
@@ -56,15 +65,17 @@ def test_fifty_partitions_read_by_one_consumer_exactly_their_ranges(kafka, topic
     assert len(got) == sum(r.count() for r in ranges)
 
 
-def test_deleted_offsets_follow_the_data_loss_policy(kafka, topic_name):
+@pytest.mark.parametrize("client", list(READERS))
+def test_deleted_offsets_follow_the_data_loss_policy(kafka, topic_name, client):
+    read_ranges, new_cache = READERS[client]
     _fill(kafka, topic_name)
     kafka.delete_records(topic_name, {3: 10})
     config = parse_kafka_params({"bootstrap.servers": kafka.bootstrap})
     ranges = [OffsetRange(topic_name, p, 0, 20) for p in range(5)]
     with pytest.raises(DataLossError, match=rf"offsets \[0, 10\) of {topic_name}-3 were deleted"):
-        list(read_ranges(config, ranges, cache=ConsumerCache()))
+        list(read_ranges(config, ranges, cache=new_cache()))
     losses = []
-    cache = ConsumerCache()
+    cache = new_cache()
     try:
         got = _records(read_ranges(config, ranges, cache=cache, fail_on_data_loss=False, on_data_loss=losses.append))
     finally:
