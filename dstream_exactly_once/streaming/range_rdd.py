@@ -65,6 +65,7 @@ def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: Rang
     def read_partition(index: int, _ignored: Iterable[Any]) -> Iterable[Any]:
         if index >= len(planned):
             return iter(())
+        remember_task(planned[index])  # before the functions pipelined after this one run
         if per_range:
             return reader.read(ranges[index])
         return _read_task(reader, planned[index])
@@ -80,7 +81,6 @@ def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: Rang
 
 def _read_task(reader: RangeReader, task: Task) -> Iterator[Any]:
     """The records of ``task``'s pieces, in order."""
-    remember_task(task)
     for piece in task:
         if piece.whole:
             yield from reader.read(piece.range)
