@@ -266,6 +266,12 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
         For results too large for the driver. A task retry or a replayed batch finds its range
         already committed and writes nothing.
+
+        On a stream whose tasks are planned (file streams, see
+        :mod:`dstream_exactly_once.core.tasks`) a task may hold several small ranges: ``offset_range``
+        is then the tuple of its ranges, and one transaction commits the writes with every one of
+        their positions (each under compare-and-set). Ranges are never split for this pattern: a
+        piece could not store its range's position without passing unread bytes.
         """
         if not callable(func):
             raise ConfigurationError(f"commit_each_partition needs a function (records, offset_range, batch) -> "
