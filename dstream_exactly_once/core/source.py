@@ -38,6 +38,18 @@ class RangeReader(ABC):
     def read(self, r: SourceRange) -> Iterable[Any]:
         """The records of ``r``, in position order."""
 
+    def can_split(self, r: SourceRange) -> bool:
+        """Whether :meth:`read_part` can read ``r`` in pieces (default: no)."""
+        return False
+
+    def read_part(self, r: SourceRange, start: int, end: int) -> Iterable[Any]:
+        """The records of the piece ``[start, end)`` of ``r`` (only called when :meth:`can_split`
+        allows it, or for the whole range). Reading every piece of a range yields the records of
+        :meth:`read` once each, in order."""
+        if (start, end) == (r.start, r.end):
+            return self.read(r)
+        raise NotImplementedError(f"{type(self).__name__} cannot read a piece of {r.describe()}")
+
 
 class BatchSource(ABC):
     """The driver side of a source. Lifecycle::

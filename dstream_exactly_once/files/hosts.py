@@ -102,6 +102,14 @@ class HostCheckedReader(RangeReader):
             check_host(r.host, f"reading {r.describe()}")
         return self.inner.read(r)
 
+    def can_split(self, r: SourceRange) -> bool:
+        return self.inner.can_split(r)
+
+    def read_part(self, r: SourceRange, start: int, end: int) -> Any:
+        if isinstance(r, FileRange) and r.host is not None:
+            check_host(r.host, f"reading bytes [{start} -> {end}) of {r.describe()}")
+        return self.inner.read_part(r, start, end)
+
 
 def _start_on_host(payload: Tuple[str, FilePlanner, Dict[str, Position]]) -> FilePlanner:
     host, planner, positions = payload

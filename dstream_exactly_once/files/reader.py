@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import replace
 from itertools import chain
 from typing import Any, Iterable, Iterator, List, Optional
 
@@ -83,6 +84,37 @@ class FileRangeReader(RangeReader):
             return chain.from_iterable(self._blocks(r))
         return self._records(r)
 
+    def can_split(self, r: SourceRange) -> bool:
+        """Uncompressed files split at any byte (:meth:`read_part` finds the lines); compressed never."""
+        return isinstance(r, FileRange) and not r.compressed
+
+    def read_part(self, r: SourceRange, start: int, end: int) -> Iterator[Any]:
+        """The records of the lines of ``r`` that *start* in ``[start, end)`` (Hadoop's
+        LineRecordReader rule): a piece starting inside a line skips to the next line, and a piece
+        reads past ``end`` to finish its last line. The pieces of a range together yield each of its
+        records once. The whole file is checked as for :meth:`read`; a loss is reported as the
+        piece's part of ``r``."""
+        if not isinstance(r, FileRange):
+            raise ConfigurationError(f"FileRangeReader reads FileRange values, got {r!r}")
+        if (start, end) == (r.from_byte, r.until_byte):
+            return self.read(r)
+        if r.compressed or not r.from_byte <= start <= end <= r.until_byte:
+            raise ConfigurationError(f"cannot read bytes [{start} -> {end}) of {r.describe()} as a piece "
+                                     f"(compressed files are read whole; a piece lies inside its range)")
+        return self._part(r, start, end)
+
+    def _part(self, r: FileRange, start: int, end: int) -> Iterator[Any]:
+        piece = _piece(r, start, end)
+        located = self._located(r, piece)
+        if located is None:
+            return
+        with located as view:
+            first = _line_start(view, start, r)
+            last = _line_start(view, end, r)
+            if first >= last:
+                return
+            yield from self._records_from(view, _piece(r, first, last), first, b"", r)
+
     def _fast_path_applies(self) -> bool:
         """Whether records are bare ``str`` lines, which the block-wise fast path produces."""
         o = self.options
@@ -106,26 +138,30 @@ class FileRangeReader(RangeReader):
         return view
 
     # ---------------------------------------------------------------- data loss
-    def _located(self, r: FileRange) -> Optional[FileView]:
-        """:meth:`locate`, or ``None`` when no file holds the range and the loss policy skips it."""
+    def _located(self, r: FileRange, piece: Optional[FileRange] = None) -> Optional[FileView]:
+        """:meth:`locate`, or ``None`` when no file holds the range and the loss policy skips it
+        (reported as the loss of ``piece``, by default all of ``r``)."""
         try:
             return self.locate(r)
         except DataLossError as exc:
             if self.options.fail_on_data_loss:
                 raise
-            self._lost(r, r.from_byte, str(exc))
+            part = piece if piece is not None else r
+            self._lost(part, part.from_byte, str(exc), r)
             return None
 
-    def _shrunk(self, r: FileRange, pos: int, partial: int) -> None:
+    def _shrunk(self, r: FileRange, pos: int, partial: int, whole: Optional[FileRange] = None) -> None:
         """The file ended at ``pos`` while reading (``partial`` bytes of an unfinished line before it)."""
         message = f"{r.describe()}: the file ended at byte {pos} while reading (shrunk after it was checked)"
         if self.options.fail_on_data_loss:
             raise DataLossError(message)
-        self._lost(r, pos - partial, message)
+        self._lost(r, pos - partial, message, whole)
 
-    def _lost(self, r: FileRange, start: int, reason: str) -> None:
-        """Report bytes ``[start, until_byte)`` of ``r`` as lost (``fail.on.data.loss=false``)."""
-        loss = DataLoss(r.position_key, r.from_byte, r.until_byte, start, r.until_byte, "bytes", r.path, reason)
+    def _lost(self, r: FileRange, start: int, reason: str, whole: Optional[FileRange] = None) -> None:
+        """Report bytes ``[start, until_byte)`` of ``r`` (a range, or a piece of the range ``whole``) as
+        lost (``fail.on.data.loss=false``)."""
+        w = whole if whole is not None else r
+        loss = DataLoss(w.position_key, w.from_byte, w.until_byte, start, r.until_byte, "bytes", r.path, reason)
         if self.on_data_loss is None:
             log.warning("data loss (fail.on.data.loss=false): skipping %s", loss.describe())
             return
@@ -216,11 +252,13 @@ class FileRangeReader(RangeReader):
         with located as view:
             yield from self._records_from(view, r, r.from_byte, b"")
 
-    def _records_from(self, view: FileView, r: FileRange, pos: int, buf: bytes) -> Iterator[Any]:
-        for offset, raw in self._lines(view, r, pos, buf):
+    def _records_from(self, view: FileView, r: FileRange, pos: int, buf: bytes,
+                      whole: Optional[FileRange] = None) -> Iterator[Any]:
+        for offset, raw in self._lines(view, r, pos, buf, whole):
             yield self._record(r, offset, raw)
 
-    def _lines(self, view: FileView, r: FileRange, pos: int, buf: bytes) -> Iterator[tuple[int, bytes]]:
+    def _lines(self, view: FileView, r: FileRange, pos: int, buf: bytes,
+               whole: Optional[FileRange] = None) -> Iterator[tuple[int, bytes]]:
         """``(offset, bytes)`` of each record of ``r`` from ``pos`` on, after ``buf`` (the bytes just before
         ``pos`` that start a line): lines, split when longer than ``line.max.bytes``."""
         line_max = self.options.line_max_bytes
@@ -235,7 +273,7 @@ class FileRangeReader(RangeReader):
                 break
             block = view.read(pos, min(_BLOCK, end - pos))
             if not block:
-                self._shrunk(r, pos, len(buf))
+                self._shrunk(r, pos, len(buf), whole)
                 return
             pos += len(block)
             *lines, buf = (buf + block).split(b"\n")
@@ -273,3 +311,25 @@ def _pieces(seg: bytes, offset: int, line_max: int) -> Iterator[tuple[int, bytes
         yield offset, seg[:k]
         seg, offset = seg[k:], offset + k
     yield offset, seg
+
+
+def _line_start(view: FileView, pos: int, r: FileRange) -> int:
+    """The first line start at or after ``pos`` within ``r`` (``pos`` itself when a line starts there;
+    ``r.until_byte`` when none does before it)."""
+    if pos <= r.from_byte or pos >= r.until_byte:
+        return min(max(pos, r.from_byte), r.until_byte)
+    at = pos - 1
+    while at < r.until_byte:
+        block = view.read(at, min(_CHUNK, r.until_byte - at))
+        if not block:
+            return r.until_byte
+        k = block.find(b"\n")
+        if k >= 0:
+            return at + k + 1
+        at += len(block)
+    return r.until_byte
+
+
+def _piece(r: FileRange, start: int, end: int) -> FileRange:
+    """``r`` narrowed to bytes ``[start, end)`` (for reading and messages; its identity is checked on ``r``)."""
+    return replace(r, from_byte=start, until_byte=end, tail="", tail_length=0)

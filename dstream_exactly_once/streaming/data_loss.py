@@ -34,10 +34,12 @@ from ..stores.url import redact_url
 log = logging.getLogger(__name__)
 
 __all__ = ["LossReporter", "batch_losses", "begin_range", "log_losses", "loss_accumulator", "loss_failure",
-           "lost_in", "new_loss_accumulator", "task_losses"]
+           "lost_in", "new_loss_accumulator", "reading_piece", "task_losses"]
 
 RangeId = Tuple[str, int, int]
-_Reports = Dict[RangeId, Tuple[DataLoss, ...]]
+# (range id, start of the piece read): a range read in pieces by several tasks reports per piece
+ReadId = Tuple[RangeId, int]
+_Reports = Dict[ReadId, Tuple[DataLoss, ...]]
 
 
 def _range_id(r: SourceRange) -> RangeId:
@@ -45,9 +47,9 @@ def _range_id(r: SourceRange) -> RangeId:
 
 
 class _LargestPerRange(AccumulatorParam[_Reports]):
-    """Keeps, per range, the report of the read that lost the most (a range read twice — a task
-    retry, a second action — counts once). Builds a new dict (the driver reads it while Spark's
-    accumulator thread merges)."""
+    """Keeps, per range (per piece of a split range), the report of the read that lost the most (a
+    range read twice — a task retry, a second action — counts once). Builds a new dict (the driver
+    reads it while Spark's accumulator thread merges)."""
 
     def zero(self, value: _Reports) -> _Reports:
         return {}
@@ -65,6 +67,10 @@ _LOCK = threading.Lock()
 
 # executor process: range id -> the losses the running read of that range reported
 _TASK: Dict[RangeId, List[DataLoss]] = {}
+# executor process: range id -> the start of the piece of it being read (see reading_piece)
+_PIECE: Dict[RangeId, int] = {}
+# executor process: the losses the running read of each piece reported
+_READ: Dict[ReadId, List[DataLoss]] = {}
 
 
 def loss_accumulator(sc: SparkContext) -> Accumulator[_Reports]:
@@ -96,14 +102,28 @@ class LossReporter:
         self.accumulator = accumulator
 
     def __call__(self, loss: DataLoss) -> None:
-        parts = _TASK.setdefault(loss.range_id(), [])
-        parts.append(loss)
-        self.accumulator.add({loss.range_id(): tuple(merge_losses(parts))})
+        rid = loss.range_id()
+        _TASK.setdefault(rid, []).append(loss)
+        read_id = (rid, _PIECE.get(rid, loss.range_start))
+        read = _READ.setdefault(read_id, [])
+        read.append(loss)
+        self.accumulator.add({read_id: tuple(merge_losses(read))})
+
+
+def reading_piece(r: SourceRange, start: int) -> None:
+    """The running task reads the piece of ``r`` that starts at ``start`` (losses reported meanwhile
+    belong to that piece; a split range's pieces are read by several tasks)."""
+    rid = _range_id(r)
+    _PIECE[rid] = start
+    _READ.pop((rid, start), None)
 
 
 def begin_range(r: SourceRange) -> None:
     """Forget earlier reports of ``r`` in this process (call before the task reads it)."""
-    _TASK.pop(_range_id(r), None)
+    rid = _range_id(r)
+    _TASK.pop(rid, None)
+    _PIECE.pop(rid, None)
+    _READ.pop((rid, r.start), None)
 
 
 def task_losses(r: SourceRange) -> List[DataLoss]:
@@ -117,9 +137,11 @@ def batch_losses(sc: SparkContext, batch: PlannedBatch) -> List[DataLoss]:
     if acc is None:
         return []
     reports = acc.value
+    wanted = {_range_id(r) for r in batch.ranges}
     out: List[DataLoss] = []
-    for r in batch.ranges:
-        out.extend(reports.get(_range_id(r), ()))
+    for (rid, _end), parts in reports.items():
+        if rid in wanted:
+            out.extend(parts)
     return merge_losses(out)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import logging
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, Sequence, Union
 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
@@ -32,6 +32,7 @@ from ..core.loss import record_losses
 from ..core.loss_totals import DataLossTotals
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
+from ..core.tasks import TaskOptions
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
@@ -69,6 +70,8 @@ class PartitionSink(Protocol):
 BatchFunc = Callable[[PlannedBatch, RDD], Optional[Writes]]
 PartitionFunc = Callable[[Iterable[Any], Any, PlannedBatch], Optional[Writes]]
 RddFactory = Callable[[Sequence[SourceRange]], RangeRDD]
+#: An RDD factory that plans tasks: ``make_rdd(ranges, shape)``.
+TaskRddFactory = Callable[[Sequence[SourceRange], TaskOptions], RangeRDD]
 
 
 class BatchIdSink:
@@ -88,7 +91,11 @@ class BatchIdSink:
 class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     """A direct stream whose output operations commit results and source positions atomically.
 
-    Unit of parallelism: one Spark task per range per batch (a Kafka topic partition, a file).
+    Unit of parallelism: one Spark task per range per batch (a Kafka topic partition), or — for a
+    source built with task options (files) — one per planned task (:mod:`dstream_exactly_once.core.tasks`):
+    small ranges packed for every output pattern, large ranges split for :meth:`commit_each_batch`
+    and :meth:`foreach_batch` only (a per-task commit stores whole ranges), and one task per range
+    for :meth:`write_each_partition` (its labels name partitions).
     Delivery guarantee: exactly-once for results written through :meth:`commit_each_batch`,
     :meth:`commit_each_partition`, :meth:`foreach_batch` or :meth:`write_each_partition` (each
     record's effect is in the store once, whatever crashes, task retries, replays or zombie drivers
@@ -110,14 +117,19 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         "uncommitted batches with their logged ranges (updateStateByKey and window state start empty; keep state "
         "that must survive restarts in the store with Writes.incr / Writes.put)")
 
-    def __init__(self, ssc: StreamingContext, committer: BatchCommitter, make_rdd: RddFactory) -> None:
+    def __init__(self, ssc: StreamingContext, committer: BatchCommitter, make_rdd: Callable[..., RangeRDD],
+                 tasks: Optional[TaskOptions] = None) -> None:
         self.committer = committer
         self._make_rdd = make_rdd
         self._outputs: list[str] = []
+        self._tasks = tasks
 
         def compute(time: datetime) -> RangeRDD:
             batch = committer.next_batch(time)
-            return make_rdd(list(batch.ranges) if batch is not None else [])
+            ranges = list(batch.ranges) if batch is not None else []
+            if tasks is None:
+                return make_rdd(ranges)
+            return make_rdd(ranges, self._task_shape(tasks, batch))
 
         super().__init__(ssc, compute)
         close_on_stop(ssc, committer.close)
@@ -129,6 +141,24 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         offsets, files: bytes): skipped while planning and found gone while reading committed
         batches. The same numbers as the progress records' ``dataLossTotals``."""
         return self.committer.progress.data_loss_totals()
+
+    def _task_shape(self, tasks: TaskOptions, batch: Optional[PlannedBatch]) -> TaskOptions:
+        """How the batch's ranges become tasks for the stream's output patterns: packed and split for
+        whole-batch commits; packed, never split, for per-task commits (a task commits whole ranges;
+        a replayed batch gives no task to a range an earlier attempt committed, so no task mixes
+        committed and uncommitted ranges); one task per range for label-idempotent sinks."""
+        if "write_each_partition" in self._outputs:
+            return tasks.with_shape(pack=False, split=False)
+        if "commit_each_partition" not in self._outputs:
+            return tasks
+        shape = tasks.with_shape(pack=True, split=False)
+        if batch is None or not self.committer.is_replay(batch):
+            return shape
+        committer = self.committer
+        stored = committer.call_store(committer.store.load_positions, "load_positions")
+        done = frozenset(r.position_key for r in batch.ranges
+                         if r.end > r.start and r.position_key in stored and stored[r.position_key].offset == r.end)
+        return shape.skipping(done)
 
     def _add_output(self, pattern: str, log_ahead: bool = True) -> None:
         """Register an output pattern; an offset log written by the commits allows no other output."""
@@ -243,6 +273,12 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
         For results too large for the driver. A task retry or a replayed batch finds its range
         already committed and writes nothing.
+
+        On a stream whose tasks are planned (file streams, see
+        :mod:`dstream_exactly_once.core.tasks`) a task may hold several small ranges: ``offset_range``
+        is then the tuple of its ranges, and one transaction commits the writes with every one of
+        their positions (each under compare-and-set). Ranges are never split for this pattern: a
+        piece could not store its range's position without passing unread bytes.
         """
         if not callable(func):
             raise ConfigurationError(f"commit_each_partition needs a function (records, offset_range, batch) -> "
@@ -257,21 +293,24 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
             if batch is None:
                 return
             epoch = committer.epoch
+            by_task = _task_ranges(rdd)
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
-                r = batch.ranges[index]
-                if r.count() == 0:
+                ranges = [r for r in by_task[index] if r.count() > 0] if index < len(by_task) else []
+                if not ranges:
                     return [("empty", 0, 0)]
                 seen = [0]
-                begin_range(r)
-                with user_code(batch, [r]):
-                    writes = as_writes(func(counted(records, seen), r, batch), "the commit_each_partition function")
-                losses = task_losses(r)
-                if losses:  # this range's incident record commits with its position, or not at all
+                for r in ranges:
+                    begin_range(r)
+                arg = ranges[0] if len(ranges) == 1 else tuple(ranges)
+                with user_code(batch, ranges):
+                    writes = as_writes(func(counted(records, seen), arg, batch), "the commit_each_partition function")
+                losses = [d for r in ranges for d in task_losses(r)]
+                if losses:  # the ranges' incident records commit with their positions, or not at all
                     writes = writes.copy()
                     record_losses(writes, batch.batch_id, losses)
-                outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=[r], complete_batch=False),
-                                     f"store commit of batch {batch.batch_id} range {r}")
+                outcome = retry.call(lambda: store.commit(epoch, batch, writes, ranges=ranges, complete_batch=False),
+                                     f"store commit of batch {batch.batch_id} ranges {', '.join(map(str, ranges))}")
                 return [(outcome.value, seen[0], writes_size(writes))]
 
             _run_partition_job(committer, batch, rdd, per_partition, sink="commit_each_partition")
@@ -322,6 +361,17 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                                before=lambda: sink.recover(store, batch) if committer.is_replay(batch) else None)
 
         self.foreachRDD(output)
+
+
+def _task_ranges(rdd: RangeRDD) -> List[List[SourceRange]]:
+    """The ranges each partition of ``rdd`` reads (whole ranges: a per-task commit stores them)."""
+    out: List[List[SourceRange]] = []
+    for task in rdd.tasks:
+        if any(not p.whole for p in task):
+            raise ConfigurationError(f"a per-task commit needs whole ranges, but a task reads "
+                                     f"{', '.join(p.describe() for p in task)}")
+        out.append([p.range for p in task])
+    return out
 
 
 def _takes_writes(sink: PartitionSink) -> bool:

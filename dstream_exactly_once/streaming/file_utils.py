@@ -10,8 +10,14 @@ Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one hos
 every executor sees at the same paths (NFS, a shared volume: declare it with the option
 ``shared.filesystem=true``); or node-local files on the hosts named by the option ``hosts=h1,h2``:
 each host's files are planned by a task pinned to that host (:mod:`dstream_exactly_once.files.hosts`)
-and each range is read by a task pinned to its host (:mod:`.pinned`) that checks where it runs.
+and each task is read on its host (:mod:`.pinned`), checking where it runs.
 Any other master without one of the two options is refused. See ``docs/files.md``.
+
+Tasks: the core's task planner (:mod:`dstream_exactly_once.core.tasks`) packs a batch's small file
+ranges into tasks of about ``tasks.target.size`` bytes (aiming at ``tasks.target.count`` tasks,
+default ``sc.defaultParallelism``), splits ranges larger than ``tasks.split.size`` at line
+boundaries (never a compressed file), and packs node-local ranges only with ranges of the same
+host. See ``docs/performance.md``, "The task planner".
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ..core.options import parse_bool
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
+from ..core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
 from ..errors import ConfigurationError
 from ..files import FilePlanner, FileRange, FileSourceOptions
 from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
@@ -41,7 +48,10 @@ from .lifecycle import close_on_stop
 from .pinned import spark_host_runner
 from .range_rdd import RangeRDD, make_range_rdd
 
-__all__ = ["HOSTS", "SHARED_FILESYSTEM", "FileDStream", "FileRDD", "FileUtils"]
+__all__ = ["FILE_SPLIT_FLOOR", "HOSTS", "SHARED_FILESYSTEM", "FileDStream", "FileRDD", "FileUtils"]
+
+#: The smallest default split size of a file range (8 MiB): below it a task costs more than its read.
+FILE_SPLIT_FLOOR = 8 << 20
 
 #: The deployment option (also ``spark.aof.shared.filesystem``): ``true`` declares that every
 #: executor sees the same files at the same paths, which allows a master other than local mode.
@@ -57,14 +67,17 @@ _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
 
 
 class FileRDD(RangeRDD):
-    """One batch of a file stream: partition ``i`` reads the bytes of ``offsetRanges()[i]``, a
-    :class:`~dstream_exactly_once.files.FileRange` (``path``, ``fromOffset``, ``untilOffset``).
+    """One batch of a file stream: ``offsetRanges()`` lists its
+    :class:`~dstream_exactly_once.files.FileRange` s (``path``, ``fromOffset``, ``untilOffset``) and
+    partition ``i`` reads the ranges and pieces of ``tasks[i]`` in order.
 
     Records are lines (``str``; ``bytes`` with ``line.decoding=bytes``), optionally with the file
     name and/or byte offset (``include.file.name``, ``include.byte.offset``). Unit of parallelism:
-    one task per file range. Delivery: a deterministic read of exactly these bytes — a task that
-    cannot find them follows ``fail.on.data.loss``: it fails with a ``DataLossError`` naming the range,
-    or reads nothing and reports the lost bytes; it never reads another file.
+    one task per planned task (packed small ranges, or one piece of a large range; see
+    ``tasks.target.count``, ``tasks.target.size``, ``tasks.split.size``). Delivery: a deterministic
+    read of exactly these bytes — a task that cannot find them follows ``fail.on.data.loss``: it
+    fails with a ``DataLossError`` naming the range, or reads nothing and reports the lost bytes; it
+    never reads another file.
     """
 
 
@@ -72,19 +85,20 @@ class FileDStream(RangeDStream):
     """A direct DStream over growing files; each batch is a :class:`FileRDD` whose ``offsetRanges()``
     lists the batch's file ranges.
 
-    Unit of parallelism: one Spark task per file range per batch (one range per file that grew).
-    Delivery: at-least-once for outputs across driver restarts (positions are not stored); see
-    :meth:`FileUtils.createExactlyOnceFileStream`. Each batch is planned when Spark generates it, so
-    Spark's Streaming tab shows its bytes and byte ranges (:mod:`.input_info`).
+    Unit of parallelism: one Spark task per planned task per batch (small ranges packed, large ones
+    split; see :mod:`dstream_exactly_once.core.tasks`). Delivery: at-least-once for outputs across
+    driver restarts (positions are not stored); see :meth:`FileUtils.createExactlyOnceFileStream`.
+    Each batch is planned when Spark generates it, so Spark's Streaming tab shows its bytes and byte
+    ranges (:mod:`.input_info`).
     """
 
-    def __init__(self, ssc: StreamingContext, planner: Planner) -> None:
+    def __init__(self, ssc: StreamingContext, planner: Planner, tasks: Optional[TaskOptions] = None) -> None:
         self.planner = planner
         sc = ssc.sparkContext
         self._losses = new_loss_accumulator(sc)
         reader = _reporting_reader(planner.reader(), LossReporter(self._losses))
-        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader), plan_on_generate=True)
-
+        shape = tasks if tasks is not None else TaskOptions()
+        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader, shape), plan_on_generate=True)
 
     def data_loss(self) -> DataLossTotals:
         """Bytes this stream skipped as lost since this driver started (``fail.on.data.loss=false``):
@@ -116,14 +130,16 @@ class FileUtils:
         file, the complete lines written since the previous batch (at most ``bytes.max`` bytes);
         rotation by rename or copytruncate neither loses nor doubles lines within one run.
 
-        Unit of parallelism: one Spark task per file range per batch. Delivery: at-least-once
-        across driver restarts (this stream stores no positions; a new driver starts again per
+        Unit of parallelism: one Spark task per planned task per batch (small ranges packed, large
+        ones split at line boundaries; options ``tasks.*``). Delivery: at-least-once across driver
+        restarts (this stream stores no positions; a new driver starts again per
         ``starting.offsets``); use :meth:`createExactlyOnceFileStream` for exactly-once.
         """
+        tasks, options = _task_options(ssc, options)
         planner = _planner(ssc, path, options)
         planner.start({})  # checks the pattern against the filesystem; nothing is stored
         close_on_stop(ssc, planner.close)
-        return FileDStream(ssc, planner)
+        return FileDStream(ssc, planner, tasks)
 
     @staticmethod
     def createExactlyOnceFileStream(  # noqa: N802 - named like KafkaUtils.createExactlyOnceStream
@@ -152,7 +168,11 @@ class FileUtils:
         Everything — options, path, master/deployment, store URL and schema, stored positions — is
         checked before the store is written; the epoch is taken last.
 
-        Unit of parallelism: one Spark task per file range per batch. Delivery guarantee:
+        Unit of parallelism: one Spark task per planned task per batch (options ``tasks.*``). Small
+        ranges are packed; large ones are split only for ``commit_each_batch`` and ``foreach_batch``
+        (per-task commits — ``commit_each_partition`` — commit whole ranges, so their tasks never
+        hold a piece; ``write_each_partition`` runs one task per range, its labels name partitions).
+        Delivery guarantee:
         exactly-once for everything written through the store's transaction: every complete line
         counted once across SIGKILLs, replays, zombie drivers and rotation by rename or
         copytruncate; lines the planner reports lost (a rotated file that left the pattern unread)
@@ -161,16 +181,17 @@ class FileUtils:
         """
         check_retain_batches(retain_batches)
         retry = check_retry_policy(store_retry)
+        tasks, options = _task_options(ssc, options)
         planner = _planner(ssc, path, options)
         committer = open_committer(store, app_id, planner, retain_batches=retain_batches, retry=retry,
                                    close_source=planner.close)
         sc = ssc.sparkContext
         reader = _reporting_reader(planner.reader(), LossReporter(loss_accumulator(sc)))
 
-        def make_rdd(ranges: Sequence[SourceRange]) -> FileRDD:
-            return _file_rdd(sc, ranges, reader)
+        def make_rdd(ranges: Sequence[SourceRange], shape: Optional[TaskOptions] = None) -> FileRDD:
+            return _file_rdd(sc, ranges, reader, shape if shape is not None else tasks)
 
-        return ExactlyOnceDStream(ssc, committer, make_rdd)
+        return ExactlyOnceDStream(ssc, committer, make_rdd, tasks=tasks)
 
 
 def _reporting_reader(reader: RangeReader, reporter: LossReporter) -> RangeReader:
@@ -183,12 +204,53 @@ def _reporting_reader(reader: RangeReader, reporter: LossReporter) -> RangeReade
     return reader
 
 
-def _file_rdd(sc: Any, ranges: Sequence[SourceRange], reader: Any) -> FileRDD:
-    """The batch's RDD; ranges of node-local files (``host`` set) prefer their host."""
-    hosts = [r.host if isinstance(r, FileRange) else None for r in ranges]
+def _host_of(r: SourceRange) -> Optional[str]:
+    return r.host if isinstance(r, FileRange) else None
+
+
+def _file_rdd(sc: Any, ranges: Sequence[SourceRange], reader: RangeReader, shape: TaskOptions) -> FileRDD:
+    """The batch's RDD, one partition per planned task; tasks of node-local files (``host`` set)
+    prefer their host."""
+    if not shape.pack and not shape.split:  # one partition per range, empty ones too (partition i: range i)
+        return _per_range_rdd(sc, ranges, reader)
+    tasks = plan_tasks(ranges, shape, parallelism=sc.defaultParallelism, can_split=reader.can_split,
+                       host_of=_host_of, split_floor=FILE_SPLIT_FLOOR)
+    hosts = [_host_of(t[0].range) for t in tasks]
+    if tasks and all(h is not None for h in hosts):
+        return make_range_rdd(sc, ranges, reader, FileRDD, locations=[[h] for h in hosts if h is not None],
+                              tasks=tasks)
+    return make_range_rdd(sc, ranges, reader, FileRDD, tasks=tasks)
+
+
+def _per_range_rdd(sc: Any, ranges: Sequence[SourceRange], reader: RangeReader) -> FileRDD:
+    hosts = [_host_of(r) for r in ranges]
     if ranges and all(h is not None for h in hosts):
         return make_range_rdd(sc, ranges, reader, FileRDD, locations=[[h] for h in hosts if h is not None])
     return make_range_rdd(sc, ranges, reader, FileRDD)
+
+
+def _task_options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[TaskOptions, Dict[str, Any]]:
+    """The task planner's options (``tasks.*`` over Spark conf ``spark.aof.tasks.*``) and the remaining
+    source options."""
+    if not isinstance(ssc, StreamingContext):
+        raise ConfigurationError(f"ssc must be a StreamingContext, got {type(ssc).__name__}")
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigurationError(f"options must be a mapping of option names to values, got {options!r}")
+    rest = dict(options or {})
+    conf = dict(ssc.sparkContext.getConf().getAll())
+    found = TaskOptions.from_mapping({k: conf[CONF_PREFIX + k] for k in TASK_OPTIONS if CONF_PREFIX + k in conf},
+                                     "Spark conf")
+    given: Dict[str, Any] = {}
+    for k in TASK_OPTIONS:
+        for key in (k, CONF_PREFIX + k):
+            if key in rest:
+                given[k] = rest.pop(key)
+    mine = TaskOptions.from_mapping(given)
+    merged = TaskOptions(
+        mine.target_count if mine.target_count is not None else found.target_count,
+        mine.target_size if mine.target_size is not None else found.target_size,
+        mine.split_size if mine.split_size is not None else found.split_size)
+    return merged, rest
 
 
 def _planner(ssc: object, path: str, options: Optional[Mapping[str, Any]]) -> Planner:
@@ -212,6 +274,8 @@ def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[FileSou
         raise ConfigurationError(f"options must be a mapping of option names to values, got {options!r}")
     sc = ssc.sparkContext
     conf: Dict[str, Any] = dict(sc.getConf().getAll())
+    for k in TASK_OPTIONS:  # the task planner's (see _task_options), not the source's
+        conf.pop(CONF_PREFIX + k, None)
     source_options, shared = _split_shared(dict(options or {}), conf)
     source_options, hosts = _split_hosts(source_options, conf)
     if hosts is not None and shared:

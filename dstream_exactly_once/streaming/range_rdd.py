@@ -1,20 +1,26 @@
-"""RangeRDD: one Spark partition per source range, read on the executors by the source's reader.
+"""RangeRDD: Spark partitions over a batch's ranges, read on the executors by the source's reader.
 
-Unit of parallelism: one task per range (one stream partition's slice of the batch). Delivery:
-the RDD is a deterministic function of its ranges — recomputing a partition (task retry, replayed
-batch) yields the same records, which is what exactly-once output builds on.
+Unit of parallelism: one task per range (one stream partition's slice of the batch), or — when the
+RDD is built from planned tasks (:mod:`dstream_exactly_once.core.tasks`) — one task per planned
+task: several small ranges packed together, or one piece of a split range. ``offsetRanges()``
+lists every range of the batch either way. Delivery: the RDD is a deterministic function of its
+ranges and tasks — recomputing a partition (task retry, replayed batch) yields the same records,
+which is what exactly-once output builds on.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Type, TypeVar
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Type, TypeVar
 
 from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
+from ..core.tasks import Task, one_task_per_range
+from .data_loss import reading_piece
 from .pinned import pinned_rdd
+from .task_context import remember_task
 
 __all__ = ["RangeRDD", "make_range_rdd"]
 
@@ -27,13 +33,19 @@ class RangeRDD(PipelinedRDD):
     """
 
     def __init__(self, prev: RDD, func: Callable[[int, Iterable[Any]], Iterable[Any]],
-                 offset_ranges: Sequence[SourceRange]) -> None:
+                 offset_ranges: Sequence[SourceRange], tasks: Optional[Sequence[Task]] = None) -> None:
         super().__init__(prev, func, preservesPartitioning=False)
         self._offset_ranges = list(offset_ranges)
+        self._tasks = list(tasks) if tasks is not None else one_task_per_range(self._offset_ranges)
 
     def offsetRanges(self) -> List[Any]:  # noqa: N802 - Spark API name (HasOffsetRanges)
-        """The ranges this RDD reads, in partition order."""
+        """Every range of the batch, in batch order (with one task per range: partition order)."""
         return list(self._offset_ranges)
+
+    @property
+    def tasks(self) -> List[Task]:
+        """What each partition reads: partition ``i`` reads the pieces ``tasks[i]`` in order."""
+        return list(self._tasks)
 
 
 R = TypeVar("R", bound=RangeRDD)
@@ -41,20 +53,37 @@ R = TypeVar("R", bound=RangeRDD)
 
 def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: RangeReader,
                    rdd_class: Type[R] = RangeRDD,  # type: ignore[assignment]
-                   locations: Optional[Sequence[Sequence[str]]] = None) -> R:
-    """The RDD of ``ranges`` read by ``reader`` (no Spark job runs here). With ``locations``, partition
+                   locations: Optional[Sequence[Sequence[str]]] = None,
+                   tasks: Optional[Sequence[Task]] = None) -> R:
+    """The RDD of ``ranges`` read by ``reader`` (no Spark job runs here): one partition per range, or
+    with ``tasks`` one partition per task (its pieces read in order). With ``locations``, partition
     ``i`` prefers the hosts ``locations[i]`` (Spark preferred locations, see :mod:`.pinned`)."""
     ranges = list(ranges)
+    planned = list(tasks) if tasks is not None else one_task_per_range(ranges)
+    per_range = tasks is None
 
     def read_partition(index: int, _ignored: Iterable[Any]) -> Iterable[Any]:
-        if index >= len(ranges):
+        if index >= len(planned):
             return iter(())
-        return reader.read(ranges[index])
+        remember_task(planned[index])  # before the functions pipelined after this one run
+        if per_range:
+            return reader.read(ranges[index])
+        return _read_task(reader, planned[index])
 
-    if locations is not None and ranges:
-        if len(locations) != len(ranges):
-            raise ValueError(f"make_range_rdd: {len(locations)} locations for {len(ranges)} ranges")
+    if locations is not None and planned:
+        if len(locations) != len(planned):
+            raise ValueError(f"make_range_rdd: {len(locations)} locations for {len(planned)} partitions")
         base = pinned_rdd(sc, [(i, list(hosts)) for i, hosts in enumerate(locations)])
     else:
-        base = sc.parallelize(range(max(len(ranges), 1)), max(len(ranges), 1))
-    return rdd_class(base, read_partition, ranges)
+        base = sc.parallelize(range(max(len(planned), 1)), max(len(planned), 1))
+    return rdd_class(base, read_partition, ranges, planned)
+
+
+def _read_task(reader: RangeReader, task: Task) -> Iterator[Any]:
+    """The records of ``task``'s pieces, in order."""
+    for piece in task:
+        if piece.whole:
+            yield from reader.read(piece.range)
+        else:
+            reading_piece(piece.range, piece.start)
+            yield from reader.read_part(piece.range, piece.start, piece.end)

@@ -1,24 +1,31 @@
-"""Which :class:`OffsetRange` the running Spark task reads (executor side).
+"""Which ranges the running Spark task reads (executor side).
 
 The KafkaRDD's partition function records its range here, keyed by the task's (stage id,
 partition id), before it reads; :func:`current_offset_range` finds it again from user code in the
-same stage. This is the Spark half of the reader: ``kafka/`` itself never imports Spark.
+same stage. A task of a packed RDD (:mod:`dstream_exactly_once.core.tasks`) records all of its
+ranges and pieces; :func:`current_ranges` and :func:`current_pieces` return them. This is the Spark
+half of the readers: ``kafka/`` and ``files/`` never import Spark.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from pyspark import TaskContext
 
+from ..core.ranges import SourceRange
+from ..core.tasks import Piece
 from ..kafka.offsets import OffsetRange
 
-__all__ = ["current_offset_range", "remember_current", "task_identity"]
+__all__ = ["current_offset_range", "current_pieces", "current_ranges", "remember_current", "remember_task",
+           "task_identity"]
 
 _REMEMBERED = 1024
 # (stage id, partition id) -> the range that task reads; lets user code in the same stage find it.
 _CURRENT: OrderedDict[Tuple[int, int], OffsetRange] = OrderedDict()
+# (stage id, partition id) -> the pieces that task reads (packed and split RDDs)
+_TASKS: OrderedDict[Tuple[int, int], Tuple[Piece, ...]] = OrderedDict()
 
 
 def task_identity() -> Tuple[Optional[Tuple[int, int]], int]:
@@ -51,3 +58,37 @@ def current_offset_range() -> OffsetRange:
         raise LookupError("no Kafka offset range for this task: call current_offset_range() inside a "
                           "partition function of the stage that reads the KafkaRDD (before any shuffle)")
     return _CURRENT[ident]
+
+
+def remember_task(pieces: Sequence[Piece]) -> None:
+    """Record ``pieces`` as what the running task reads (called by the range RDD before reading)."""
+    ident, _ = task_identity()
+    if ident is not None:
+        _TASKS[ident] = tuple(pieces)
+        _TASKS.move_to_end(ident)
+        while len(_TASKS) > _REMEMBERED:
+            _TASKS.popitem(last=False)
+
+
+def current_pieces() -> Tuple[Piece, ...]:
+    """The pieces the running Spark task reads, in order (executor side): each names its range
+    (``piece.range``), the range's index in ``offsetRanges()`` and the part ``[start, end)`` it reads.
+
+    Call it inside a partition function of the stage that reads a file stream's RDD (before any
+    shuffle); it raises ``LookupError`` anywhere else.
+    """
+    ident, _ = task_identity()
+    if ident is None or ident not in _TASKS:
+        raise LookupError("no ranges recorded for this task: call current_ranges()/current_pieces() inside a "
+                          "partition function of the stage that reads the stream's RDD (before any shuffle)")
+    return _TASKS[ident]
+
+
+def current_ranges() -> Tuple[SourceRange, ...]:
+    """The ranges the running Spark task reads (whole or in part), in order, each once (executor
+    side; see :func:`current_pieces`)."""
+    out: list[SourceRange] = []
+    for p in current_pieces():
+        if not out or out[-1] != p.range:
+            out.append(p.range)
+    return tuple(out)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from dstream_exactly_once.stores.batch import PlannedBatch
 
 from dstream_exactly_once import OffsetRange
 from dstream_exactly_once.core.loss import DataLoss
 from dstream_exactly_once.core.loss_totals import DataLossTotals
 from dstream_exactly_once.core.progress import ProgressTracker
 from dstream_exactly_once.files import FileRange
+from dstream_exactly_once.stores.writes import PlannedBatch
 from dstream_exactly_once.streaming.input_info import describe_ranges
 
 

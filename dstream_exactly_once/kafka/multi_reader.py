@@ -1,0 +1,162 @@
+"""Executor-side reading of many :class:`OffsetRange` s at once with kafka-python (no Spark here).
+
+A task of packed ranges (:mod:`dstream_exactly_once.core.tasks`) reads them with ONE consumer
+assigned to all of their partitions: each partition is sought to its ``fromOffset`` and every poll
+fetches from all partitions not yet at their ``untilOffset`` (one fetch request per broker carries
+many partitions), instead of a seek and a poll loop range after range. A partition that reaches
+its ``untilOffset`` is paused, so nothing past its end is fetched again; records past the end in
+a fetched batch are cut off.
+
+Same rules as the single-range reader (:mod:`.reader`): progress is measured by the consumer
+position, never by counting records (offsets have gaps: transaction markers, aborted records,
+compaction); record batches come through :mod:`._fetch`'s hook when it fits; an offset that
+vanished follows the data-loss policy (``fail_on_data_loss``, the injected ``on_data_loss``
+callback, :func:`~.reader.skip_lost_offsets`); a partition whose topic is gone is lost whole under
+the skip policy. Executors never commit offsets and never auto-reset.
+
+Records are yielded per range, in the order of ``ranges``, each range in offset order: the blocks
+of later ranges fetched meanwhile are held until the earlier ranges are done (a task's records come
+in batch order, so its output does not depend on fetch timing).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
+from . import _fetch
+from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
+from .errors_map import translate_kafka_error
+from .offsets import OffsetRange
+from .params import KafkaConfig
+from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets
+from .records import RecordBlock
+
+__all__ = ["read_ranges"]
+
+
+def read_ranges(config: KafkaConfig, ranges: Sequence[OffsetRange], *, poll_timeout_ms: int = 120000,
+                fail_on_data_loss: bool = True, metadata: bool = False, cache: ConsumerCache = CONSUMERS,
+                attempt: int = 0, on_data_loss: Optional[DataLossCallback] = None) -> Iterator[RecordBlock]:
+    """Yield the records of every range of ``ranges`` (at most one per partition) as
+    :class:`RecordBlock` s: range by range in the given order, each in offset order, none past its
+    ``untilOffset``. Arguments as in :func:`.reader.read_range`. Reads lazily."""
+    live = [r for r in ranges if r.count() > 0]
+    keys = [(r.topic, r.partition) for r in live]
+    if len(set(keys)) != len(keys):
+        raise ConfigurationError(f"read_ranges reads one range per partition, got {list(ranges)!r}")
+    if not live:
+        return iter(())
+    return _read(config, live, poll_timeout_ms, fail_on_data_loss, metadata, cache, attempt > 0, on_data_loss)
+
+
+def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, fail_on_data_loss: bool,
+          metadata: bool, cache: ConsumerCache, fresh: bool,
+          on_data_loss: Optional[DataLossCallback]) -> Iterator[RecordBlock]:
+    import kafka.errors as ke
+    from kafka import TopicPartition
+
+    tps = [TopicPartition(r.topic, r.partition) for r in ranges]
+    by_tp = dict(zip(tps, ranges, strict=True))
+    pos: Dict[Any, int] = {tp: r.fromOffset for tp, r in by_tp.items()}
+    held: Dict[Any, List[RecordBlock]] = {tp: [] for tp in tps}
+    consumer = cache.acquire(config, ranges[0], fresh)
+    ok = False
+    try:
+        fetcher = _fetch.install_batches(consumer)
+        max_fetch = int(config.client.get("max_partition_fetch_bytes", EXECUTOR_FETCH_BYTES))
+        consumer.assign(tps)
+        for tp, r in by_tp.items():
+            consumer.seek(tp, r.fromOffset)
+        emitted = 0  # ranges[:emitted] are yielded whole
+        last_progress = time.monotonic()
+        while emitted < len(tps):
+            active = [tp for tp in tps if pos[tp] < by_tp[tp].untilOffset]
+            progressed = False
+            if active:
+                try:
+                    if fetcher is not None:
+                        remaining = min(by_tp[tp].untilOffset - pos[tp] for tp in active)
+                        _fetch.size_next_fetch(fetcher, by_tp[active[0]].topic, remaining, max_fetch)
+                    polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=10000)
+                    for tp in active:
+                        items = polled.get(tp, ())
+                        progressed = _take(consumer, fetcher, tp, by_tp[tp], items, pos, held[tp], metadata) \
+                            or progressed
+                except ke.OffsetOutOfRangeError as exc:
+                    _out_of_range(consumer, exc, active, by_tp, pos, fail_on_data_loss, on_data_loss)
+                    continue
+                except DStreamExactlyOnceError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - translated at this boundary
+                    err = translate_kafka_error(exc, config.bootstrap, f"reading {', '.join(map(str, ranges))}")
+                    if isinstance(err, DataLossError) and not fail_on_data_loss:  # a topic or partition is gone
+                        for tp in active:
+                            report_lost(by_tp[tp], pos[tp], by_tp[tp].untilOffset,
+                                        f"the topic or partition is gone ({err})", on_data_loss)
+                            pos[tp] = by_tp[tp].untilOffset
+                    else:
+                        raise err from exc
+                done_now = [tp for tp in active if pos[tp] >= by_tp[tp].untilOffset]
+                if done_now:
+                    consumer.pause(*done_now)
+            while emitted < len(tps) and pos[tps[emitted]] >= by_tp[tps[emitted]].untilOffset:
+                yield from held[tps[emitted]]
+                held[tps[emitted]] = []
+                emitted += 1
+            if progressed or not active:
+                last_progress = time.monotonic()
+            elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+                stuck = [f"{by_tp[tp]} at offset {pos[tp]}" for tp in active]
+                raise KafkaUnavailableError(
+                    f"failed to get records of {', '.join(stuck)} after polling for {poll_timeout_ms} ms "
+                    "(broker unreachable, or offsets beyond the log end)")
+        ok = True
+    finally:
+        if ok:
+            consumer.resume(*tps)
+            cache.release(config, ranges[0], consumer)
+        else:
+            cache.discard(consumer)
+
+
+def _take(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: Any, pos: Dict[Any, int],
+          out: List[RecordBlock], metadata: bool) -> bool:
+    """Add the records of ``r`` among ``items`` (polled for ``tp``) to ``out`` and move ``pos[tp]``;
+    whether the partition moved."""
+    start = p = pos[tp]
+    until = r.untilOffset
+    chunks = items if fetcher is not None else ([_fetch.Records(items)] if items else ())
+    for chunk in chunks:
+        if p >= until:
+            break
+        block = chunk.block(r.topic, r.partition, p, until, metadata)
+        if block is not None:
+            out.append(block)
+        p = min(max(p, chunk.next_offset), until)
+    if fetcher is not None and chunks:
+        _fetch.learn_batch_sizes(r.topic, chunks)
+    if p < until:
+        moved = consumer.position(tp)
+        if moved is not None and moved > p:
+            p = min(moved, until)  # skipped markers / aborted / compacted offsets
+    pos[tp] = p
+    return p > start or bool(items)
+
+
+def _out_of_range(consumer: Any, exc: Any, active: List[Any], by_tp: Dict[Any, OffsetRange], pos: Dict[Any, int],
+                  fail_on_data_loss: bool, on_data_loss: Optional[DataLossCallback]) -> None:
+    """The data-loss policy for the partitions ``exc`` names (all active ones if it names none)."""
+    named = getattr(exc, "args", ())
+    offsets = named[0] if named and isinstance(named[0], dict) else {}
+    hit = [tp for tp in active if tp in offsets] or active
+    earliest = consumer.beginning_offsets(hit)
+    for tp in hit:
+        r = by_tp[tp]
+        start = int(earliest[tp])
+        if start <= pos[tp]:
+            continue  # this partition is fine; another one was out of range
+        pos[tp] = skip_lost_offsets(r, pos[tp], start, fail_on_data_loss, exc, on_data_loss)
+        if start < r.untilOffset:
+            consumer.seek(tp, start)

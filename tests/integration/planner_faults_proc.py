@@ -1,0 +1,94 @@
+"""Child driver of the task-planner SIGKILL test (``python -m tests.integration.planner_faults_proc …``).
+
+``driver GLOB STORE APP N MODE MARKER``: ``createExactlyOnceFileStream`` over ``GLOB`` with packed
+tasks (``tasks.target.count=3``) on ``local[1]`` (one task at a time), summing and counting the numbers
+(one per line) in the store. Unless ``MARKER`` exists, the driver's whole process group SIGKILLs
+itself once (creating ``MARKER`` first) at the point ``MODE`` names:
+
+- ``inside``: ``commit_each_partition``, inside a packed task's function, before its commit;
+- ``after_commit``: ``commit_each_partition``, in the task after a packed task committed (the store
+  already holds part of the batch, the commit log does not);
+- ``between_pieces``: ``commit_each_batch`` with split ranges (``tasks.split.size``), while reading a
+  piece of a range after its first piece was read.
+
+Prints ``STARTED`` once streaming, ``DONE <count> <sum>`` when the store holds ``N`` numbers (exit 0),
+``OVERCOUNT …`` (exit 2) if it ever holds more.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+_GROUP = "PLANNER_FAULTS_DRIVER_GROUP"  # the driver's process group (PySpark workers run in their own)
+
+
+def _die_once(marker: str) -> None:
+    """SIGKILL this process group (driver, JVM, Python workers) unless ``marker`` says it happened."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    os.killpg(int(os.environ.get(_GROUP, os.getpgid(0))), signal.SIGKILL)
+
+
+def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) -> int:
+    from pyspark.streaming import StreamingContext
+
+    from dstream_exactly_once import FileUtils, Writes, open_store
+    from dstream_exactly_once.streaming.task_context import current_pieces
+    from dstream_exactly_once.testing.spark import make_spark_context
+
+    os.environ[_GROUP] = str(os.getpgid(0))  # inherited by the JVM and its Python workers
+    sc = make_spark_context("local[1]", "planner-faults")
+    ssc = StreamingContext(sc, 0.5)
+    options = {"tasks.target.count": 3}
+    if mode == "between_pieces":
+        options["tasks.split.size"] = 3000
+    stream = FileUtils.createExactlyOnceFileStream(ssc, pattern, options, store=store, app_id=app)
+
+    if mode == "between_pieces":
+        def number(line: str) -> tuple:
+            if any(p.start > p.range.start for p in current_pieces()):
+                _die_once(marker)
+            return int(line), 1
+
+        def per_batch(batch, rdd):  # type: ignore[no-untyped-def]
+            total, count = rdd.map(number).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
+            return Writes().incr("numbers", "sum", total).incr("numbers", "count", count)
+
+        stream.commit_each_batch(per_batch)
+    else:
+        def per_task(records, ranges, batch):  # type: ignore[no-untyped-def]
+            numbers = [int(x) for x in records]
+            if mode == "inside" and isinstance(ranges, tuple):
+                _die_once(marker)
+            if mode == "after_commit":
+                with open_store(store, app) as s:
+                    if s.get_values("numbers").get("count", 0) > 0:
+                        _die_once(marker)
+            return Writes().incr("numbers", "sum", sum(numbers)).incr("numbers", "count", len(numbers))
+
+        stream.commit_each_partition(per_task)
+    ssc.start()
+    print("STARTED", flush=True)
+    with open_store(store, app) as reader:
+        while True:
+            values = reader.get_values("numbers")
+            count = values.get("count", 0)
+            if count > n:
+                print(f"OVERCOUNT {count} {values.get('sum')}", flush=True)
+                return 2
+            if count == n:
+                print(f"DONE {count} {values.get('sum')}", flush=True)
+                ssc.stop(stopSparkContext=True, stopGraceFully=False)
+                return 0
+            time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    _, *rest = sys.argv[1:]
+    sys.exit(drive(rest[0], rest[1], rest[2], int(rest[3]), rest[4], rest[5]))
