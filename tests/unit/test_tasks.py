@@ -7,7 +7,7 @@ import gzip
 import random
 
 import pytest
-from dstream_exactly_once.offsets import OffsetRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
 
 from dstream_exactly_once.core.tasks import (
     SPLIT_SIZE,
