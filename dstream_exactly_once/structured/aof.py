@@ -69,7 +69,7 @@ def register_aof(spark: Any) -> None:
     # a class made here carries the session's conf when Spark pickles it to its Python workers
     source = type("AofDataSource", (AofDataSource,), {"session_conf": conf, "session_master": master,
                                                        "__module__": __name__})
-    parse_aof_options({"path": "/"}, conf, master)  # bad spark.aof.* conf fails here, once
+    parse_aof_options({"path": "/"}, conf)  # bad spark.aof.* conf fails here, once (the master: at load())
     spark.dataSource.register(source)
 
 

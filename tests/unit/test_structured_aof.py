@@ -210,3 +210,44 @@ def test_disappearance_with_unread_bytes_is_counted_once(tmp_path):
     with pytest.raises(Exception, match="fail.on.data.loss"):
         strict = _reader(f"{tmp_path}/*.log", **{"bytes.max": 40, "fail.on.data.loss": "true"})
         strict.latestOffset(json.loads(json.dumps(d1)), None)
+
+
+class _Session:
+    """What register() uses of a SparkSession: its conf and dataSource registry."""
+
+    def __init__(self, conf):
+        self.registered = []
+        outer = self
+
+        class Conf:
+            getAll = conf
+
+            def get(self, key, default=None):
+                return conf.get(key, default)
+
+        class Registry:
+            def register(self, source):
+                outer.registered.append(source)
+
+        self.conf, self.dataSource = Conf(), Registry()
+
+
+def test_register_carries_the_session_conf_to_the_pickled_source():
+    from pyspark import cloudpickle
+
+    from dstream_exactly_once.structured import register
+
+    session = _Session({"spark.master": "local[2]", "spark.aof.bytes.max": "64", "spark.app.name": "x"})
+    register(session)
+    (source,) = session.registered
+    assert source.name() == "aof"
+    shipped = cloudpickle.loads(cloudpickle.dumps(source))  # as Spark sends it to its Python workers
+    assert shipped({"path": "/l/*"}).aof.source.bytes_max == 64
+    with pytest.raises(ConfigurationError, match="'spark.aof.bytes.max'|'bytes.max'"):
+        register(_Session({"spark.master": "local[2]", "spark.aof.bytes.max": "1"}))
+    cluster = _Session({"spark.master": "yarn"})
+    register(cluster)  # shared.filesystem may still come as an option of each query
+    source = cloudpickle.loads(cloudpickle.dumps(cluster.registered[0]))
+    with pytest.raises(ConfigurationError, match="master 'yarn'"):
+        source({"path": "/l/*"})
+    assert source({"path": "/l/*", "shared.filesystem": "true"}).aof.path == "/l/*"
