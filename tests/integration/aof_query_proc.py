@@ -16,6 +16,9 @@ from __future__ import annotations
 import sys
 import time
 
+#: Spark gives a streaming source's Python worker 10 s to connect back; a loaded machine may miss it.
+WORKER_TIMEOUT = "Python worker failed to connect back"
+
 
 def drive(pattern: str, checkpoint: str, store_url: str, app: str, n: int) -> int:
     from pyspark.sql import SparkSession
@@ -37,14 +40,20 @@ def drive(pattern: str, checkpoint: str, store_url: str, app: str, n: int) -> in
                   .put("numbers", "last_batch", batch_id))
         store.commit(epoch, PlannedBatch(batch_id, int(time.time() * 1000), ()), writes, log_entry=True)
 
-    query = (spark.readStream.format("aof").option("path", pattern).option("bytes.max", "4096").load()
-             .writeStream.foreachBatch(commit).option("checkpointLocation", checkpoint)
-             .trigger(processingTime="500 milliseconds").start())
+    def start():  # type: ignore[no-untyped-def]
+        return (spark.readStream.format("aof").option("path", pattern).option("bytes.max", "4096").load()
+                .writeStream.foreachBatch(commit).option("checkpointLocation", checkpoint)
+                .trigger(processingTime="500 milliseconds").start())
+
+    query = start()
     print("STARTED", flush=True)
     with open_store(store_url, app) as reader:
         while True:
-            if query.exception() is not None:
-                print(f"FAILED {query.exception()}", flush=True)
+            failure = query.exception()
+            if failure is not None and WORKER_TIMEOUT in str(failure):
+                query = start()  # the source's Python worker was too slow to start: again, same checkpoint
+            elif failure is not None:
+                print(f"FAILED {failure}", flush=True)
                 return 3
             values = reader.get_values("numbers")
             count = values.get("count", 0)
