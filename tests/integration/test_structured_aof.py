@@ -193,9 +193,8 @@ def test_loss_is_reported_under_the_skip_policy_and_stops_the_query_otherwise(sp
     events = _end_offset(q)["events"]
     assert events["losses"] == 1 and events["lost_bytes"] >= 300
     logs, ck, sink = _half_read(spark, tmp_path, "fail")
-    q = _query(spark, f"{logs}/*.log", ck, sink, **{"bytes.max": 100, "fail.on.data.loss": "true"})
     with pytest.raises(Exception, match="fail.on.data.loss") as exc:
-        q.awaitTermination(180)
+        _run(spark, f"{logs}/*.log", ck, sink, **{"bytes.max": 100, "fail.on.data.loss": "true"})
     assert "unread bytes" in str(exc.value)
 
 
