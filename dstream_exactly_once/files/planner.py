@@ -130,6 +130,14 @@ class FilePlanner(BatchSource):
         if self._tracks:
             self._first_start = False
 
+    def mark_gone(self, keys: Sequence[str]) -> None:
+        """Identities whose disappearance was reported before this planner started (e.g. in a stored
+        offset document): followed again if their file comes back, never reported as gone twice."""
+        for key in keys:
+            t = self._tracks.get(key)
+            if t is not None and t.state == "active":
+                t.state = "gone"
+
     def reader(self) -> RangeReader:
         from .reader import FileRangeReader
 
