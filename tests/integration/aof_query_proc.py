@@ -24,7 +24,7 @@ def drive(pattern: str, checkpoint: str, store_url: str, app: str, n: int) -> in
     from pyspark.sql import SparkSession
 
     from dstream_exactly_once import Writes, open_store
-    from dstream_exactly_once.stores.batch import PlannedBatch
+    from dstream_exactly_once.stores.writes import PlannedBatch
     from dstream_exactly_once.structured import register
     from dstream_exactly_once.testing.spark import make_spark_context
 
