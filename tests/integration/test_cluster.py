@@ -22,7 +22,7 @@ import pytest
 
 from dstream_exactly_once.testing import LocalSparkCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 JOB = Path(__file__).with_name("cluster_job.py")
 BUDGET_S = 90.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 from pyspark.streaming import StreamingContext
@@ -22,7 +22,7 @@ from pyspark.streaming import StreamingContext
 from dstream_exactly_once import DStreamExactlyOnceError, KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
 
-pytestmark = [pytest.mark.integration]
+from ..helpers import eventually
 
 
 def _params(kafka, **extra):
@@ -42,14 +42,6 @@ def bad_launches(kafka, topic: str) -> List[Tuple[str, Dict[str, Any], str]]:
         ("bad kafkaParam", {"kafkaParams": _params(kafka, **{"enable.auto.commit": "true"}), "topics": [topic]},
          "enable.auto.commit"),
     ]
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 # ---------------------------------------------------------------- store snapshots
@@ -118,7 +110,7 @@ def test_failed_launches_leave_the_store_unchanged_and_do_not_fence_the_live_dri
 
     ssc.start()
     try:
-        _wait(lambda: count() == 100, 120, "the live driver to commit the first 100 records")
+        eventually(lambda: count() == 100, "the live driver to commit the first 100 records", 120)
         time.sleep(2)  # idle batches write nothing; make sure no commit is still in flight
         epoch_before = stream.epoch
         before = snapshot(app)
@@ -130,7 +122,7 @@ def test_failed_launches_leave_the_store_unchanged_and_do_not_fence_the_live_dri
             assert st.current_epoch() == epoch_before
         # the live driver is not fenced: it commits new records
         kafka.produce(topic_name, [str(i) for i in range(101, 151)], partitions=2)
-        _wait(lambda: count() == 150, 120, "the live driver to commit after the failed launches")
+        eventually(lambda: count() == 150, "the live driver to commit after the failed launches", 120)
         with open_store(url, app) as st:
             assert st.get_value("totals", "sum") == 150 * 151 // 2
             assert st.current_epoch() == epoch_before

@@ -30,8 +30,6 @@ from dstream_exactly_once.testing import LocalSparkCluster
 from dstream_exactly_once.testing._process import ManagedProcess, free_port, wait_until
 from dstream_exactly_once.testing.spark import spark_env, spark_home
 
-pytestmark = pytest.mark.integration
-
 JOB = Path(__file__).with_name("files_cluster_job.py")
 HOSTS = {"A": "127.0.0.1", "B": "127.0.0.2"}
 MOUNT = "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\""
