@@ -3,18 +3,18 @@
 The store knows ranges only as ``(position_key, start, end)`` plus an optional document
 (:class:`~dstream_exactly_once.core.ranges.SourceRange`): these tests commit, replay, reset and log
 batches of :class:`~dstream_exactly_once.files.ranges.FileRange` and of ``SeqRange``, a range kind
-that exists only here and is registered the way a source registers its own. They read positions
-back with ``load_positions`` (``load_offsets`` is the Kafka view and must leave them out).
+that exists only in the tests (``seq_range.py``) and is registered the way a source registers its
+own. They read positions back with ``load_positions`` (``load_offsets``, the Kafka view, leaves them
+out).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position, SourceRange, register_range_kind
+from dstream_exactly_once.core.ranges import Position, SourceRange
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
 from dstream_exactly_once.files.ranges import FileRange
 from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
@@ -29,42 +29,9 @@ from dstream_exactly_once.stores import (
     open_store,
 )
 
+from .seq_range import SeqRange
+
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
-
-
-@register_range_kind
-@dataclass(frozen=True)
-class SeqRange(SourceRange):
-    """Test-only range kind: numbers ``[lo, hi)`` of sequence ``name``; ``note`` is stored beside ``hi``."""
-
-    kind = "test-seq"
-
-    name: str
-    lo: int
-    hi: int
-    note: Optional[str] = None
-
-    @property
-    def position_key(self) -> str:
-        return "seq:" + self.name
-
-    @property
-    def start(self) -> int:
-        return self.lo
-
-    @property
-    def end(self) -> int:
-        return self.hi
-
-    def position_meta(self) -> Optional[Dict[str, Any]]:
-        return None if self.note is None else {"note": self.note, "hi": self.hi}
-
-    def to_json_obj(self) -> Dict[str, Any]:
-        return {"name": self.name, "lo": self.lo, "hi": self.hi, "note": self.note}
-
-    @classmethod
-    def from_json_obj(cls, obj: Any) -> SeqRange:
-        return cls(**obj)
 
 
 def seq_batch(batch_id: int, *ranges: SourceRange) -> PlannedBatch:
