@@ -11,8 +11,11 @@ deps:
 demo: deps
 	$(PYTHON) -m dstream_exactly_once.cli demo
 
+# The suite as two pytest processes side by side (the tests marked slow beside the rest, each with its
+# own services, ports and temp dirs; either failing fails the target): scripts/run-tests.sh.
+# PYTEST_ARGS (a -k selection, a file) runs one ordinary pytest instead.
 test: deps lint
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	PYTHON=$(PYTHON) bash scripts/run-tests.sh $(PYTEST_ARGS)
 
 # The core suite again on PySpark 3.5 (its own virtualenv); CI runs it after `make test`.
 test-pyspark35: deps

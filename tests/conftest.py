@@ -24,6 +24,16 @@ os.environ["PYTHONPATH"] = os.pathsep.join([ROOT] + _paths)
 
 from dstream_exactly_once.testing import LocalKafka, LocalPostgres, LocalRedis  # noqa: E402
 
+INTEGRATION_DIR = os.path.join(ROOT, "tests", "integration") + os.sep
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Every test under tests/integration gets the ``integration`` marker (``-m "not integration"``
+    runs the rest); the files themselves do not repeat it."""
+    for item in items:
+        if str(item.path).startswith(INTEGRATION_DIR):
+            item.add_marker(pytest.mark.integration)
+
 
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[LocalKafka]:

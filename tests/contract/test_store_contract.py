@@ -13,6 +13,7 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
+from dstream_exactly_once.core.ranges import Position
 from dstream_exactly_once.errors import (
     ConfigurationError,
     FencedError,
@@ -33,6 +34,8 @@ from dstream_exactly_once.stores import (
     open_store,
 )
 from dstream_exactly_once.stores.writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
+
+from .seq_range import SeqRange
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
 P0, P1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
@@ -269,7 +272,7 @@ class StoreContract:
         # More keys, partitions and labels than one bulk statement / Lua command chunk holds, through
         # every value path: int increments (exact and beyond 2^53), float increments and puts.
         parts, n = 1_234, 2_345
-        first = batch(0, *(OffsetRange("big", p, 0, 3) for p in range(parts)))
+        first = batch(0, *(SeqRange(f"big{p}", 0, 3, note=f"n{p}" if p % 2 else None) for p in range(parts)))
         w = Writes()
         for i in range(n):
             w.incr("counts", f"k{i}", i).incr("floats", f"f{i}", 0.5)
@@ -277,7 +280,7 @@ class StoreContract:
             w.add_label(f"label-{i}")
         w.incr("huge", "h", 2**60)
         assert store.commit(epoch, first, w) is APPLIED
-        second = batch(1, *(OffsetRange("big", p, 3, 7) for p in range(parts)))
+        second = batch(1, *(SeqRange(f"big{p}", 3, 7, note="m" if p % 3 else None) for p in range(parts)))
         assert store.commit(epoch, second, Writes().incr("counts", "k7", 3).incr("huge", "h", 5)
                             .put("docs", "d3", "x")) is APPLIED
         counts = store.get_values("counts")
@@ -287,13 +290,16 @@ class StoreContract:
         assert docs["d1"] == {"i": 1} and docs["d2"] == 2 and docs["d3"] == "x" and len(docs) == n
         assert store.get_value("huge", "h") == 2**60 + 5
         assert store.has_label("label-0") and store.has_label(f"label-{n - 1}")
-        offsets = store.load_offsets()
-        assert len(offsets) == parts and set(offsets.values()) == {7}
+        positions = store.load_positions()
+        assert len(positions) == parts and {p.offset for p in positions.values()} == {7}
+        assert positions["seq:big2"] == Position(7, {"note": "m", "hi": 7})  # a document written by the second
+        assert positions["seq:big3"] == Position(7, None)  # the first's document dropped: the second has none
+        assert sum(p.meta is not None for p in positions.values()) == sum(1 for p in range(parts) if p % 3)
 
     def test_purge_logs_keeps_the_newest_committed_and_every_uncommitted_batch(
             self, store: TransactionalStore, epoch: int) -> None:
         assert store.purge_logs(epoch, 3) == 0  # nothing committed yet
-        batches = [batch(i, OffsetRange("t", 0, 10 * i, 10 * i + 10)) for i in range(12)]
+        batches = [batch(i, SeqRange("s", 10 * i, 10 * i + 10)) for i in range(12)]
         for b in batches:
             store.log_batch(epoch, b)
         for b in batches[:10]:
@@ -306,7 +312,7 @@ class StoreContract:
         assert store.last_committed_batch_id() == 9 and store.last_logged_batch_id() == 11
         assert store.pending_batches() == batches[10:]
         assert store.get_value("counts", "n") == 10 and len(store.get_batch_rows("rows")) == 10
-        assert store.has_label("L0") and store.load_offsets() == {P0: 100}
+        assert store.has_label("L0") and store.load_positions() == {"seq:s": Position(100, None)}
         assert store.purge_logs(epoch, 3) == 0  # idempotent
         assert store.purge_logs(epoch, 1) == 2
         assert store.get_batch(8) is None and store.get_batch(9) == batches[9]

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from typing import Callable
 
 from pyspark.streaming import StreamingContext
+
+from ..helpers import eventually
 
 
 def run_until(ssc: StreamingContext, done: Callable[[], bool], timeout: float = 90.0) -> None:
     """Start ``ssc``, wait until ``done()`` (or fail after ``timeout``), then stop it (keeping sc)."""
     ssc.start()
-    deadline = time.monotonic() + timeout
     try:
-        while not done():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"stream condition not reached within {timeout}s")
-            time.sleep(0.2)
+        eventually(done, "the stream condition", timeout)
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)

@@ -5,8 +5,8 @@ Functions handed to checkpointed DStreams are module-level: Spark pickles them i
 
 from __future__ import annotations
 
+import subprocess
 import threading
-import time
 
 import pytest
 from pyspark.streaming import StreamingContext
@@ -14,6 +14,7 @@ from pyspark.streaming import StreamingContext
 from dstream_exactly_once import KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
 
+from ..helpers import eventually
 from .streams import run_until
 
 _LOCK = threading.Lock()
@@ -192,16 +193,6 @@ def _start_driver(kafka, topic, ckpt, out, total):
                             start_new_session=True)
 
 
-def _poll(cond, timeout, proc, what):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if proc.poll() is not None:
-            raise AssertionError(f"the driver exited with {proc.returncode} before {what}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout}s")
-        time.sleep(0.2)
-
-
 def test_get_or_create_recovers_the_direct_stream_after_a_sigkill_of_the_driver(kafka, topic_name, tmp_path):
     """A new driver process recovers from the checkpoint of a SIGKILLed one: the checkpointed
     batches are regenerated with their original ranges, the word count state ends exact."""
@@ -227,7 +218,7 @@ def test_get_or_create_recovers_the_direct_stream_after_a_sigkill_of_the_driver(
 
     first = _start_driver(kafka, topic_name, ckpt, str(out), 900)
     try:
-        _poll(lambda: len([b for b in batches_logged() if b["ranges"]]) >= 3, 240, first, "three batches")
+        eventually(lambda: len([b for b in batches_logged() if b["ranges"]]) >= 3, "three batches", 240, proc=first)
     finally:
         kill_group(first)
     killed_pid = first.pid
@@ -235,9 +226,10 @@ def test_get_or_create_recovers_the_direct_stream_after_a_sigkill_of_the_driver(
 
     second = _start_driver(kafka, topic_name, ckpt, str(out), 900)
     try:
-        deadline = time.monotonic() + 300
-        while second.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
+        try:
+            second.wait(300)  # it exits once every record is counted
+        except subprocess.TimeoutExpired:
+            pass  # the log below says what is missing
     finally:
         kill_group(second)
     driver_log = (out / "driver.log").read_text()

@@ -22,7 +22,9 @@ import pytest
 
 from dstream_exactly_once.testing import LocalSparkCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from ..helpers import eventually
+
+pytestmark = pytest.mark.slow
 
 JOB = Path(__file__).with_name("cluster_job.py")
 BUDGET_S = 90.0
@@ -74,9 +76,8 @@ def test_create_rdd_on_standalone_cluster(kafka, topic_name, monkeypatch):
         done = run_driver([cluster.master_url, kafka.bootstrap, topic_name, "3"],
                           timeout=BUDGET_S - (time.monotonic() - began),
                           sample=lambda: seen_executors.update(cluster.executor_pids()))
-        deadline = time.monotonic() + 10  # the app is over: the workers end its executors
-        while cluster.executor_pids() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        # the app is over: the workers end its executors
+        eventually(lambda: not cluster.executor_pids(), "the workers to end the app's executors", 10)
         live_executors = cluster.executor_pids()
     finally:
         cluster.stop()
@@ -113,8 +114,6 @@ def test_create_rdd_on_standalone_cluster(kafka, topic_name, monkeypatch):
             return True
 
     leftovers = set(worker_pids) | executor_jvms | python_pids
-    deadline = time.monotonic() + 10
-    while not all(gone(pid) for pid in leftovers) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [pid for pid in leftovers if not gone(pid)] == []
+    eventually(lambda: all(gone(pid) for pid in leftovers), "every worker, executor and Python worker to exit", 10,
+               detail=lambda: f"left: {[pid for pid in leftovers if not gone(pid)]}")
     assert time.monotonic() - began < BUDGET_S + 15

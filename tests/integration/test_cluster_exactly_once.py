@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import pytest
 
@@ -26,7 +26,9 @@ from dstream_exactly_once.teaching.pipeline import verify
 from dstream_exactly_once.testing import LocalSparkCluster
 from dstream_exactly_once.testing.spark import spark_home
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from ..helpers import eventually
+
+pytestmark = pytest.mark.slow
 
 JOB = Path(__file__).with_name("cluster_eo_job.py")
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -84,16 +86,6 @@ def caught_up(store_url: str, app: str, target: Dict[TopicAndPartition, int]) ->
         return store.load_offsets() == target and store.pending_batches() == []
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, sup: Supervisor, keep_alive: bool = True) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if keep_alive:
-            sup.ensure_running()
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}\n{sup.log()}")
-        time.sleep(0.2)
-
-
 def test_python_cluster_deploy_mode_is_refused_on_standalone(tmp_path):
     """Why the test below supervises the driver itself: Spark's own check, not ours (no cluster needed)."""
     env = {**os.environ, "SPARK_SUBMIT_OPTS": FAST_JVM}
@@ -122,38 +114,40 @@ def test_exactly_once_on_standalone_cluster_survives_executor_worker_and_driver_
         cluster.start(timeout=60)
         sup.argv[0] = cluster.master_url  # the real port is known after start
         sup.ensure_running()
-        wait_for(lambda: all(committed(store, a) >= 1 for a in apps), 120, "the first commits", sup)
+        alive = {"each": sup.ensure_running, "detail": sup.log}  # restart the driver, show its log
+        eventually(lambda: all(committed(store, a) >= 1 for a in apps), "the first commits", 120, **alive)
 
         # 1. an executor JVM SIGKILLed while one of its tasks is inside a batch
         (control / "hold").touch()
-        wait_for(lambda: any(control.glob("inside-*")), 60, "a task inside a batch", sup)
+        eventually(lambda: any(control.glob("inside-*")), "a task inside a batch", 60, **alive)
         victim = int(next(control.glob("inside-*")).name.split("-")[1])
         assert victim in cluster.executor_pids()
         os.kill(victim, signal.SIGKILL)
         (control / "hold").unlink()
         mark = {a: committed(store, a) for a in apps}
-        wait_for(lambda: all(committed(store, a) >= mark[a] + 2 for a in apps), 90,
-                 "commits after the executor kill", sup)
+        eventually(lambda: all(committed(store, a) >= mark[a] + 2 for a in apps),
+                   "commits after the executor kill", 90, **alive)
         assert victim not in cluster.executor_pids()
 
         # 2. a worker lost (its JVM and executors SIGKILLed) and restarted
         lost = cluster.kill_worker(1)
         mark = {a: committed(store, a) for a in apps}
-        wait_for(lambda: all(committed(store, a) >= mark[a] + 1 for a in apps), 90,
-                 "commits with one worker", sup)
+        eventually(lambda: all(committed(store, a) >= mark[a] + 1 for a in apps),
+                   "commits with one worker", 90, **alive)
         new_worker = cluster.restart_worker(1)
         assert new_worker != lost and new_worker in cluster.worker_pids()
         kafka.produce(topic_name, range(first + 1, 2 * first + 1), partitions=2)
-        wait_for(lambda: any(_parent(e) == new_worker for e in cluster.executor_pids()), 90,
-                 "an executor on the restarted worker", sup)
+        eventually(lambda: any(_parent(e) == new_worker for e in cluster.executor_pids()),
+                   "an executor on the restarted worker", 90, **alive)
 
         # 3. the driver SIGKILLed mid-stream; the supervisor restarts it and it resumes from the store
         mark = {a: committed(store, a) for a in apps}
-        wait_for(lambda: all(committed(store, a) >= mark[a] + 1 for a in apps), 90, "commits before the kill", sup)
+        eventually(lambda: all(committed(store, a) >= mark[a] + 1 for a in apps),
+                   "commits before the kill", 90, **alive)
         sup.kill()
         target = {TopicAndPartition(topic_name, p): late for p, (_early, late) in kafka.offsets(topic_name).items()}
         assert any(offsets(store, a) != target for a in apps), "the driver was killed after the end: no recovery"
-        wait_for(lambda: all(caught_up(store, a, target) for a in apps), 150, "both apps to catch up", sup)
+        eventually(lambda: all(caught_up(store, a, target) for a in apps), "both apps to catch up", 150, **alive)
         assert sup.starts == 2
     finally:
         sup.kill()

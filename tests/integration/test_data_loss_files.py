@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -28,10 +27,9 @@ from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
 from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
+from ..helpers import eventually
 from .faults import ROOT, kill_group
 from .test_file_faults import _lines, _wait_for
-
-pytestmark = pytest.mark.integration
 
 FIRST = range(1, 101)  # committed before the rotation
 GAP = range(101, 111)  # written between logrotate's copy and its truncate: lost
@@ -63,18 +61,6 @@ def _values(url, app):
 def _losses(url, app):
     with open_store(url, app) as store:
         return {k: v for k, v in store.get_values(RESERVED_NAMESPACE).items() if k.startswith("loss:")}
-
-
-def eventually(condition, timeout=90.0, what="condition"):
-    """Poll ``condition()`` until it is true (returns its value) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = condition()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.2)
 
 
 class TruncateOnce:

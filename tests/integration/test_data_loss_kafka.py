@@ -27,8 +27,6 @@ from .faults import kill_group
 from .test_data_loss_files import _losses, _spawn, _values, eventually
 from .test_file_faults import _lines, _wait_for
 
-pytestmark = pytest.mark.integration
-
 
 def _params(kafka):
     return {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}

@@ -18,6 +18,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, OffsetRange
 
+from ..helpers import eventually
 from .streams import run_until
 
 
@@ -34,8 +35,11 @@ class Batches:
         self.errors = []
         self.ranges = []
         self.skipped = []  # per KafkaRDD: offsets its executors skipped, counted on the driver
+        self.batches = 0  # foreachRDD calls, empty batches included
 
     def record(self, rdd):
+        with self.lock:
+            self.batches += 1
         # a KafkaRDD knows its ranges; the RDD after a transform() is a plain RDD (as in Spark 2.4)
         ranges = rdd.offsetRanges() if hasattr(rdd, "offsetRanges") else []
         try:
@@ -53,6 +57,10 @@ class Batches:
     def count(self):
         with self.lock:
             return len(self.values)
+
+    def batch_count(self):
+        with self.lock:
+            return self.batches
 
 
 def stream_error(ssc: StreamingContext, timeout: float = 60.0) -> str:
@@ -162,10 +170,7 @@ def test_deleted_topic_fails_the_stream(kafka, topic_name, sc):
     stream.foreachRDD(lambda rdd: seen.record(rdd))
     ssc.start()
     try:
-        deadline = time.monotonic() + 60
-        while seen.count() < 10:
-            assert time.monotonic() < deadline, "the first records were never read"
-            time.sleep(0.2)
+        eventually(lambda: seen.count() >= 10, "the first records", 60)
         kafka.delete_topic(topic_name)
         error = stream_error(ssc)
     finally:
@@ -191,16 +196,13 @@ def test_deleted_topic_is_dropped_without_fail_on_data_loss(kafka, topic_name, s
     stream.foreachRDD(lambda rdd: seen.record(rdd))
     ssc.start()
     try:
-        deadline = time.monotonic() + 60
-        while seen.count() < 20:
-            assert time.monotonic() < deadline, "the first records were never read"
-            time.sleep(0.2)
+        eventually(lambda: seen.count() >= 20, "the first records", 60)
         kafka.delete_topic(deleted)
-        time.sleep(2.5)  # a few batches planned after the deletion
+        after = seen.batch_count()
+        eventually(lambda: seen.batch_count() >= after + 3, "a few batches planned after the deletion", 60)
         kafka.produce(kept, range(10, 25), partition=0)
-        while seen.count() < 35:
-            assert time.monotonic() < deadline + 30, f"stalled after the topic was deleted: {seen.errors}"
-            time.sleep(0.2)
+        eventually(lambda: seen.count() >= 35, "the records produced after the deletion", 60,
+                   detail=lambda: f"errors: {seen.errors}")
         assert_no_stream_error(ssc)
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)

@@ -12,7 +12,7 @@ import pytest
 
 from dstream_exactly_once.teaching.points import EXPLAINED, kill_schedule
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

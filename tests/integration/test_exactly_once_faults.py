@@ -16,12 +16,13 @@ import pytest
 
 from dstream_exactly_once.teaching.pipeline import verify
 
+from ..helpers import eventually
 from .faults import run_with_kills
 
 N = 100_000
 PARTITIONS = 4
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +74,6 @@ def test_offset_log_in_commit_is_exact_after_repeated_sigkills(kind, kafka, numb
         assert store.last_logged_batch_id() == store.last_committed_batch_id()
 
 
-def _wait_for(cond, timeout, what):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 def _committed(url, app):
     from dstream_exactly_once.stores import open_store
 
@@ -105,7 +96,7 @@ def _epoch(url, app):
 
 def _read_epoch(url, app, timeout=60):
     """The store's epoch, asking again while the SQLite file is busy."""
-    _wait_for(lambda: _epoch(url, app) is not None, timeout, "a readable epoch")
+    eventually(lambda: _epoch(url, app) is not None, "a readable epoch", timeout)
     epoch = None
     while epoch is None:
         epoch = _epoch(url, app)
@@ -134,12 +125,12 @@ def test_zombie_driver_is_fenced_and_results_stay_exact(kafka, numbers_topic, tm
     first = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=ZOMBIE_RATE)
     second = None
     try:
-        _wait_for(lambda: (_committed(url, app) or -1) >= 1, 300, "the first driver to commit two batches")
+        eventually(lambda: (_committed(url, app) or -1) >= 1, "the first driver to commit two batches", 300)
         first_epoch = _read_epoch(url, app)
         assert first_epoch >= 1
         assert first.poll() is None, "the rate-capped first driver finished before the second started"
         second = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=2000)
-        _wait_for(lambda: (_epoch(url, app) or 0) > first_epoch, 300, "the second driver to take a newer epoch")
+        eventually(lambda: (_epoch(url, app) or 0) > first_epoch, "the second driver to take a newer epoch", 300)
         out_first, _ = first.communicate(timeout=300)
         assert first.returncode == 3, out_first[-3000:]
         assert "FencedError" in out_first and "epoch" in out_first, out_first[-3000:]
@@ -168,7 +159,7 @@ def test_store_server_restart_mid_stream(kind, kafka, numbers_topic):
             proc = start_pipeline(kafka.bootstrap, numbers_topic, url, app, "batch", rate=1500)
             try:
                 if not restarted:
-                    _wait_for(lambda: (_committed(url, app) or -1) >= 1, 120, "two committed batches")
+                    eventually(lambda: (_committed(url, app) or -1) >= 1, "two committed batches", 120)
                     server.kill()  # SIGKILL the store server mid-stream
                     server.start()
                     restarted = True

@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..helpers import eventually
+
 ROOT = Path(__file__).resolve().parents[2]
 WORDCOUNT = ROOT / "examples" / "direct_kafka_wordcount.py"
 START_TIMEOUT_S = 240.0  # JVM start + first batch on a small, busy machine
@@ -70,6 +72,15 @@ class Example:
         self.stderr.seek(0)
         return self.stderr.read().decode("utf-8", "replace")[-n:]
 
+    def group_gone(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
     def kill(self) -> None:
         """SIGTERM the example's process group, then SIGKILL whatever is left."""
         for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
@@ -79,13 +90,28 @@ class Example:
                 break
             try:
                 self.proc.wait(wait)
-                os.killpg(self.proc.pid, 0)  # raises once the whole group is gone
-            except (subprocess.TimeoutExpired, PermissionError):
-                continue
-            except ProcessLookupError:
-                break
-            time.sleep(1)
+                eventually(self.group_gone, "the example's process group to end", 1.0, interval=0.1)
+            except (subprocess.TimeoutExpired, AssertionError):
+                continue  # still there: the next signal
+            break
         self.stderr.close()
+
+
+def _values(url: str, app: str, namespace: str) -> dict:
+    from dstream_exactly_once import open_store
+
+    with open_store(url, app) as store:  # read-only
+        return store.get_values(namespace)
+
+
+def _planned_up_to(url: str, app: str) -> int:
+    """The highest end offset of the newest batch in the offset log (-1: none yet)."""
+    from dstream_exactly_once import open_store
+
+    with open_store(url, app) as store:
+        last = store.last_logged_batch_id()
+        batch = store.get_batch(last) if last is not None else None
+    return max((r.end for r in batch.ranges), default=-1) if batch is not None else -1
 
 
 def pprint_counts(lines: list[str]) -> Counter:
@@ -148,12 +174,8 @@ def test_exactly_once_wordcount_survives_sigkill(kafka, topic_name, tmp_path):
     expected = Counter(" ".join(first + second).split())
     example = Example(script, kafka.bootstrap, topic_name, url, "wc")
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with open_store(url, "wc") as store:
-                if sum(store.get_values("words").values()) >= sum(expected.values()):
-                    break
-            time.sleep(1)
+        eventually(lambda: sum(_values(url, "wc", "words").values()) >= sum(expected.values()),
+                   "every word counted", START_TIMEOUT_S, interval=1.0, proc=example.proc, detail=example.tail)
     finally:
         example.kill()
     with open_store(url, "wc") as store:
@@ -174,7 +196,10 @@ def test_exactly_once_wordcount_stops_gracefully_on_sigterm(kafka, topic_name, t
         example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
                            "the first committed batch")
         kafka.produce(topic_name, ["d e"] * 200, partitions=2)
-        time.sleep(2)  # let the next batch be planned: it is in flight when the signal arrives
+        # the signal comes once a batch of the new records (offsets from 150 on) is planned: it is in
+        # flight, or just committed, when the driver is asked to stop
+        eventually(lambda: _planned_up_to(url, "wc") > 150, "a batch of the new records to be planned",
+                   COUNT_TIMEOUT_S, proc=example.proc, detail=example.tail)
         os.kill(example.proc.pid, signal.SIGTERM)
         code = example.proc.wait(COUNT_TIMEOUT_S)
         assert code == 0, example.tail()
@@ -209,12 +234,8 @@ def test_file_exactly_once_survives_sigkill_and_rotation(tmp_path):
     log.write_text("".join(f"line {i} x\n" for i in range(700, 1000)))
     example = Example(script, f"{tmp_path}/service.log*", url, "files")
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            with open_store(url, "files") as store:
-                if store.get_values("lines").get("lines", 0) >= 1000:
-                    break
-            time.sleep(1)
+        eventually(lambda: _values(url, "files", "lines").get("lines", 0) >= 1000, "all 1000 lines counted",
+                   START_TIMEOUT_S, interval=1.0, proc=example.proc, detail=example.tail)
     finally:
         example.kill()
     with open_store(url, "files") as store:

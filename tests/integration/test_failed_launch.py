@@ -1,28 +1,30 @@
-"""A failed launch writes nothing and fences nobody (issue #12, defect 1), on every real store.
+"""A failed launch writes nothing and fences nobody (, defect 1), on every real store.
 
 A healthy driver (``createExactlyOnceStream`` + ``commit_each_batch`` in a running
 StreamingContext) has caught up and is idle. Launches on the same app with a typo'd topic, an
 explicit fromOffsets beyond the log end, ``retain_batches=0``, ``monitor_group=''`` and a bad
-kafkaParam each fail with a clear error; the store is then byte-for-byte what it was (SQLite: the
-file bytes; PostgreSQL: every row of every ``deo_`` table; Redis: every key of the app with its
-serialized value), and the live driver still commits new records. The same launches against a
-fresh store leave nothing (no SQLite file, no tables, no keys).
+kafkaParam each fail with a clear error; the store then holds exactly what it held (SQLite and
+PostgreSQL: every row of every ``deo_`` table; Redis: every key of the app with its serialized value)
+except the live driver's own heartbeat, which it rewrites once per batch interval; and the live
+driver still commits new records. The same launches against a fresh store leave nothing (no SQLite
+file, no tables, no keys).
 """
 
 from __future__ import annotations
 
-import time
 import uuid
+from contextlib import closing
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import DStreamExactlyOnceError, KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
+from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE
 
-pytestmark = [pytest.mark.integration]
+from ..helpers import eventually
 
 
 def _params(kafka, **extra):
@@ -44,48 +46,58 @@ def bad_launches(kafka, topic: str) -> List[Tuple[str, Dict[str, Any], str]]:
     ]
 
 
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
 # ---------------------------------------------------------------- store snapshots
-def _sqlite_snapshot(path: Path) -> Dict[str, bytes]:
-    """The database file and its write-ahead log, byte for byte (``-shm`` is a shared-memory index)."""
-    return {p.name: p.read_bytes() for p in sorted(path.parent.glob(path.name + "*")) if not p.name.endswith("-shm")}
+# A running driver rewrites its heartbeat every batch interval (SQL stores: the row ('__deo__',
+# 'heartbeat') of deo_values; Redis: the app's ``heartbeat`` key); ``live=True`` leaves it out.
+def _sqlite_snapshot(path: Path, live: bool) -> Any:
+    """Without ``live``: the database file and its write-ahead log, byte for byte (``-shm`` is a
+    shared-memory index). With it: every row of every ``deo_`` table but the heartbeat."""
+    if not live:
+        return {p.name: p.read_bytes() for p in sorted(path.parent.glob(path.name + "*"))
+                if not p.name.endswith("-shm")}
+    import sqlite3
+
+    with closing(sqlite3.connect(path)) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                             "AND name LIKE 'deo\\_%' ESCAPE '\\' ORDER BY name")]
+        return {t: sorted((r for r in conn.execute(f'SELECT * FROM "{t}"') if not _heartbeat_row(t, r)), key=repr)
+                for t in tables}
 
 
-def _postgres_snapshot(url: str) -> Dict[str, List[Tuple[Any, ...]]]:
+def _heartbeat_row(table: str, row: Tuple[Any, ...]) -> bool:
+    return table == "deo_values" and row[1] == RESERVED_NAMESPACE and row[2] == "heartbeat"
+
+
+def _postgres_snapshot(url: str, live: bool) -> Dict[str, List[Tuple[Any, ...]]]:
     import psycopg
 
     with psycopg.connect(url) as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
             "AND table_name LIKE 'deo\\_%' ORDER BY table_name")]
-        return {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
+        return {t: sorted((r for r in conn.execute(f'SELECT * FROM "{t}"').fetchall()
+                           if not (live and _heartbeat_row(t, r))), key=repr) for t in tables}
 
 
-def _redis_snapshot(redis_server, app: str) -> Dict[bytes, Tuple[bytes, int]]:
+def _redis_snapshot(redis_server, app: str, live: bool) -> Dict[bytes, Tuple[bytes, int]]:
     client = redis_server.client()
     try:
-        keys = sorted(client.scan_iter(match="{deo:" + app + "}*"))
+        keys = sorted(k for k in client.scan_iter(match="{deo:" + app + "}*")
+                      if not (live and k == ("{deo:" + app + "}:heartbeat").encode()))
         return {k: (client.dump(k), client.pttl(k)) for k in keys}
     finally:
         client.close()
 
 
 def _store(kind: str, tmp_path: Path, postgres_server, redis_server):
-    """(store URL, snapshot function) for a fresh store of ``kind``."""
+    """(store URL, snapshot function ``(app, live=False)``) for a fresh store of ``kind``."""
     if kind == "sqlite":
         path = tmp_path / f"state-{uuid.uuid4().hex[:6]}.db"
-        return f"sqlite:///{path}", lambda app: _sqlite_snapshot(path)
+        return f"sqlite:///{path}", lambda app, live=False: _sqlite_snapshot(path, live)
     if kind == "postgres":
         url = postgres_server.url(postgres_server.create_database())
-        return url, lambda app: _postgres_snapshot(url)
-    return redis_server.url, lambda app: _redis_snapshot(redis_server, app)
+        return url, lambda app, live=False: _postgres_snapshot(url, live)
+    return redis_server.url, lambda app, live=False: _redis_snapshot(redis_server, app, live)
 
 
 def _launch_fails(ssc, store_url: str, app: str, what: str, kwargs: Dict[str, Any], word: str) -> None:
@@ -116,24 +128,29 @@ def test_failed_launches_leave_the_store_unchanged_and_do_not_fence_the_live_dri
         with open_store(url, app) as st:  # read-only
             return st.get_value("totals", "count") or 0
 
+    def settled() -> bool:
+        """The first 100 records committed and no batch logged but not committed (none in flight)."""
+        with open_store(url, app) as st:
+            return st.get_value("totals", "count") == 100 and st.pending_batches() == []
+
     ssc.start()
     try:
-        _wait(lambda: count() == 100, 120, "the live driver to commit the first 100 records")
+        eventually(settled, "the live driver to commit the first 100 records, no batch in flight", 120)
         # the live driver's heartbeat is its one write on idle batches: hold it while the store is compared
         stream.committer.heartbeat.min_gap_s = float("inf")
-        time.sleep(2)  # make sure no commit or heartbeat is still in flight
+        time.sleep(1)  # a heartbeat already being written lands before the first snapshot
         epoch_before = stream.epoch
-        before = snapshot(app)
+        before = snapshot(app, live=True)
         assert before, "the snapshot is empty: it would prove nothing"
         for what, kwargs, word in bad_launches(kafka, topic_name):
             _launch_fails(ssc, url, app, what, kwargs, word)
-            assert snapshot(app) == before, f"{what}: the failed launch changed the store"
+            assert snapshot(app, live=True) == before, f"{what}: the failed launch changed the store"
         with open_store(url, app) as st:
             assert st.current_epoch() == epoch_before
         stream.committer.heartbeat.min_gap_s = 0.5
         # the live driver is not fenced: it commits new records
         kafka.produce(topic_name, [str(i) for i in range(101, 151)], partitions=2)
-        _wait(lambda: count() == 150, 120, "the live driver to commit after the failed launches")
+        eventually(lambda: count() == 150, "the live driver to commit after the failed launches", 120)
         with open_store(url, app) as st:
             assert st.get_value("totals", "sum") == 150 * 151 // 2
             assert st.current_epoch() == epoch_before

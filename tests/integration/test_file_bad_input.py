@@ -17,8 +17,6 @@ from dstream_exactly_once.stores import Writes, open_store
 
 from .streams import run_until
 
-pytestmark = pytest.mark.integration
-
 
 def _append(path, numbers):
     with open(path, "ab") as f:

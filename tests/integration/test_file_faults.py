@@ -24,7 +24,7 @@ from dstream_exactly_once.stores import open_store
 
 from .faults import ROOT, kill_group
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 N = 20_000
 MODULE = "tests.integration.file_faults_proc"

@@ -13,14 +13,11 @@ import os
 import uuid
 from typing import Any, Dict
 
-import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import FileUtils
 from dstream_exactly_once.stores import Writes, open_store
 from dstream_exactly_once.testing._process import wait_until
-
-pytestmark = pytest.mark.integration
 
 
 def _append(path: str, numbers: Any, end: str = "") -> None:

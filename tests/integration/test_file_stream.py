@@ -18,8 +18,6 @@ from dstream_exactly_once.streaming.file_utils import FileDStream, FileRDD
 
 from .streams import run_until
 
-pytestmark = pytest.mark.integration
-
 
 def _append(path, numbers):
     with open(path, "a", encoding="utf-8") as f:

@@ -30,7 +30,7 @@ from dstream_exactly_once.testing import LocalSparkCluster
 from dstream_exactly_once.testing._process import ManagedProcess, free_port, wait_until
 from dstream_exactly_once.testing.spark import spark_env, spark_home
 
-pytestmark = pytest.mark.integration
+from ..helpers import eventually
 
 JOB = Path(__file__).with_name("files_cluster_job.py")
 HOSTS = {"A": "127.0.0.1", "B": "127.0.0.2"}
@@ -40,6 +40,12 @@ MOUNT = "mount --bind \"$1\" \"$2\" && shift 2 && exec \"$@\""
 def _append(path: Path, tag: str, numbers: range) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write("".join(f"{tag}-{n}\n" for n in numbers))
+
+
+def _committed_lines(url: str, app: str) -> int:
+    """Distinct lines the job has committed so far (read-only)."""
+    with open_store(url, app) as store:
+        return len(store.get_values("lines"))
 
 
 def _worker(master_url: str, host: str, source: Path, mount_point: Path) -> ManagedProcess:
@@ -119,7 +125,10 @@ def test_node_local_files_on_two_hosts_counted_exactly_once(tmp_path, monkeypatc
                                    f"{mount_point}/*.log", ",".join(HOSTS.values()), str(len(expected))],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        time.sleep(8)  # the files grow while the stream runs
+        # the files grow while the stream runs: after it has committed every line written so far
+        eventually(lambda: _committed_lines(url, app) >= len(HOSTS) * 200, "the first 200 lines of each host", 120,
+                   proc=driver, detail=lambda: driver.stderr.read() if driver.poll() is not None else "",
+                   ignore=(Exception,))  # the store exists once the driver took its first epoch
         for tag, d in sources.items():
             _append(d / "service.log", tag, range(150, 300))
         out, err = driver.communicate(timeout=max(10.0, 170 - (time.monotonic() - began)))

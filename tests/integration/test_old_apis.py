@@ -28,23 +28,25 @@ def group_offsets(kafka, group):
     return {tp.partition: meta.offset for tp, meta in answer.items()}
 
 
-def wait_for(cond, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.2)
-
-
 class Values:
     def __init__(self):
         self.lock = threading.Lock()
         self.values = []
+        self.batches = 0
+        self.batches_at: dict = {}  # len(values) -> batches done when it was first reached
 
     def keep(self, rdd):
         got = [int(v) for _, v in rdd.collect()]
         with self.lock:
             self.values.extend(got)
+            self.batches += 1
+            self.batches_at.setdefault(len(self.values), self.batches)
+
+    def batches_after(self, n):
+        """Batches processed after the one that brought the values to ``n`` or more (-1: not reached)."""
+        with self.lock:
+            reached = [b for count, b in self.batches_at.items() if count >= n]
+            return self.batches - min(reached) if reached else -1
 
     def __len__(self):
         with self.lock:
@@ -235,8 +237,8 @@ def test_start_from_a_timestamp(kafka, topic_name, sc):
     stream = KafkaUtils.createDirectStream(ssc, None, params, strategy=strategy)  # type: ignore[arg-type]
     got = Values()
     stream.foreachRDD(got.keep)
-    run_until(ssc, lambda: len(got) >= 5)
-    time.sleep(0.5)
+    # one more batch after the fifth value: a record before the timestamp would have come with it
+    run_until(ssc, lambda: got.batches_after(5) >= 1)
     assert sorted(got.values) == [5, 6, 7, 8, 9]
     per_partition = ConsumerStrategies.Assign([TopicAndPartition(topic_name, 0)], params,
                                               from_timestamp_ms={TopicAndPartition(topic_name, 0): base + 7000})

@@ -15,6 +15,8 @@ from dstream_exactly_once.cli import main
 from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
+from ..helpers import eventually
+
 
 def cli(capsys, *argv):
     """Run ``dstream-eo argv`` in-process; returns (exit status, stdout, stderr)."""
@@ -25,14 +27,6 @@ def cli(capsys, *argv):
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def _wait(cond, timeout=90.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.2)
 
 
 def _stream(sc, kafka, topic, url, app, progress_path=None):
@@ -63,8 +57,8 @@ def test_progress_heartbeat_graceful_stop_cli_and_reset(kafka, topic_name, sc, t
     store = open_store(url, app)
     ssc.start()
     try:
-        _wait(lambda: store.get_value("n", "records") == 100)
-        _wait(lambda: store.load_heartbeat() is not None)
+        eventually(lambda: store.get_value("n", "records") == 100)
+        eventually(lambda: store.load_heartbeat() is not None)
         hb = store.load_heartbeat()
         assert hb["epoch"] == store.current_epoch() and hb["pid"] == os.getpid() and not hb.get("stopped")
         # a live driver: a reset is refused (exit 3) and nothing moves
@@ -73,7 +67,7 @@ def test_progress_heartbeat_graceful_stop_cli_and_reset(kafka, topic_name, sc, t
         assert code == 3 and "is live" in err and err.count("\n") == 1, err
         assert store.load_offsets() == {TopicAndPartition(topic_name, 0): 60, TopicAndPartition(topic_name, 1): 40}
         kafka.produce(topic_name, [f"w{i}" for i in range(10)], partition=1)
-        _wait(lambda: store.get_value("n", "records") == 110)
+        eventually(lambda: store.get_value("n", "records") == 110)
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=True)
     # graceful stop: every logged batch committed, the heartbeat says stopped
@@ -139,7 +133,7 @@ def test_progress_heartbeat_graceful_stop_cli_and_reset(kafka, topic_name, sc, t
     ssc2, _ = _stream(sc, kafka, topic_name, url, app)
     ssc2.start()
     try:
-        _wait(lambda: store.get_value("n", "records") == 170)
+        eventually(lambda: store.get_value("n", "records") == 170)
     finally:
         ssc2.stop(stopSparkContext=False, stopGraceFully=True)
     first = store.get_batch(before + 1)

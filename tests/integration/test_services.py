@@ -24,8 +24,6 @@ from dstream_exactly_once.errors import ServiceError
 from dstream_exactly_once.testing import LocalKafka, LocalPostgres, LocalRedis
 from dstream_exactly_once.testing._process import port_open
 
-pytestmark = pytest.mark.integration
-
 
 # ---------------------------------------------------------------------------------------------- Kafka
 def read_by_offsets(bootstrap: str, topic: str, partition: int, start: int, end: int,

@@ -14,7 +14,7 @@ from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 from .faults import run_with_kills
 
 N = 20_000
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def test_doris_two_phase_rows_loaded_exactly_once_under_sigkill(kafka, tmp_path):

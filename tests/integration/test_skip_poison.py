@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import pytest
 from pyspark.streaming import StreamingContext
@@ -24,17 +23,9 @@ from dstream_exactly_once import KafkaUtils, OutputError
 from dstream_exactly_once.stores import Writes, open_store
 from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
 
-pytestmark = [pytest.mark.integration]
+from ..helpers import eventually
 
 POISON = "poison"
-
-
-def _wait(cond: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _params(kafka: Any) -> Dict[str, str]:
@@ -78,11 +69,11 @@ def test_operator_skips_a_poison_batch_and_the_restarted_stream_is_exact(kind, k
     ssc.start()
     failed: Optional[BaseException] = None
     try:
-        _wait(lambda: len(store.get_values("seen")) == 40, "the first 40 records")
+        eventually(lambda: len(store.get_values("seen")) == 40, "the first 40 records")
         tail = [POISON] + [str(i) for i in range(41, 51)]
         kafka.produce(topic_name, tail, partitions=2)
         produced += tail
-        _wait(lambda: stream.committer.failed is not None, "the poison batch to fail")
+        eventually(lambda: stream.committer.failed is not None, "the poison batch to fail")
         failed = stream.committer.failed
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
@@ -125,7 +116,7 @@ def test_operator_skips_a_poison_batch_and_the_restarted_stream_is_exact(kind, k
     ssc2, _ = _stream(sc, kafka, topic_name, url, app)
     ssc2.start()
     try:
-        _wait(lambda: store.get_values("seen") == expected, "every record after the skipped batch")
+        eventually(lambda: store.get_values("seen") == expected, "every record after the skipped batch")
     finally:
         ssc2.stop(stopSparkContext=False, stopGraceFully=True)
     assert store.get_values("seen") == expected and store.pending_batches() == []

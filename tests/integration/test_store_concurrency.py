@@ -10,8 +10,6 @@ import pytest
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import PlannedBatch, TransactionalStore, Writes, open_store
 
-pytestmark = pytest.mark.integration
-
 N_BATCHES = 40
 
 

@@ -31,8 +31,6 @@ from dstream_exactly_once.stores import (
 )
 from dstream_exactly_once.testing import LocalPostgres, LocalRedis
 
-pytestmark = pytest.mark.integration
-
 # every character that must be percent-encoded in a URL's password, between distinctive chunks
 SPECIAL = "Sx7q#Kp9?Wm2/Zt4@Hr6%Lq8:Vb3 Nj5&Fd1=Gy0"
 CHUNKS = re.findall(r"[A-Za-z][A-Za-z0-9]{2}", SPECIAL)

@@ -21,6 +21,8 @@ from dstream_exactly_once import (
     open_store,
 )
 
+from ..helpers import eventually
+
 
 def params(kafka):
     return {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}
@@ -45,14 +47,6 @@ def _reads(url: str, app_id: str, n: int) -> Callable[[], bool]:
     return done
 
 
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout}s")
-        time.sleep(0.3)
-
-
 @pytest.mark.parametrize("kind", ["redis", "postgres"])
 def test_the_same_driver_rides_out_a_store_restart(kind, kafka, topic_name, sc, redis_server, postgres_server,
                                                    redis_url, postgres_url, app_id):
@@ -72,12 +66,12 @@ def test_the_same_driver_rides_out_a_store_restart(kind, kafka, topic_name, sc, 
         stream.commit_each_partition(_sum_per_partition)
     ssc.start()
     try:
-        _wait(_reads(url, app_id, 100), 90, "first 100 numbers")
+        eventually(_reads(url, app_id, 100), "first 100 numbers", 90)
         server.kill()
         kafka.produce(topic_name, [str(i) for i in range(101, 201)], partitions=3)
         time.sleep(4)  # batches are planned/committed against a dead server meanwhile
         server.start()
-        _wait(_reads(url, app_id, 200), 90, "all 200 numbers after the restart")
+        eventually(_reads(url, app_id, 200), "all 200 numbers after the restart", 90)
         assert stream.committer.failed is None
         assert stream.await_termination(timeout=0.1) is False  # still running, nothing raised
     finally:
@@ -97,7 +91,7 @@ def test_an_outage_longer_than_the_budget_stops_with_store_unavailable(kafka, to
     stream.commit_each_batch(_sum_of_values)
     ssc.start()
     try:
-        _wait(_reads(redis_url, app_id, 10), 90, "first 10 numbers")
+        eventually(_reads(redis_url, app_id, 10), "first 10 numbers", 90)
         redis_server.kill()
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError):
@@ -120,7 +114,7 @@ def test_a_fenced_driver_stops_with_fenced_error_from_await_termination(kafka, t
     stream.commit_each_batch(_sum_of_values)
     ssc.start()
     try:
-        _wait(_reads(url, "fenced", 10), 90, "first 10 numbers")
+        eventually(_reads(url, "fenced", 10), "first 10 numbers", 90)
         with open_store(url, "fenced") as other:
             assert other.start_epoch() == 2  # a newer driver took over
         fenced_at = time.monotonic()

@@ -20,8 +20,6 @@ from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Transaction
 from dstream_exactly_once.testing import LocalPostgres, LocalRedis
 from dstream_exactly_once.testing._process import free_port
 
-pytestmark = pytest.mark.integration
-
 T = TypeVar("T")
 SECRET = "hunter2-Secret-pw"
 

@@ -14,10 +14,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Dict, List
 
 import pytest
 
@@ -25,7 +24,9 @@ from dstream_exactly_once.kafka.offsets import TopicAndPartition
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.testing import LocalKafka, LocalYarnCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+from ..helpers import eventually
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "exactly_once_wordcount.py"
@@ -64,20 +65,6 @@ def counts(store_url: str, app: str) -> Dict[str, int]:
         return dict(store.get_values("words"))
 
 
-def wait_for(cond: Callable[[], bool], what: str, driver: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if driver.poll() is not None:
-            raise AssertionError(f"the driver exited ({driver.returncode}) before {what}:\n{tail(log)}")
-        try:
-            if cond():
-                return
-        except Exception:  # noqa: BLE001 - the store is not created yet
-            pass
-        time.sleep(1.0)
-    raise AssertionError(f"not {what} after {WAIT_S:.0f}s:\n{tail(log)}")
-
-
 def tail(log: Path, chars: int = 4000) -> str:
     return log.read_text(errors="replace")[-chars:] if log.exists() else ""
 
@@ -103,15 +90,17 @@ def test_exactly_once_wordcount_on_yarn_survives_a_driver_kill(kafka: LocalKafka
         yarn.start()
         first_log = tmp_path / "driver1.log"
         drivers.append(start_driver(yarn, py_files, first_log, *args))
-        wait_for(lambda: counts(store_url, app_id).get("beta") == 600, "the first batch committed",
-                 drivers[0], first_log)
+        eventually(lambda: counts(store_url, app_id).get("beta") == 600, "the first batch committed",
+                   WAIT_S, interval=1.0, proc=drivers[0], detail=lambda: tail(first_log),
+                   ignore=(Exception,))  # the store is created by the first commit
         kill_session(drivers[0], signal.SIGKILL)  # the Python driver and its JVM, mid-stream
 
         kafka.produce(topic_name, ["gamma alpha"] * 50, partitions=2)
         second_log = tmp_path / "driver2.log"
         drivers.append(start_driver(yarn, py_files, second_log, *args))
-        wait_for(lambda: counts(store_url, app_id).get("gamma") == 50, "the lines produced during the outage counted",
-                 drivers[1], second_log)
+        eventually(lambda: counts(store_url, app_id).get("gamma") == 50, "the lines produced during the outage counted",
+                   WAIT_S, interval=1.0, proc=drivers[1], detail=lambda: tail(second_log),
+                   ignore=(Exception,))  # the store is created by the first commit
         drivers[1].send_signal(signal.SIGTERM)  # graceful: the batch in flight commits, exit 0
         assert drivers[1].wait(90) == 0, tail(second_log)
 
