@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
+from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import DStreamExactlyOnceError, KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE
 
 from ..helpers import eventually
 
