@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator
 
 import pytest
-from dstream_exactly_once.offsets import OffsetRange, TopicAndPartition
 
 from dstream_exactly_once.core.ranges import Position, SourceRange
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
 from dstream_exactly_once.files.ranges import FileRange
+from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     CommitOutcome,
     PlannedBatch,

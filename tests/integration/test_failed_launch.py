@@ -12,17 +12,18 @@ file, no tables, no keys).
 
 from __future__ import annotations
 
+import time
 import uuid
 from contextlib import closing
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from dstream_exactly_once.stores.batch import RESERVED_NAMESPACE
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import DStreamExactlyOnceError, KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
+from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE
 
 from ..helpers import eventually
 

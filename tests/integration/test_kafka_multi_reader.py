@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from dstream_exactly_once import DataLossError, OffsetRange
-from dstream_exactly_once.kafka import multi_reader, multi_reader_confluent, reader, reader_confluent
+from dstream_exactly_once.kafka import multi_reader, multi_reader_confluent, reader_confluent
+from dstream_exactly_once.kafka import reader_kafka_python as reader
 from dstream_exactly_once.kafka.consumers import ConsumerCache
 from dstream_exactly_once.kafka.params import parse_kafka_params
 
