@@ -168,3 +168,32 @@ def test_compressed_files_are_never_split(tmp_path):
     assert tasks == [(tasks[0][0],)] and tasks[0][0].whole
     with pytest.raises(ConfigurationError, match="compressed files are read whole"):
         list(reader.read_part(r, 0, 10))
+
+
+def test_losses_of_pieces_read_by_different_tasks_add_up_and_a_retry_counts_once():
+    from dstream_exactly_once.core.loss import DataLoss
+    from dstream_exactly_once.streaming.data_loss import LossReporter, _LargestPerRange, begin_range, reading_piece
+
+    class Acc:  # the accumulator's merge, without Spark
+        def __init__(self):
+            self.param, self.value = _LargestPerRange(), {}
+
+        def add(self, v):
+            self.value = self.param.addInPlace(self.value, v)
+
+    r = _file(0, 100)
+    acc = Acc()
+    report = LossReporter(acc)
+    begin_range(r)
+
+    def lost(start, end):
+        return DataLoss(r.position_key, 0, 100, start, end, "bytes", r.path, "gone")
+
+    reading_piece(r, 0)
+    report(lost(10, 50))
+    reading_piece(r, 50)  # another task reads the second piece
+    report(lost(60, 100))
+    reading_piece(r, 0)  # a retry of the first piece
+    report(lost(20, 50))
+    parts = sorted((d.start, d.end) for v in acc.value.values() for d in v)
+    assert parts == [(10, 50), (60, 100)]
