@@ -122,6 +122,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         self.committer = committer
         self._make_rdd = make_rdd
         self._outputs: list[str] = []
+        self._pack_partitions = False  # commit_each_partition(pack=True): small ranges share a task
         self._tasks = tasks
 
         def compute(time: datetime) -> RangeRDD:
@@ -151,6 +152,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
             return tasks.with_shape(pack=False, split=False)
         if "commit_each_partition" not in self._outputs:
             return tasks
+        if not self._pack_partitions:
+            return tasks.with_shape(pack=False, split=False)
         shape = tasks.with_shape(pack=True, split=False)
         if batch is None or not self.committer.is_replay(batch):
             return shape
@@ -266,7 +269,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         self.commit_each_batch(func)
 
     # ------------------------------------------------------------------ pattern (b)
-    def commit_each_partition(self, func: PartitionFunc) -> None:
+    def commit_each_partition(self, func: PartitionFunc, *, pack: bool = False) -> None:
         """Run ``func(records, offset_range, batch) -> Writes`` in each executor task and commit that
         partition's writes with its range's position in ONE transaction on the executor; the driver
         then writes the batch's commit-log entry.
@@ -274,16 +277,20 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         For results too large for the driver. A task retry or a replayed batch finds its range
         already committed and writes nothing.
 
-        On a stream whose tasks are planned (file streams, see
-        :mod:`dstream_exactly_once.core.tasks`) a task may hold several small ranges: ``offset_range``
-        is then the tuple of its ranges, and one transaction commits the writes with every one of
-        their positions (each under compare-and-set). Ranges are never split for this pattern: a
-        piece could not store its range's position without passing unread bytes.
+        Unit of parallelism: one task per range with data (``offset_range`` is that range), unless
+        ``pack=True``: then small ranges share a task as the task planner packs them
+        (:mod:`dstream_exactly_once.core.tasks`), ``func`` receives the **tuple** of its task's ranges
+        (always a tuple, also of one), and one transaction commits the writes with every one of their
+        positions, each under compare-and-set. Ranges are never split for this pattern: a piece could
+        not store its range's position without passing unread bytes.
         """
         if not callable(func):
             raise ConfigurationError(f"commit_each_partition needs a function (records, offset_range, batch) -> "
                                      f"Writes, got {func!r}")
+        if not isinstance(pack, bool):
+            raise ConfigurationError(f"commit_each_partition(pack=) must be True or False, got {pack!r}")
         self._add_output("commit_each_partition")
+        self._pack_partitions = pack
         committer = self.committer
         store = committer.store
         retry = committer.retry  # pickled into the tasks: executors retry with the driver's budget
@@ -302,7 +309,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 seen = [0]
                 for r in ranges:
                     begin_range(r)
-                arg = ranges[0] if len(ranges) == 1 else tuple(ranges)
+                arg = tuple(ranges) if pack else ranges[0]
                 with user_code(batch, ranges):
                     writes = as_writes(func(counted(records, seen), arg, batch), "the commit_each_partition function")
                 losses = [d for r in ranges for d in task_losses(r)]

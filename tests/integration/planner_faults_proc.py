@@ -72,7 +72,7 @@ def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) ->
                         _die_once(marker)
             return Writes().incr("numbers", "sum", sum(numbers)).incr("numbers", "count", len(numbers))
 
-        stream.commit_each_partition(per_task)
+        stream.commit_each_partition(per_task, pack=True)
     ssc.start()
     print("STARTED", flush=True)
     with open_store(store, app) as reader:

@@ -71,11 +71,12 @@ def test_exactly_once_packed_tasks_commit_every_line_once(sc, tmp_path, pattern)
     else:
         def per_task(records, ranges, batch):
             numbers = [int(x) for x in records]
-            count = len(ranges) if isinstance(ranges, tuple) else 1
+            assert isinstance(ranges, tuple), ranges
+            count = len(ranges)
             return Writes().incr("n", "sum", sum(numbers)).incr("n", "count", len(numbers)).incr("n", "tasks", 1) \
                 .incr("n", "ranges", count)
 
-        stream.commit_each_partition(per_task)
+        stream.commit_each_partition(per_task, pack=True)
 
     def done():
         with open_store(url, app) as s:
