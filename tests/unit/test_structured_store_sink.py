@@ -23,7 +23,7 @@ from dstream_exactly_once.structured.store_sink import (
 
 
 def rows(*items):
-    return iter([dict(zip(("namespace", "key", "op", "value"), i)) for i in items])
+    return iter([dict(zip(("namespace", "key", "op", "value"), i, strict=True)) for i in items])
 
 
 def test_rows_to_writes_row_shape():
@@ -84,7 +84,8 @@ def test_schema_needs_row_columns():
 def test_message_size_bound():
     w = Writes().put("n", "k", "x" * 5000)
     assert pickle.loads(check_message_size(w, 10_000, "t")) == w
-    with pytest.raises(ConfigurationError, match=r"partition 3: its writes pickle to \d+ bytes.*max_message_bytes=1024"):
+    with pytest.raises(ConfigurationError,
+                       match=r"partition 3: its writes pickle to \d+ bytes.*max_message_bytes=1024"):
         check_message_size(w, 1024, "batch 7 partition 3")
 
 
@@ -101,7 +102,8 @@ def test_commit_replay_fence_and_new_checkpoint(tmp_path):
     newer = StoreSinkOptions.parse(store_sink_options(url, "q"))  # a new query start
     with pytest.raises(FencedError):
         commit_batch(opts, [part], 2)  # the zombie query
-    with pytest.raises(OffsetConflictError, match="batch 0 does not follow the stored next batch id 2.*nothing was written"):
+    with pytest.raises(OffsetConflictError,
+                       match="batch 0 does not follow the stored next batch id 2.*nothing was written"):
         commit_batch(newer, [part], 0)  # a new checkpoint against the same application
     assert commit_batch(newer, [part], 2) is CommitOutcome.APPLIED
     with open_store(url, "q") as s:
