@@ -1,6 +1,6 @@
 """``dstream-eo``: the command line (``dstream-eo demo`` is what ``make demo`` runs).
 
-Commands: ``offsets show|reset``, ``batches [skip]``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
+Commands: ``offsets show|reset|export``, ``batches [skip]``, ``lag``, ``in-doubt``, ``chart``, ``demo`` (modules
 ``_cli_offsets``, ``_cli_reset``, ``_cli_batches`` with ``_cli_labels``, ``_cli_chart``, ``demo``;
 ``docs/operations.md``). A command refused for its input writes nothing: a missing SQLite file or an
 unknown app is reported (with the apps the store holds), never created.
@@ -48,6 +48,11 @@ def _run(args: argparse.Namespace) -> int:
             from ._cli_offsets import show
 
             return show(args, store)
+        if args.cmd == "offsets" and args.offsets_cmd == "export":
+            from .operators.export import export_offsets
+
+            print(export_offsets(store, args.format))
+            return 0
         if args.cmd == "offsets":
             from ._cli_reset import run_reset
 
