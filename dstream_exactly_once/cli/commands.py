@@ -75,3 +75,13 @@ def offsets_reset(args: argparse.Namespace) -> int:
 
     with open_cli_store(args.store, args.app) as store:
         return run_reset(args, store)
+
+
+def offsets_export(args: argparse.Namespace) -> int:
+    """``dstream-eo offsets export``: the committed Kafka offsets as Spark's Kafka source takes them."""
+    from ..operators.export import export_offsets
+    from .store_access import open_cli_store
+
+    with open_cli_store(args.store, args.app) as store:
+        print(export_offsets(store, args.format))
+    return 0

@@ -70,6 +70,11 @@ def add_operator_commands(sub: Any) -> None:
                     help="rows topic,partition,offset (or key,position)")
     reset.add_argument("--execute", action="store_true", help="apply the plan (default: dry run)")
     reset.add_argument("--force", action="store_true", help="apply even though a driver's heartbeat is fresh")
+    export = _sub(osub, "export", "print committed Kafka offsets for another consumer",
+                  "Print the committed offsets as Spark's Kafka source takes them (startingOffsets).")
+    export.set_defaults(func=commands.offsets_export)
+    _store(export)
+    export.add_argument("--format", choices=["structured-streaming"], default="structured-streaming")
 
     batches = _sub(sub, "batches", "the offset log and commit log of an app; skip a batch that always fails",
                    "Newest batches of the offset log: committed, PENDING (replayed at the next start) or SKIPPED "

@@ -1,4 +1,4 @@
-"""Structured Streaming on the library's sources (PySpark 4.0+, Python Data Source API).
+"""Structured Streaming on the library's sources and stores (PySpark 4.0+, Python Data Source API).
 
 :func:`register` makes the formats known to a Spark session; nothing Spark-specific is imported
 before it is called::
@@ -6,21 +6,43 @@ before it is called::
     from dstream_exactly_once.structured import register
     register(spark)
     spark.readStream.format("aof").option("path", "/var/log/app/service.log*").load()
+    df.writeStream.format("deo-store").options(**store_sink_options(url, app)).start()
 
 - ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
+- ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["StoreSinkOptions", "register", "register_sinks", "store_sink_options"]
 
 
 def register(spark: Any) -> None:
-    """Register this package's data sources with the Spark session ``spark`` (format ``aof``).
+    """Register this package's data sources and sinks with the Spark session ``spark`` (formats
+    ``aof`` and ``deo-store``).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from .aof import register_aof
+    from .sinks import register_sinks
 
     register_aof(spark)
+    register_sinks(spark)
+
+
+# ---- sinks (lazy: importing this package needs no Spark)
+_SINK_EXPORTS = {
+    "register_sinks": ".sinks",
+    "store_sink_options": ".store_sink",
+    "StoreSinkOptions": ".store_sink",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SINK_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module, __name__), name)

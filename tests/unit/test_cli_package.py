@@ -35,7 +35,7 @@ def test_every_command_binds_its_function():
     assert bound == {"demo": commands.demo, "chart": commands.chart, "lag": commands.lag,
                      "batches": commands.batches, "batches skip": commands.batches_skip,
                      "in-doubt": commands.in_doubt, "offsets": None, "offsets show": commands.offsets_show,
-                     "offsets reset": commands.offsets_reset}
+                     "offsets reset": commands.offsets_reset, "offsets export": commands.offsets_export}
 
 
 @pytest.mark.parametrize("argv, func", [
