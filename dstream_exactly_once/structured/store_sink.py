@@ -43,8 +43,8 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from ..core.ranges import SourceRange, register_range_kind
 from ..errors import ConfigurationError, OffsetConflictError
-from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 from ..stores.url import redact_url
+from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 
 __all__ = ["SINK_POSITION_KEY", "STORE_SINK_NAME", "SinkBatchRange", "StoreSinkOptions", "merge_writes",
            "rows_to_writes", "store_sink_options"]

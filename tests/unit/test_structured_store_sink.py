@@ -6,10 +6,10 @@ import os
 import pickle
 
 import pytest
-from dstream_exactly_once.stores.writes import CommitOutcome, Writes
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
 from dstream_exactly_once.stores import open_store
+from dstream_exactly_once.stores.writes import CommitOutcome, Writes
 from dstream_exactly_once.structured.store_sink import (
     SINK_POSITION_KEY,
     StoreSinkOptions,
