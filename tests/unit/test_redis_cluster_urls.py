@@ -38,7 +38,8 @@ def test_a_cluster_url_lists_seed_nodes_and_pickles_as_written() -> None:
     ("redis+cluster://h1:x,h2:7001", "bad host 'h1:x'"),
     ("redis+cluster://h1:7000/3", "database 0 only, got path '/3'"),
     ("redis+cluster://h1:7000/?wait_replicas=-1", "wait_replicas must be a number of replicas (an int >= 0), got '-1'"),
-    ("redis+cluster://h1:7000/?wait_replicas=one", "wait_replicas must be a number of replicas (an int >= 0), got 'one'"),
+    ("redis+cluster://h1:7000/?wait_replicas=one", "wait_replicas must be a number of replicas (an int >= 0), got "
+                                                   "'one'"),
     ("redis://h1:7000/0?wait_timeout=0", "wait_timeout must be milliseconds (an int >= 1), got '0'"),
     ("redis://h1:7000/0?wait_timeout=1.5", "wait_timeout must be milliseconds (an int >= 1), got '1.5'"),
     ("redis+cluster://h1:7000/?db=1", "unknown store option(s) db"),
