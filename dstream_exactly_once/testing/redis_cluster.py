@@ -4,6 +4,7 @@ replica each, on free loopback ports."""
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -114,6 +115,7 @@ class LocalRedisCluster:
 
     def stop(self) -> None:
         for proc in self._nodes.values():
+            proc.kill(signal.SIGCONT)  # a paused node would not see the SIGTERM
             proc.stop(cleanup=False)
         shutil.rmtree(self._root, ignore_errors=True)
 
@@ -132,7 +134,8 @@ class LocalRedisCluster:
 
         kw.setdefault("socket_timeout", 5)
         kw.setdefault("socket_connect_timeout", 2)
-        return redis.Redis(host="127.0.0.1", port=port, decode_responses=True, retry=Retry(NoBackoff(), 0), **kw)
+        kw.setdefault("decode_responses", True)
+        return redis.Redis(host="127.0.0.1", port=port, retry=Retry(NoBackoff(), 0), **kw)
 
     def client(self) -> Any:
         """A ``redis.cluster.RedisCluster`` client of the whole cluster."""
@@ -199,6 +202,14 @@ class LocalRedisCluster:
         if proc.proc is not None:
             proc.proc.wait(10)
 
+    def pause(self, port: int) -> None:
+        """SIGSTOP node ``port``: it keeps its connections but answers nothing (a replica that lags)."""
+        self._nodes[port].kill(signal.SIGSTOP)
+
+    def resume(self, port: int) -> None:
+        """SIGCONT a node stopped by :meth:`pause`."""
+        self._nodes[port].kill(signal.SIGCONT)
+
     def restart(self, port: int, timeout: float = 60.0) -> None:
         """Start a killed node again on its port and dir; it rejoins the cluster."""
         self._spawn(port, timeout)
@@ -208,6 +219,46 @@ class LocalRedisCluster:
         deadline = time.monotonic() + timeout
         wait_until(lambda: self.role(port) == "master", timeout=timeout, what=f"node {port} to be promoted")
         self.wait_ok(max(1.0, deadline - time.monotonic()))
+
+
+def node_id(cluster: LocalRedisCluster, port: int) -> str:
+    """The cluster node id of node ``port``."""
+    client = cluster.node_client(port)
+    try:
+        return str(client.execute_command("CLUSTER MYID"))
+    finally:
+        client.close()
+
+
+def begin_migration(cluster: LocalRedisCluster, slot: int, source: int, target: int) -> None:
+    """Mark ``slot`` IMPORTING on ``target`` and MIGRATING on ``source`` (the first steps of a resharding)."""
+    for port, state, other in ((target, "IMPORTING", source), (source, "MIGRATING", target)):
+        client = cluster.node_client(port)
+        try:
+            client.execute_command("CLUSTER SETSLOT", slot, state, node_id(cluster, other))
+        finally:
+            client.close()
+
+
+def migrate_keys(cluster: LocalRedisCluster, source: int, target: int, keys: List[str]) -> None:
+    """``MIGRATE`` ``keys`` from ``source`` to ``target`` (the slot being migrated)."""
+    client = cluster.node_client(source)
+    try:
+        client.execute_command("MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys)
+    finally:
+        client.close()
+
+
+def finish_migration(cluster: LocalRedisCluster, slot: int, target: int) -> None:
+    """``CLUSTER SETSLOT slot NODE target`` on every master: ``target`` owns ``slot`` from now on."""
+    owner = node_id(cluster, target)
+    for port in [target] + [p for p in master_ports(cluster) if p != target]:
+        client = cluster.node_client(port)
+        try:
+            client.execute_command("CLUSTER SETSLOT", slot, "NODE", owner)
+        finally:
+            client.close()
+    cluster.wait_ok()
 
 
 def _cluster_port(taken: set[int]) -> int:
