@@ -172,11 +172,15 @@ def test_an_acknowledged_commit_lost_in_a_failover_is_planned_again_and_nothing_
     master, replica = _master_and_replica(redis_cluster, app)
     store = open_store(redis_cluster.url, app)
     try:
-        epoch = store.start_epoch()
-        for i, (a, b) in enumerate([(0, 10), (10, 20)]):
-            store.log_batch(epoch, batch(i, a, b))
-            store.commit(epoch, batch(i, a, b), Writes().incr("n", "count", b - a))
-        redis_cluster.pause(replica)
+        with open_store(redis_cluster.url, app, wait_replicas=1, wait_timeout=10_000) as synced:
+            epoch = synced.start_epoch()
+            for i, (a, b) in enumerate([(0, 10), (10, 20)]):  # confirmed by the replica
+                synced.log_batch(epoch, batch(i, a, b))
+                synced.commit(epoch, batch(i, a, b), Writes().incr("n", "count", b - a))
+        redis_cluster.pause(replica)  # it lags: the master drops its link and it cannot reconnect
+        master_client = redis_cluster.node_client(master)
+        master_client.execute_command("CLIENT KILL TYPE replica")
+        master_client.close()
         store.log_batch(epoch, batch(2, 20, 30))
         assert store.commit(epoch, batch(2, 20, 30), Writes().incr("n", "count", 10)) is CommitOutcome.APPLIED
         redis_cluster.kill(master)
