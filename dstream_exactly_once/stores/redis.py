@@ -389,8 +389,8 @@ class RedisStore(TransactionalStore):
         return doc if isinstance(doc, dict) else None
 
     def list_apps(self) -> List[str]:
-        """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys of this database (every node of a cluster
-        is not scanned: on Redis Cluster only the node this client talks to)."""
+        """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys of this database (on a Redis Cluster,
+        :class:`~dstream_exactly_once.stores.redis_cluster.RedisClusterStore` scans every master)."""
         def scan(client: Any) -> List[str]:
             return [str(k) for k in client.scan_iter(match="{deo:*}:epoch", count=1000)]
 
