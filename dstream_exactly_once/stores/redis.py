@@ -390,7 +390,7 @@ class RedisStore(TransactionalStore):
 
     def list_apps(self) -> List[str]:
         """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys of this database (on a Redis Cluster,
-        :class:`~dstream_exactly_once.stores.redis_cluster.RedisClusterStore` scans every master)."""
+        redis-py's ``RedisCluster`` scans every master)."""
         def scan(client: Any) -> List[str]:
             return [str(k) for k in client.scan_iter(match="{deo:*}:epoch", count=1000)]
 

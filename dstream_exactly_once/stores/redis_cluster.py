@@ -82,15 +82,3 @@ class RedisClusterStore(RedisStore):
                 return reply, acked, node.name
         raise StoreUnavailableError(f"Redis Cluster at {self._address}: slot {slot} of app {self.app_id!r} "
                                     f"was redirected {_REDIRECTS} times in a row (a resharding in progress?)")
-
-    def list_apps(self) -> List[str]:
-        """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys on every master of the cluster."""
-        def scan(client: Any) -> List[str]:
-            found: List[str] = []
-            for node in client.get_primaries():
-                found.extend(str(k) for k in client.get_redis_connection(node).scan_iter(
-                    match="{deo:*}:epoch", count=1000))
-            return found
-
-        keys = self._call(scan)
-        return sorted({k[len("{deo:"):-len("}:epoch")] for k in keys})
