@@ -33,7 +33,7 @@ class RedisClusterStore(RedisStore):
     ``docs/stores.md`` ("Redis Cluster").
 
     URL: ``redis+cluster://[user:password@]host:port[,host:port…][/]`` (``rediss+cluster://`` for
-    TLS): seed nodes, any of them reachable is enough; the rest of the cluster is discovered.
+    TLS): startup nodes, any of them reachable is enough; the rest of the cluster is discovered.
     Options as for :class:`RedisStore`; there is no database number (a cluster has database 0 only).
     """
 
@@ -44,15 +44,15 @@ class RedisClusterStore(RedisStore):
         if parsed.path.strip("/") not in ("", "0"):
             raise ConfigurationError(f"a Redis Cluster has database 0 only, got path {parsed.path!r} in "
                                      f"{redact_url(self.url)!r}; leave the path empty")
-        self._seeds: List[Tuple[str, int]] = [(h, p or 6379) for h, p in parsed.hosts]
-        self._address = ",".join(f"{h}:{p}" for h, p in self._seeds)
+        self._startup_nodes: List[Tuple[str, int]] = [(h, p or 6379) for h, p in parsed.hosts]
+        self._address = ",".join(f"{h}:{p}" for h, p in self._startup_nodes)
 
     def _new_client(self) -> Any:
         from redis.backoff import ExponentialBackoff
         from redis.cluster import ClusterNode, RedisCluster
         from redis.retry import Retry
 
-        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self._seeds],
+        return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self._startup_nodes],
                             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3), **self._params)
 
     def _eval_and_wait(self, client: Any, script: Tuple[str, str], keys: List[str],

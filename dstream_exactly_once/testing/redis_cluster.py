@@ -45,7 +45,7 @@ class LocalRedisCluster:
 
     @property
     def url(self) -> str:
-        """``redis+cluster://`` URL listing every node as a seed."""
+        """``redis+cluster://`` URL listing every node as a startup node."""
         return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
 
     # ---------------------------------------------------------------- lifecycle

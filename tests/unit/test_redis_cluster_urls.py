@@ -21,10 +21,10 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_a_cluster_url_lists_seed_nodes_and_pickles_as_written() -> None:
+def test_a_cluster_url_lists_startup_nodes_and_pickles_as_written() -> None:
     url = "redis+cluster://deo:p%40w@10.0.0.1:7000,[::1]:7001,node3/?timeout=4&wait_replicas=1"
     store = RedisClusterStore(url, "app")
-    assert store._seeds == [("10.0.0.1", 7000), ("::1", 7001), ("node3", 6379)]  # type: ignore[attr-defined]
+    assert store._startup_nodes == [("10.0.0.1", 7000), ("::1", 7001), ("node3", 6379)]  # type: ignore[attr-defined]
     assert store._params["password"] == "p@w" and store._params["socket_timeout"] == 4.0  # type: ignore[attr-defined]
     assert "db" not in store._params and store._wait == WaitOptions(1, 1000)  # type: ignore[attr-defined]
     assert pickle.loads(pickle.dumps(store)).url == url
