@@ -23,6 +23,7 @@ _paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 os.environ["PYTHONPATH"] = os.pathsep.join([ROOT] + _paths)
 
 from dstream_exactly_once.testing import LocalKafka, LocalPostgres, LocalRedis  # noqa: E402
+from dstream_exactly_once.testing.redis_cluster import LocalRedisCluster  # noqa: E402
 
 INTEGRATION_DIR = os.path.join(ROOT, "tests", "integration") + os.sep
 
@@ -75,6 +76,38 @@ def postgres_url(postgres_server: LocalPostgres) -> str:
 @pytest.fixture
 def redis_url(redis_server: LocalRedis) -> str:
     return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalRedisCluster]:
+    """A real Redis Cluster (three masters, a replica each) shared by the session; each test uses
+    its own uuid-named app ids (hash tags), so tests do not see each other's keys."""
+    cluster = LocalRedisCluster()
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def any_redis_url(request: pytest.FixtureRequest) -> str:
+    """The URL of the single Redis server, then of the Redis Cluster: the Redis store tests run on both."""
+    if request.param == "redis-cluster":
+        return str(request.getfixturevalue("redis_cluster").url)
+    return str(request.getfixturevalue("redis_url"))
+
+
+def raw_redis_client(url: str, **kw: object):  # type: ignore[no-untyped-def]
+    """A redis-py client of a store URL (``RedisCluster`` for ``redis+cluster://``), for tests that
+    look at or tamper with the keys directly."""
+    import redis
+    from redis.cluster import ClusterNode, RedisCluster
+
+    from dstream_exactly_once.stores.url import parse_url
+
+    if url.startswith("redis+cluster://"):
+        parsed = parse_url(url, multi_host=True)
+        return RedisCluster(startup_nodes=[ClusterNode(h, p or 6379) for h, p in parsed.hosts], **kw)
+    return redis.Redis.from_url(url, **kw)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@
 - ``sqlite:///path.db`` — :class:`SQLiteStore` (default; one host)
 - ``postgresql://…`` / ``postgres://…`` — :class:`PostgresStore`
 - ``redis://…`` / ``rediss://…`` — :class:`RedisStore`
+- ``redis+cluster://…`` / ``rediss+cluster://…`` — :class:`RedisClusterStore` (Redis Cluster)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStor
 from .postgres import PostgresStore, libpq_options
 from .redis import _OPTIONS as _REDIS_OPTIONS
 from .redis import RedisStore
+from .redis_cluster import RedisClusterStore
 from .sqlite import _OPTIONS as _SQLITE_OPTIONS
 from .sqlite import SQLiteStore
 from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
@@ -27,6 +29,7 @@ __all__ = [
     "CommitOutcome",
     "PlannedBatch",
     "PostgresStore",
+    "RedisClusterStore",
     "RedisStore",
     "SQLiteStore",
     "TransactionalStore",
@@ -41,6 +44,7 @@ _ALLOWED_OPTIONS: Dict[Type[TransactionalStore], Callable[[], Tuple[str, ...]]] 
     SQLiteStore: lambda: _SQLITE_OPTIONS,
     PostgresStore: libpq_options,
     RedisStore: lambda: _REDIS_OPTIONS,
+    RedisClusterStore: lambda: _REDIS_OPTIONS,
 }
 
 _BACKENDS: Dict[str, Type[TransactionalStore]] = {
@@ -49,6 +53,8 @@ _BACKENDS: Dict[str, Type[TransactionalStore]] = {
     "postgres": PostgresStore,
     "redis": RedisStore,
     "rediss": RedisStore,
+    "redis+cluster": RedisClusterStore,
+    "rediss+cluster": RedisClusterStore,
 }
 
 
@@ -57,7 +63,8 @@ def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
 
     URL forms: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``,
     ``postgresql://user:password@host:port/dbname`` (or ``postgres://``),
-    ``redis://[user:password@]host[:port][/db]`` (or ``rediss://`` for TLS). A ``#``, ``?``, ``/``,
+    ``redis://[user:password@]host[:port][/db]`` (or ``rediss://`` for TLS),
+    ``redis+cluster://[user:password@]host:port[,host:port…]`` (or ``rediss+cluster://``). A ``#``, ``?``, ``/``,
     ``@`` or ``%`` in a user name or password must be percent-encoded
     (``urllib.parse.quote(password, safe="")``); a URL with them raw is refused, never guessed at.
 

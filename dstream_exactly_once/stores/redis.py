@@ -50,13 +50,15 @@ from ..errors import (
 from ..redaction import redact
 from . import _commit_rules as rules
 from . import _value_codec as codec
+from ._redis_wait import WRITTEN_STATUSES as _WRITTEN
+from ._redis_wait import in_doubt_error, script_then_wait, wait_options
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import check_options, float_option, parse_url, redact_url
+from .url import StoreURL, check_options, float_option, parse_url, redact_url
 
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
-_OPTIONS = ("connect_timeout", "timeout", "ssl_ca_certs", "ssl_cert_reqs")
+_OPTIONS = ("connect_timeout", "timeout", "ssl_ca_certs", "ssl_cert_reqs", "wait_replicas", "wait_timeout")
 
 
 def _load_scripts() -> Dict[str, Tuple[str, str]]:
@@ -71,6 +73,12 @@ def _load_scripts() -> Dict[str, Tuple[str, str]]:
 
 
 _SCRIPTS = _load_scripts()
+
+
+def _shown(ranges: Sequence[SourceRange], limit: int = 5) -> str:
+    """The first ``limit`` of ``ranges`` as ``key [start, end)`` for a message."""
+    text = ", ".join(f"{r.position_key} [{r.start}, {r.end})" for r in ranges[:limit])
+    return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "") if ranges else "no ranges"
 
 
 class RedisStore(TransactionalStore):
@@ -90,44 +98,58 @@ class RedisStore(TransactionalStore):
 
     URL: ``redis://[user:password@]host[:port][/db]`` or ``rediss://`` (TLS); options
     ``connect_timeout`` (default 5 s), ``timeout`` (socket timeout, default 30 s),
-    ``ssl_ca_certs``, ``ssl_cert_reqs``.
+    ``ssl_ca_certs``, ``ssl_cert_reqs``, and ``wait_replicas`` / ``wait_timeout``: after each write
+    (all but heartbeats) ``WAIT wait_replicas wait_timeout`` on the same connection, and a write
+    that fewer replicas confirmed raises :class:`StoreUnavailableError` (retriable) saying its
+    outcome is in doubt, instead of being acknowledged (see ``docs/stores.md``).
     """
 
     scheme = "redis"
+    _schemes: Tuple[str, ...] = ("redis", "rediss")
 
     def __init__(self, url: str, app_id: str) -> None:
-        parsed = parse_url(url, default_host="127.0.0.1")
-        if parsed.scheme not in ("redis", "rediss"):
-            raise ConfigurationError(f"Redis store URLs start with redis:// or rediss://, got {redact_url(url)!r}")
+        parsed = parse_url(url, default_host="127.0.0.1", multi_host=self._schemes[0] != "redis")
+        if parsed.scheme not in self._schemes:
+            raise ConfigurationError(f"{type(self).__name__} URLs start with {' or '.join(self._schemes)}://, "
+                                     f"got {redact_url(url)!r}")
         options = parsed.options()
         check_options(url, options, _OPTIONS)
         db = parsed.path.strip("/") or "0"
         if not db.isdigit():
             raise ConfigurationError(f"Redis database must be a number, got {db!r} in {redact_url(url)!r}")
+        self._wait = wait_options(url, options)
         super().__init__(url, app_id)
         self._params: Dict[str, Any] = {
-            "host": parsed.host, "port": parsed.port or 6379, "db": int(db), "username": parsed.username,
-            "password": parsed.password, "ssl": parsed.scheme == "rediss", "decode_responses": True,
+            "username": parsed.username, "password": parsed.password, "ssl": parsed.scheme.startswith("rediss"),
+            "decode_responses": True,
             "socket_connect_timeout": float_option(url, options, "connect_timeout", 5.0),
             "socket_timeout": float_option(url, options, "timeout", 30.0),
         }
         for name in ("ssl_ca_certs", "ssl_cert_reqs"):
             if name in options:
                 self._params[name] = options[name]
-        self._address = parsed.address(6379)
+        self._configure(parsed, int(db))
         self._prefix = "{deo:" + app_id + "}:"
         self._lock = threading.RLock()
         self._client_obj: Any = None
         self._pid = 0
 
+    def _configure(self, parsed: StoreURL, db: int) -> None:
+        """The server part of the URL: one host and a database number."""
+        self._params.update(host=parsed.host, port=parsed.port or 6379, db=db)
+        self._address = parsed.address(6379)
+
     # ---------------------------------------------------------------- connection + error boundary
+    def _new_client(self) -> Any:
+        import redis
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+
+        return redis.Redis(retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2), **self._params)
+
     def _client(self) -> Any:
         if self._client_obj is None or self._pid != os.getpid():
-            import redis
-            from redis.backoff import ExponentialBackoff
-            from redis.retry import Retry
-
-            client = redis.Redis(retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2), **self._params)
+            client = self._new_client()
             try:  # reachability, credentials and the layout version, without writing anything
                 self._check_version(client.get(self._key("schema")) or 0)
             except BaseException:
@@ -155,8 +177,14 @@ class RedisStore(TransactionalStore):
                 raise
             except (rex.AuthenticationError, rex.NoPermissionError) as exc:
                 raise StoreAuthError(f"Redis at {self._address} refused the credentials: {self._scrub(exc)}") from exc
-            except (rex.ConnectionError, rex.TimeoutError) as exc:
+            except (rex.ConnectionError, rex.TimeoutError, rex.ReadOnlyError) as exc:
                 raise StoreUnavailableError(f"Redis at {self._address} is unavailable: {self._scrub(exc)}") from exc
+            except (rex.ClusterError, rex.TryAgainError, rex.AskError, rex.RedisClusterException) as exc:
+                # a cluster that is down, a slot without a master or moving between masters:
+                # retried like an outage (nothing was written: Redis refused the command)
+                raise StoreUnavailableError(f"Redis Cluster at {self._address} is unavailable for app "
+                                            f"{self.app_id!r} (slot moving or cluster down): "
+                                            f"{type(exc).__name__}: {self._scrub(exc)}") from exc
             except rex.RedisError as exc:
                 raise StoreError(f"Redis at {self._address}: {self._scrub(exc)}") from exc
 
@@ -167,9 +195,10 @@ class RedisStore(TransactionalStore):
         return self._prefix + ":".join(parts)
 
     def _run_script(self, name: str, keys: Sequence[str], payload: Dict[str, Any],
-                    epoch: Optional[int] = None) -> List[str]:
+                    epoch: Optional[int] = None, what: str = "") -> List[str]:
         """Run a write script (``KEYS`` start with the schema and epoch keys); raises for a newer
-        layout and, when ``epoch`` is given, for a fenced epoch."""
+        layout and, when ``epoch`` is given, for a fenced epoch. With ``wait_replicas`` (not for
+        heartbeats) the write must be confirmed by that many replicas; ``what`` names it then."""
         import redis.exceptions as rex
 
         text, sha = _SCRIPTS[name]
@@ -182,13 +211,28 @@ class RedisStore(TransactionalStore):
             except rex.NoScriptError:  # script cache is empty after a restart / failover
                 return list(client.eval(text, len(keys), *keys, arg))
 
-        status = self._call(run)
+        def run_and_wait(client: Any) -> List[str]:
+            status, acked, where = self._eval_and_wait(client, _SCRIPTS[name], keys, arg)
+            if isinstance(status, Exception):
+                raise status
+            if acked < self._wait.replicas and status[0] in _WRITTEN:
+                raise in_doubt_error(self.app_id, self._wait, where, what or f"{name} write", acked)
+            return list(status)
+
+        waits = self._wait.replicas > 0 and name != "heartbeat"
+        status = self._call(run_and_wait if waits else run)
         if status[0] == "newer":
             self._check_version(status[1])
         if status[0] == "fenced" and epoch is not None:
             rules.check_epoch(self.app_id, int(status[1]), epoch)
             raise FencedError(f"app {self.app_id!r}: epoch {epoch} was rejected (current epoch {status[1]})")
         return status
+
+    def _eval_and_wait(self, client: Any, script: Tuple[str, str], keys: List[str],
+                       arg: str) -> Tuple[Any, int, str]:
+        """``(script reply or its error, replicas that confirmed, server address)``: the script, a
+        touch of the schema key and ``WAIT``, pipelined on one connection of ``client``."""
+        return script_then_wait(client, script, keys, arg, self._wait) + (self._address,)
 
     def close(self) -> None:
         with self._lock:
@@ -198,7 +242,7 @@ class RedisStore(TransactionalStore):
 
     # ---------------------------------------------------------------- epochs and positions
     def start_epoch(self) -> int:
-        return int(self._run_script("epoch", [], {})[1])
+        return int(self._run_script("epoch", [], {}, what="new epoch")[1])
 
     def current_epoch(self) -> int:
         return int(self._call(lambda c: c.get(self._key("epoch"))) or 0)
@@ -221,7 +265,8 @@ class RedisStore(TransactionalStore):
     # ---------------------------------------------------------------- offset log / commit log
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         status = self._run_script("log", [self._key("batches")],
-                                  {"batch": str(batch.batch_id), "entry": batch.to_json()}, epoch)
+                                  {"batch": str(batch.batch_id), "entry": batch.to_json()}, epoch,
+                                  f"offset-log entry of batch {batch.batch_id} ({_shown(batch.ranges)})")
         if status[0] == "exists" and PlannedBatch.from_json(status[1]) != batch:
             raise rules.logged_conflict_error(batch, PlannedBatch.from_json(status[1]))
 
@@ -276,7 +321,8 @@ class RedisStore(TransactionalStore):
         }
         if plan.log_entry:
             payload["entry"] = batch.to_json()
-        status = self._run_script("commit", keys, payload, plan.epoch)
+        status = self._run_script("commit", keys, payload, plan.epoch,
+                                  f"commit of batch {batch.batch_id} ({_shown(todo)})")
         if status[0] == "replayed":
             return CommitOutcome.REPLAYED
         if status[0] == "logged":
@@ -326,7 +372,8 @@ class RedisStore(TransactionalStore):
 
     def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
         payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo]}
-        status = self._run_script("mark", [self._key("commits"), self._key("offsets")], payload, epoch)
+        status = self._run_script("mark", [self._key("commits"), self._key("offsets")], payload, epoch,
+                                  f"commit-log entry of batch {batch.batch_id} ({_shown(todo)})")
         if status[0] == "uncommitted":
             r = next(r for r in todo if r.position_key == status[1])
             raise rules.uncommitted_error(batch.batch_id, r, status[2])
@@ -342,8 +389,8 @@ class RedisStore(TransactionalStore):
         return doc if isinstance(doc, dict) else None
 
     def list_apps(self) -> List[str]:
-        """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys of this database (every node of a cluster
-        is not scanned: on Redis Cluster only the node this client talks to)."""
+        """Apps found by ``SCAN`` over ``{deo:*}:epoch`` keys of this database (on a Redis Cluster,
+        redis-py's ``RedisCluster`` scans every master)."""
         def scan(client: Any) -> List[str]:
             return [str(k) for k in client.scan_iter(match="{deo:*}:epoch", count=1000)]
 

@@ -112,6 +112,8 @@ class StoreURL:
     query: Tuple[Tuple[str, str], ...]
     raw_password: Optional[str] = None  # as written in the URL (percent-encoded)
     raw_query: str = ""  # as written in the URL
+    #: every ``(host, port)`` of a multi-host URL (``parse_url(..., multi_host=True)``), in URL order
+    hosts: Tuple[Tuple[str, Optional[int]], ...] = ()
 
     def address(self, default_port: int) -> str:
         """``host:port`` for messages (never includes credentials)."""
@@ -147,14 +149,21 @@ class StoreURL:
                 f"username={self.username!r}, password={'***' if self.password else None}, path={self.path!r})")
 
 
-def parse_url(url: str, *, default_host: str = "localhost") -> StoreURL:
+def parse_url(url: str, *, default_host: str = "localhost", multi_host: bool = False) -> StoreURL:
     """Split a server ``url``; a malformed or ambiguous one raises :class:`ConfigurationError`
-    (passwords hidden; see :func:`check_server_url`)."""
+    (passwords hidden; see :func:`check_server_url`).
+
+    With ``multi_host`` the host part may list several ``host[:port]`` separated by commas
+    (``scheme://user:pw@h1:7000,h2:7001/…``; IPv6 hosts in brackets): :attr:`StoreURL.hosts` holds
+    them all, ``host``/``port`` the first."""
     if not isinstance(url, str):
         raise ConfigurationError(f"store URL must be a str, got {type(url).__name__}")
     check_server_url(url)
+    hosts: Tuple[Tuple[str, Optional[int]], ...] = ()
+    if multi_host:
+        hosts, url_one = _split_hosts(url)
     try:
-        parts = urlsplit(url)
+        parts = urlsplit(url_one if multi_host else url)
         port = parts.port
     except ValueError as exc:
         # after check_server_url the text of a port error comes from the host part, never the password
@@ -175,7 +184,31 @@ def parse_url(url: str, *, default_host: str = "localhost") -> StoreURL:
         query=tuple(parse_qsl(parts.query, keep_blank_values=True)),
         raw_password=parts.password,
         raw_query=parts.query,
+        hosts=hosts,
     )
+
+
+def _split_hosts(url: str) -> Tuple[Tuple[Tuple[str, Optional[int]], ...], str]:
+    """The ``(host, port)`` list of a multi-host ``url`` and ``url`` with only its first host."""
+    m = _SCHEME.match(url)
+    start = m.end() if m else 0
+    rest = url[start:]
+    end = min([i for i in (rest.find(c) for c in "/?") if i >= 0], default=len(rest))
+    userinfo, at, hostlist = rest[:end].rpartition("@")
+    hosts = []
+    for item in hostlist.split(","):
+        try:
+            probe = urlsplit("x://" + item)
+            host, port = probe.hostname, probe.port
+        except ValueError as exc:
+            raise ConfigurationError(f"bad host {item!r} in store URL {redact_url(url)!r}: {exc}; "
+                                     f"list hosts as host[:port],host[:port]") from None
+        if not host or probe.path or probe.username is not None:
+            raise ConfigurationError(f"bad host {item!r} in store URL {redact_url(url)!r}; "
+                                     f"list hosts as host[:port],host[:port]")
+        hosts.append((host, port))
+    first = hostlist.split(",")[0]
+    return tuple(hosts), url[:start] + userinfo + at + first + rest[end:]
 
 
 def with_options(url: str, options: Mapping[str, object]) -> str:

@@ -2,6 +2,8 @@
 
 - :class:`LocalKafka` — single-node KRaft Apache Kafka from Maven Central jars (``java``).
 - :class:`LocalRedis` — Debian ``redis-server`` (optional AOF, ``requirepass``).
+- :class:`LocalRedisCluster` — a Redis Cluster of Debian ``redis-server`` nodes (three masters with a
+  replica each; failover, kill/restart and pause/resume of single nodes).
 - :class:`LocalPostgres` — Debian PostgreSQL, a throwaway cluster.
 - :class:`LocalSparkCluster` — Spark standalone master + workers from the PySpark install.
 - :class:`LocalYarnCluster` — Hadoop's YARN mini-cluster (ResourceManager + NodeManager, no HDFS)
@@ -14,8 +16,10 @@ from .fake_kafka import FakeKafkaCluster
 from .kafka import LocalKafka, kafka_classpath
 from .postgres import LocalPostgres
 from .redis import LocalRedis
+from .redis_cluster import LocalRedisCluster
 from .spark import LocalSparkCluster, make_spark_context
 from .yarn import LocalYarnCluster
 
-__all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalSparkCluster", "LocalYarnCluster",
+__all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalRedisCluster",
+           "LocalSparkCluster", "LocalYarnCluster",
            "kafka_classpath", "make_spark_context"]

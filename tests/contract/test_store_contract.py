@@ -27,6 +27,7 @@ from dstream_exactly_once.stores import (
     CommitOutcome,
     PlannedBatch,
     PostgresStore,
+    RedisClusterStore,
     RedisStore,
     SQLiteStore,
     TransactionalStore,
@@ -35,6 +36,7 @@ from dstream_exactly_once.stores import (
 )
 from dstream_exactly_once.stores.writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
 
+from ..conftest import raw_redis_client
 from .seq_range import SeqRange
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
@@ -756,16 +758,17 @@ class TestPostgresStore(SQLContract, StoreContract):
 
 
 class TestRedisStore(StoreContract):
-    store_class = RedisStore
+    """On a single Redis server and on a Redis Cluster (``any_redis_url``)."""
+
+    store_class: type = RedisStore
 
     @pytest.fixture
-    def store_url(self, redis_url: str) -> str:
-        return redis_url
+    def store_url(self, any_redis_url: str) -> str:
+        self.store_class = RedisClusterStore if any_redis_url.startswith("redis+cluster") else RedisStore
+        return any_redis_url
 
     def write_schema_version(self, url: str, app_id: str, version: int) -> None:
-        import redis
-
-        redis.Redis.from_url(url).set("{deo:" + app_id + "}:schema", version)
+        raw_redis_client(url).set("{deo:" + app_id + "}:schema", version)
 
     def test_user_sql_is_refused_before_anything_is_written(self, store: TransactionalStore, epoch: int) -> None:
         store.log_batch(epoch, B0)
@@ -775,12 +778,10 @@ class TestRedisStore(StoreContract):
         assert snapshot(store) == before
 
     def test_overflow_bound_is_made_from_the_values_kept_and_refuses_like_the_exact_check(
-            self, store: TransactionalStore, epoch: int, redis_url: str) -> None:
+            self, store: TransactionalStore, epoch: int, store_url: str) -> None:
         """The per-namespace bound ``vb`` lets small increments skip the per-key pre-read; a namespace
         written before the bound existed gets one from its values (HVALS), and int puts raise it."""
-        import redis
-
-        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        client = raw_redis_client(store_url, decode_responses=True)
         prefix = "{deo:" + store.app_id + "}:"
         store.commit(epoch, B0, Writes().incr("counts", "a", 5).incr("counts", "b", -7))
         assert float(client.get(prefix + "vb:counts")) >= 7
@@ -805,13 +806,12 @@ class TestRedisStore(StoreContract):
         assert snapshot(store) == before
         assert store.get_value("counts", "a") == 6 and store.get_value("old", "small") == 2
 
-    def test_all_keys_share_the_app_hash_tag(self, store: TransactionalStore, epoch: int, redis_url: str) -> None:
-        import redis
+    def test_all_keys_share_the_app_hash_tag(self, store: TransactionalStore, epoch: int, store_url: str) -> None:
         from redis.crc import key_slot
 
         store.log_batch(epoch, B0)
         store.commit(epoch, B0, full_writes().incr("counts", "f", 0.5))
-        client = redis.Redis.from_url(redis_url, decode_responses=True)
+        client = raw_redis_client(store_url, decode_responses=True)
         keys = set(client.scan_iter(match="{deo:" + store.app_id + "}:*"))
         prefix = "{deo:" + store.app_id + "}:"
         assert {prefix + k for k in ("schema", "epoch", "offsets", "batches", "commits", "labels", "vi:counts",

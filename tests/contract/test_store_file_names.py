@@ -14,11 +14,12 @@ from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, ope
 ODD = os.fsdecode(b"/var/log/app/service.log.\xff\xfe")
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis", "redis-cluster"])
 def test_a_non_utf8_file_name_round_trips_through_the_store(kind: str, tmp_path: Any, app_id: str,
                                                             request: Any) -> None:
-    url = (f"sqlite:///{tmp_path}/names.db" if kind == "sqlite"
-           else request.getfixturevalue("postgres_url" if kind == "postgres" else "redis_url"))
+    fixture = {"postgres": "postgres_url", "redis": "redis_url"}
+    url = (f"sqlite:///{tmp_path}/names.db" if kind == "sqlite" else request.getfixturevalue("redis_cluster").url
+           if kind == "redis-cluster" else request.getfixturevalue(fixture[kind]))
     r = FileRange("0123456789abcdef", ODD, 0, 12, "f" * 32, 12, "e" * 32, 12, 1, 2)
     batch = PlannedBatch(0, 1000, (r,))
     with open_store(url, app_id) as store:

@@ -27,6 +27,8 @@ from dstream_exactly_once.errors import (
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
+from ..conftest import raw_redis_client
+
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
 P0, P1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
 
@@ -335,15 +337,15 @@ class TestPostgresLayout(LayoutContract):
 
 
 class TestRedisLayout(LayoutContract):
+    """On a single Redis server and on a Redis Cluster."""
+
     @pytest.fixture
-    def store_url(self, redis_url: str) -> str:
-        return redis_url
+    def store_url(self, any_redis_url: str) -> str:
+        return any_redis_url
 
     @staticmethod
     def _client(url: str) -> Any:
-        import redis
-
-        return redis.Redis.from_url(url)
+        return raw_redis_client(url)
 
     def write_v1(self, url: str, a: str, b: str) -> None:
         ka, kb = "{deo:" + a + "}:", "{deo:" + b + "}:"

@@ -93,6 +93,8 @@ class TestPostgresOperators(OperatorContract):
 
 
 class TestRedisOperators(OperatorContract):
+    """On a single Redis server and on a Redis Cluster (``list_apps`` scans every master)."""
+
     @pytest.fixture
-    def store_url(self, redis_url: str) -> str:
-        return redis_url
+    def store_url(self, any_redis_url: str) -> str:
+        return any_redis_url

@@ -29,6 +29,8 @@ from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
 from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
 
+from ..conftest import raw_redis_client
+
 B0 = PlannedBatch(0, 1000, (OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 5)))
 B1 = PlannedBatch(1, 2000, (OffsetRange("t", 0, 10, 20), OffsetRange("t", 1, 5, 8)))
 B2 = PlannedBatch(2, 3000, (OffsetRange("t", 0, 20, 25), OffsetRange("t", 1, 8, 8)))
@@ -48,8 +50,8 @@ def _postgres_snapshot(url: str) -> Dict[str, Any]:
         return {t: sorted(conn.execute(f'SELECT * FROM "{t}"').fetchall(), key=repr) for t in tables}
 
 
-def _redis_snapshot(server: Any, app: str) -> Dict[bytes, Tuple[bytes, int]]:
-    client = server.client()
+def _redis_snapshot(url: str, app: str) -> Dict[bytes, Tuple[bytes, int]]:
+    client = raw_redis_client(url)
     try:
         return {k: (client.dump(k), client.pttl(k)) for k in sorted(client.scan_iter(match="{deo:" + app + "}*"))}
     finally:
@@ -221,6 +223,8 @@ class TestPostgresSkip(SkipContract):
 
 
 class TestRedisSkip(SkipContract):
+    """On a single Redis server and on a Redis Cluster."""
+
     @pytest.fixture
-    def backend(self, redis_server: Any, app_id: str) -> Tuple[str, Callable[[], Any]]:
-        return redis_server.url, lambda: _redis_snapshot(redis_server, app_id)
+    def backend(self, any_redis_url: str, app_id: str) -> Tuple[str, Callable[[], Any]]:
+        return any_redis_url, lambda: _redis_snapshot(any_redis_url, app_id)
