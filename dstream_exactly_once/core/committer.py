@@ -147,10 +147,11 @@ class BatchCommitter(DriverOnly):
                              app_id=self.store.app_id, policy_hint=self.source.data_loss_option) from exc
         for b in pending:  # new batches start where the replayed ones end
             self.source.advance(list(b.ranges))
-        # which batch last read each stored position: not known for those committed before this start,
-        # so they count as read by the newest logged batch (kept until it leaves the retained window)
-        newest = -1 if state[2] is None else state[2]
-        self._last_read: Dict[str, int] = dict.fromkeys(positions, newest)
+        # which batch last read each position: for those stored before this start, looked up in the offset
+        # log's retained window when the source first retires one of them
+        self._last_read: Dict[str, int] = {}
+        self._loaded: Set[str] = set(positions)
+        self._logged_at_start = state[2]
         return state
 
     def __repr__(self) -> str:
@@ -234,8 +235,22 @@ class BatchCommitter(DriverOnly):
         with self._lock:
             horizon = batch.batch_id - self.retain_batches
             own = {r.position_key for r in batch.ranges}
-            return sorted(k for k in self.source.retired_positions()
-                          if k not in own and self._last_read.get(k, -1) <= horizon)
+            retired = [k for k in self.source.retired_positions() if k not in own]
+            if self._loaded.intersection(retired):
+                self._read_retained_window()
+            return sorted(k for k in retired if self._last_read.get(k, -1) <= horizon)
+
+    def _read_retained_window(self) -> None:
+        """Which batches of the offset log logged before this start read each position: the newest
+        ``retain_batches`` ids up to the last one logged then (older entries are, or will be, purged)."""
+        last = self._logged_at_start
+        self._loaded = set()
+        if last is None:
+            return
+        for bid in range(max(0, last - self.retain_batches), last + 1):
+            b = self.call_store(lambda bid=bid: self.store.get_batch(bid), "get_batch")  # type: ignore[misc]
+            for r in b.ranges if b is not None else ():
+                self._last_read[r.position_key] = max(bid, self._last_read.get(r.position_key, -1))
 
     # ------------------------------------------------------------ after a commit
     def committed_batch(self, outcome: CommitOutcome, batch: PlannedBatch, dropped: Sequence[str] = ()) -> None:
