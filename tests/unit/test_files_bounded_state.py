@@ -135,3 +135,22 @@ def test_a_dropped_position_is_deleted_only_by_an_applied_commit(tmp_path):
     assert store.commit(epoch, PlannedBatch(2, 0, (b2,)), Writes().drop_position("file:a")) is CommitOutcome.APPLIED
     assert {k: p.offset for k, p in store.load_positions().items()} == {"file:b": 20}
     store.close()
+
+
+def test_a_forgotten_key_is_never_given_to_a_later_file_with_the_same_path_inode_and_bytes(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text(HEADER)
+    planner = FilePlanner(str(tmp_path / "*.log"))
+    planner.start({})
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    (first,) = planner.plan(t0)
+    inode = os.stat(log).st_ino
+    log.unlink()
+    planner.plan(t0 + timedelta(seconds=1))
+    assert planner.retired_positions() == [first.position_key]
+    planner.forget_positions([first.position_key])
+    log.write_text(HEADER)  # the same path and first bytes, on the freed inode
+    (again,) = planner.plan(t0 + timedelta(seconds=2))
+    assert os.stat(log).st_ino == inode
+    assert (again.path, again.fingerprint, again.from_byte) == (first.path, first.fingerprint, 0)
+    assert again.position_key != first.position_key
