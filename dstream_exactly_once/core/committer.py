@@ -27,7 +27,7 @@ import threading
 import time as _time
 from collections import OrderedDict, deque
 from datetime import datetime
-from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .._checks import is_int
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
@@ -147,6 +147,11 @@ class BatchCommitter(DriverOnly):
                              app_id=self.store.app_id, policy_hint=self.source.data_loss_option) from exc
         for b in pending:  # new batches start where the replayed ones end
             self.source.advance(list(b.ranges))
+        # which batch last read each position: for those stored before this start, looked up in the offset
+        # log's retained window when the source first retires one of them
+        self._last_read: Dict[str, int] = {}
+        self._loaded: Set[str] = set(positions)
+        self._logged_at_start = state[2]
         return state
 
     def __repr__(self) -> str:
@@ -179,6 +184,8 @@ class BatchCommitter(DriverOnly):
                             self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
                         batch = planned
                         self.next_batch_id += 1
+                        for r in planned.ranges:
+                            self._last_read[r.position_key] = planned.batch_id
                         self.progress.planned(planned.batch_id, planned_at - started, _time.monotonic() - planned_at,
                                               self.source.latest_positions())
                 except BaseException as exc:  # the source moved past ranges no log holds: stop here
@@ -218,12 +225,47 @@ class BatchCommitter(DriverOnly):
         """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
         return batch.batch_id in self.replay_ids
 
+    # ------------------------------------------------------------ retired positions
+    def position_drops(self, batch: PlannedBatch) -> List[str]:
+        """The stored positions the commit of ``batch`` deletes: those the source retired
+        (:meth:`BatchSource.retired_positions`) that no batch kept in the offset log reads — the
+        last batch reading one is at least ``retain_batches`` ids older than ``batch`` (so the purge
+        drops it), and ``batch`` itself does not read it. Positions stay bounded by the partitions
+        that exist plus those read by the retained batches."""
+        with self._lock:
+            horizon = batch.batch_id - self.retain_batches
+            own = {r.position_key for r in batch.ranges}
+            retired = [k for k in self.source.retired_positions() if k not in own]
+            if self._loaded.intersection(retired):
+                self._read_retained_window()
+            return sorted(k for k in retired if self._last_read.get(k, -1) <= horizon)
+
+    def _read_retained_window(self) -> None:
+        """Which batches of the offset log logged before this start read each position: the newest
+        ``retain_batches`` ids up to the last one logged then (older entries are, or will be, purged)."""
+        last = self._logged_at_start
+        self._loaded = set()
+        if last is None:
+            return
+        for bid in range(max(0, last - self.retain_batches), last + 1):
+            b = self.call_store(lambda bid=bid: self.store.get_batch(bid), "get_batch")  # type: ignore[misc]
+            for r in b.ranges if b is not None else ():
+                self._last_read[r.position_key] = max(bid, self._last_read.get(r.position_key, -1))
+
     # ------------------------------------------------------------ after a commit
-    def committed_batch(self, outcome: CommitOutcome, batch: PlannedBatch) -> None:
-        """Count ``batch``'s outcome, run the source's post-commit hook and purge old log entries."""
+    def committed_batch(self, outcome: CommitOutcome, batch: PlannedBatch, dropped: Sequence[str] = ()) -> None:
+        """Count ``batch``'s outcome, let the source forget the positions its commit ``dropped`` (when
+        it applied), run the source's post-commit hook and purge old log entries."""
         self.last_committed_id = batch.batch_id
         if outcome is CommitOutcome.APPLIED:
             self.committed += 1
+            if dropped:
+                with self._lock:
+                    for k in dropped:
+                        self._last_read.pop(k, None)
+                    self.source.forget_positions(list(dropped))
+                log.info("batch %d dropped the stored positions of %d retired partition(s) of %s: %s",
+                         batch.batch_id, len(dropped), self.source.describe(), ", ".join(dropped))
         else:
             self.replayed += 1
         try:

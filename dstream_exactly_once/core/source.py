@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
-from typing import Any, Iterable, List, Mapping, Sequence
+from typing import Any, Collection, Iterable, List, Mapping, Sequence
 
 from .ranges import Position, SourceRange
 
@@ -97,6 +97,17 @@ class BatchSource(ABC):
     def after_commit(self, ranges: Sequence[SourceRange]) -> None:  # noqa: B027 - optional hook
         """Called on the driver after a batch's ranges committed (e.g. mirror offsets for monitoring).
         Must not raise for anything short of a bug: the commit has happened."""
+
+    def retired_positions(self) -> Collection[str]:
+        """Position keys of stream partitions this source will never read again (for files: a file
+        gone after being read to its end, or whose unread bytes were reported lost). The committer
+        deletes their stored positions in a commit once no batch kept in the offset log reads them,
+        then calls :meth:`forget_positions`; until then the source keeps them. Default: none."""
+        return ()
+
+    def forget_positions(self, keys: Collection[str]) -> None:  # noqa: B027 - optional hook
+        """The stored positions of ``keys`` (from :meth:`retired_positions`) were deleted by a commit:
+        drop every trace of them; a key is never planned again."""
 
     def latest_positions(self) -> Mapping[str, int]:
         """The newest position of each stream partition the source knows (for lag); empty if unknown."""

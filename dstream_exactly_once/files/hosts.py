@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime
-from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Collection, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
@@ -179,6 +179,14 @@ class HostFilePlanner(BatchSource):
 
     def reader(self) -> RangeReader:
         return HostCheckedReader(FileRangeReader(self.path, self.options))
+
+    def retired_positions(self) -> List[str]:
+        """:meth:`FilePlanner.retired_positions` of every host."""
+        return sorted(k for p in self.planners.values() for k in p.retired_positions())
+
+    def forget_positions(self, keys: Collection[str]) -> None:
+        for p in self.planners.values():  # no filesystem access: runs on the driver
+            p.forget_positions(keys)
 
     def latest_positions(self) -> Mapping[str, int]:
         out: Dict[str, int] = {}

@@ -54,6 +54,15 @@ header, say) waits with it until its bytes differ.
 A position never moves backwards under the store's compare-and-set, so a truncated file continues
 under a new key whose document names the key it ``supersedes``.
 
+State stays bounded by the files that exist. An identity that is ``gone`` (no copy of it left either)
+or ``retired`` (a superseded generation, an empty file) is offered in :meth:`FilePlanner.retired_positions`;
+the committer deletes its stored position in the transaction of a commit once no batch kept in the
+offset log (``retain_batches``) reads it, and the planner then forgets it. Until then a gone file
+that comes back is recognised and continues; once forgotten, a file holding its bytes is a new file
+read from byte 0 (after a deletion that is what it is: inodes are reused and first lines repeat).
+A new key includes the batch time of the plan that first saw the file, so a forgotten key is never
+given to a later file with the same path, inode and first bytes.
+
 The scan itself never blocks a batch on one entry (:meth:`~.paths.PathPattern.scan_report`): a matched
 entry that cannot be read (permissions, a FIFO, a dangling link, a directory that cannot be listed)
 is skipped, logged once and counted (``unreadable``) while every other file is planned; a name that
@@ -64,7 +73,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
@@ -103,6 +112,7 @@ class FilePlanner(BatchSource):
         self._first_start = True
         self._counters: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._unreadable: Dict[str, str] = {}  # matched entries reported as unreadable: path -> reason
+        self._plan_time: Optional[datetime] = None  # the batch time of the plan in progress
 
     # ---------------------------------------------------------------- BatchSource
     def describe(self) -> str:
@@ -146,6 +156,18 @@ class FilePlanner(BatchSource):
     def latest_positions(self) -> Mapping[str, int]:
         return {k: t.last_size for k, t in self._tracks.items() if t.state == "active"}
 
+    def retired_positions(self) -> List[str]:
+        """Keys of identities that are never read again: ``gone`` (no file named by the pattern holds
+        them; read to the end, or their loss reported) with no copy left to recognise, and ``retired``
+        (superseded generations, empty files). The committer drops them (see the module docstring)."""
+        return [k for k, t in sorted(self._tracks.items())
+                if t.state == "retired" or (t.state == "gone" and not t.aliases)]
+
+    def forget_positions(self, keys: Collection[str]) -> None:
+        """Forget the identities of ``keys``: their stored positions were deleted with a commit."""
+        for k in keys:
+            self._tracks.pop(k, None)
+
     @property
     def counters(self) -> Dict[str, int]:
         """Counts of reported events since this planner started: ``renames``, ``copies`` (continued in
@@ -177,6 +199,7 @@ class FilePlanner(BatchSource):
         stats, problems = self.pattern.scan_report()
         self._report_unreadable(problems)
         scan = Scan(stats)
+        self._plan_time = time
         try:
             return self._plan(scan)
         finally:
@@ -231,8 +254,8 @@ class FilePlanner(BatchSource):
             if key in located:
                 log.warning("%s was rotated by copy (copytruncate); its new content is a new file", st.path)
             elif st.path != t.path:  # renamed files keep their bytes: this one took a deleted file's inode
-                log.info("%s is a new file on the inode of %s (%s), whose bytes it does not hold", st.path,
-                         t.path, key)
+                log.info("%s is a new file on the inode of %s (%s), which was deleted %s", st.path, t.path, key,
+                         self._read_so_far(t))
             elif verdict == "truncated":
                 size = scan.size(st) or 0
                 log.warning("%s was truncated to %d bytes below its position %d; continuing at %d as a new "
@@ -243,8 +266,9 @@ class FilePlanner(BatchSource):
                 new_files.append((st, size, key))
             else:
                 self._counters["replacements"] += 1
-                log.warning("%s was replaced (its first bytes changed: rewritten in place, or deleted and created "
-                            "again on the same inode); its content is a new file", st.path)
+                log.warning("%s is a new file on the inode of the earlier %s (%s), which was deleted (or rewritten "
+                            "in place) %s; its first bytes differ, so it is read as a new file", st.path, t.path,
+                            key, self._read_so_far(t))
         copies = self._classify_unclaimed(scan, claimed, located, new_files)
         for t in live:  # 5. identities nowhere to be found
             if t.state == "active" and t.key not in located:
@@ -307,7 +331,7 @@ class FilePlanner(BatchSource):
             add_fresh(st)
         for t in self._tracks.values():  # forget aliases that left the scan
             gone = [a for a in t.aliases if a not in scan.by_node]
-            if gone and t.state == "active":
+            if gone and t.state in ("active", "gone"):
                 for a in gone:
                     del t.aliases[a]
                 t.dirty = True
@@ -351,6 +375,14 @@ class FilePlanner(BatchSource):
         else:
             log.warning("%s (%s) disappeared after byte %d; no longer planned", t.path, t.key, t.offset)
 
+    @staticmethod
+    def _read_so_far(t: Track) -> str:
+        """How much of identity ``t`` was read: ``after being read to its end (byte N)``, or the bytes
+        not read of the size last seen."""
+        if t.offset >= t.last_size:
+            return f"after being read to its end (byte {t.offset})"
+        return f"with bytes [{t.offset}, {t.last_size}) not read"
+
     def _start_offset(self, scan: Scan, st: FileStat) -> int:
         if not self._first_start or self.options.starting_offsets == "earliest":
             return 0
@@ -364,6 +396,8 @@ class FilePlanner(BatchSource):
         seed = f"{st.path}\0{st.dev}\0{st.inode}\0{fp}\0{n}\0{offset}\0{supersedes}"
         if self.host is not None:  # per-host planners: the same path and inode on two hosts are two files
             seed += f"\0{self.host}"
+        if self._plan_time is not None:  # a forgotten identity's key is never given to a later file
+            seed += f"\0{self._plan_time.isoformat()}"
         file_id = content_hash(seed.encode("utf-8", "surrogateescape"))[:16]  # a name may not be UTF-8
         i = 1
         while FILE_KEY_PREFIX + file_id in self._tracks:

@@ -110,6 +110,10 @@ def plan_commit(epoch: object, batch: object, writes: object, ranges: Optional[S
         raise ConfigurationError("log_entry=True writes a whole batch's offset-log entry: it needs the whole batch "
                                  "(ranges=None, complete_batch=True)")
     todo, empty = commit_ranges(batch, ranges)
+    kept = sorted({r.position_key for r in todo + empty} & set(writes.dropped_positions))
+    if kept:
+        raise ConfigurationError(f"the commit of batch {batch.batch_id} cannot drop the positions {kept}: its own "
+                                 f"ranges store them; drop a position only when no range of the commit has it")
     metas = {r.position_key: meta_json(r) for r in todo + empty}
     return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(todo + empty, complete_batch),
                       complete_batch, log_entry)

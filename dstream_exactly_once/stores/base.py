@@ -251,20 +251,24 @@ class TransactionalStore(ABC):
     def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
         """The commit transaction: the protocol of the module docstring, for a checked ``plan``."""
 
-    def mark_committed(self, epoch: int, batch: PlannedBatch) -> CommitOutcome:
+    def mark_committed(self, epoch: int, batch: PlannedBatch, *, drop_positions: Sequence[str] = ()) -> CommitOutcome:
         """Write the commit-log entry of ``batch`` after all its ranges were committed.
 
+        ``drop_positions`` are position keys deleted in the same transaction (as
+        :meth:`Writes.drop_position` does in :meth:`commit`; none of ``batch``'s ranges may have one).
         Raises :class:`OffsetConflictError` if some range's stored position is not its ``end``;
-        REPLAYED when the entry already exists.
+        REPLAYED (nothing deleted) when the entry already exists.
         """
         epoch, batch = checks.check_epoch_arg(epoch), checks.check_batch_arg(batch)
         todo, _ = rules.commit_ranges(batch, None)
-        return self._mark_committed(epoch, batch, todo)
+        drop = rules.plan_commit(epoch, batch, Writes().drop_positions(drop_positions), None, True).writes
+        return self._mark_committed(epoch, batch, todo, list(drop.dropped_positions))
 
     @abstractmethod
-    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
+    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange],
+                        drop: Sequence[str] = ()) -> CommitOutcome:
         """The transaction of :meth:`mark_committed`: every range of ``todo`` (the batch's non-empty
-        ranges) must be at its ``end``."""
+        ranges) must be at its ``end``; the positions of ``drop`` are deleted."""
 
     # ---------------------------------------------------------------- operators: liveness, apps
     def heartbeat(self, epoch: int, doc: Mapping[str, Any]) -> None:

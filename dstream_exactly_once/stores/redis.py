@@ -318,6 +318,7 @@ class RedisStore(TransactionalStore):
             "rows": [[index[ns], f"{batch.batch_id}/{plan.part}", "[" + ",".join(rows) + "]"]
                      for ns, rows in writes.batch_rows.items()],
             "labels": list(dict.fromkeys(writes.labels)),
+            "drop": list(writes.dropped_positions),
         }
         if plan.log_entry:
             payload["entry"] = batch.to_json()
@@ -370,10 +371,12 @@ class RedisStore(TransactionalStore):
                 magnitudes[op.namespace] = max(magnitudes.get(op.namespace, 0), abs(op.value))
         return groups, {ns: str(m) for ns, m in magnitudes.items()}
 
-    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
-        payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo]}
-        status = self._run_script("mark", [self._key("commits"), self._key("offsets")], payload, epoch,
-                                  f"commit-log entry of batch {batch.batch_id} ({_shown(todo)})")
+    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange],
+                        drop: Sequence[str] = ()) -> CommitOutcome:
+        payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo],
+                   "drop": list(drop)}
+        status = self._run_script("mark", [self._key("commits"), self._key("offsets"), self._key("pmeta")], payload,
+                                  epoch, f"commit-log entry of batch {batch.batch_id} ({_shown(todo)})")
         if status[0] == "uncommitted":
             r = next(r for r in todo if r.position_key == status[1])
             raise rules.uncommitted_error(batch.batch_id, r, status[2])

@@ -316,6 +316,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
             self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
             self._write_positions(cur, INIT_POSITION, self._position_rows(plan, plan.empty))
+            for key in writes.dropped_positions:
+                cur.run("DELETE FROM deo_positions WHERE app = ? AND pkey = ?", (self.app_id, key))
             if plan.log_entry:
                 self._write_log_entry(cur, batch)
             if plan.complete_batch:
@@ -479,7 +481,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             for k, amount in c.amounts.items():
                 yield c.namespace, k, amount, None
 
-    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange]) -> CommitOutcome:
+    def _mark_committed(self, epoch: int, batch: PlannedBatch, todo: List[SourceRange],
+                        drop: Sequence[str] = ()) -> CommitOutcome:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
             if self._is_committed(cur, batch.batch_id):
@@ -488,6 +491,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             for r in todo:
                 if stored.get(r.position_key) != r.end:
                     raise rules.uncommitted_error(batch.batch_id, r, stored.get(r.position_key))
+            for key in drop:
+                cur.run("DELETE FROM deo_positions WHERE app = ? AND pkey = ?", (self.app_id, key))
             cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
                     (self.app_id, batch.batch_id, epoch))
         return CommitOutcome.APPLIED

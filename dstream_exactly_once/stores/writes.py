@@ -173,6 +173,8 @@ class Writes:
     - :meth:`add_label` records a label as applied (label-idempotent sinks).
 
     - :meth:`execute` runs one SQL statement of yours in the same transaction (SQL stores).
+    - :meth:`drop_position` deletes a stored position no later batch reads (the library's own
+      bound on the positions of sources whose partitions end, such as rotated files).
 
     Every method validates its input when it is called and raises
     :class:`~dstream_exactly_once.errors.ConfigurationError` naming the bad value, so a batch never
@@ -201,6 +203,8 @@ class Writes:
         self.batch_rows: Dict[str, List[str]] = batch_rows if batch_rows is not None else {}
         self.labels: List[str] = labels if labels is not None else []
         self.statements: List[Tuple[str, Tuple[Any, ...]]] = statements if statements is not None else []
+        #: position keys whose stored position (and document) the commit deletes
+        self.dropped_positions: List[str] = []
         for (ns, key), amount in (increments or {}).items():
             self.incr(ns, key, amount)
 
@@ -243,14 +247,16 @@ class Writes:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Writes):
             return NotImplemented
-        return (self._counters, self.puts, self.batch_rows, self.labels, self.statements) == (
-            other._counters, other.puts, other.batch_rows, other.labels, other.statements)
+        return (self._counters, self.puts, self.batch_rows, self.labels, self.statements,
+                self.dropped_positions) == (other._counters, other.puts, other.batch_rows, other.labels,
+                                            other.statements, other.dropped_positions)
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
         return (f"Writes(increments={dict(self.increments.items())!r}, puts={self.puts!r}, "
-                f"batch_rows={self.batch_rows!r}, labels={self.labels!r}, statements={self.statements!r})")
+                f"batch_rows={self.batch_rows!r}, labels={self.labels!r}, statements={self.statements!r}"
+                + (f", dropped_positions={self.dropped_positions!r})" if self.dropped_positions else ")"))
 
     def put(self, namespace: str, key: str, value: Any) -> Writes:
         """Set ``key`` of ``namespace`` to ``value`` (anything JSON holds; last write wins)."""
@@ -277,6 +283,25 @@ class Writes:
         """
         key = incident_key(kind, batch_id, part)
         self.puts[(RESERVED_NAMESPACE, key)] = _check_json(f"incident {key}", dict(doc))
+        return self
+
+    def drop_position(self, key: str) -> Writes:
+        """Delete the stored position ``key`` (and its document) in the commit transaction, if the
+        commit applies; a replayed commit deletes nothing. For the library's own use: the committer
+        drops the positions a source no longer needs (a rotated file gone and read to its end) once
+        no batch kept in the offset log reads them. ``key`` may not be one of the commit's ranges
+        (refused at commit time, before anything is written)."""
+        key = _check_key("position key", key)
+        if key not in self.dropped_positions:
+            self.dropped_positions.append(key)
+        return self
+
+    def drop_positions(self, keys: Iterable[str]) -> Writes:
+        """:meth:`drop_position` for each of ``keys`` (an iterable of position keys, not a str)."""
+        if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+            raise ConfigurationError(f"position keys to drop must be an iterable of str, got {keys!r}")
+        for key in keys:
+            self.drop_position(key)
         return self
 
     def add_label(self, label: str) -> Writes:
@@ -320,8 +345,10 @@ class Writes:
         out = Writes(None, dict(self.puts), {k: list(v) for k, v in self.batch_rows.items()}, list(self.labels),
                      list(self.statements))
         out._counters = {ns: dict(amounts) for ns, amounts in self._counters.items()}
+        out.dropped_positions = list(self.dropped_positions)
         out._plain_ints = self._plain_ints
         return out
 
     def __bool__(self) -> bool:
-        return bool(self._counters or self.puts or self.batch_rows or self.labels or self.statements)
+        return bool(self._counters or self.puts or self.batch_rows or self.labels or self.statements
+                    or self.dropped_positions)

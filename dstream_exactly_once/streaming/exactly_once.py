@@ -229,14 +229,15 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                         raise
                     raise lost from exc
                 losses = batch_losses(rdd.context, batch)
+                drops = committer.position_drops(batch)
                 committed = writes
-                if losses:  # the incident records commit with the positions, or not at all
-                    committed = writes.copy()
+                if losses or drops:  # incident records and retired positions commit with the positions
+                    committed = writes.copy().drop_positions(drops)
                     record_losses(committed, batch.batch_id, losses)
                 committer.progress.commit_started(batch.batch_id)
                 outcome = committer.call_store(
                     lambda: committer.store.commit(committer.epoch, batch, committed, log_entry=log_entry), "commit")
-                committer.committed_batch(outcome, batch)
+                committer.committed_batch(outcome, batch, drops)
                 if outcome is CommitOutcome.APPLIED:
                     log_losses(batch, losses, "beside the batch's commit")
                 committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
@@ -413,8 +414,11 @@ def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: Rang
         outcomes = rdd.mapPartitionsWithIndex(per_partition).collect()
         losses = batch_losses(rdd.context, batch)
         committer.progress.commit_started(batch.batch_id)
-        outcome = committer.call_store(lambda: committer.store.mark_committed(committer.epoch, batch), "mark_committed")
-        committer.committed_batch(outcome, batch)
+        drops = committer.position_drops(batch)
+        outcome = committer.call_store(
+            lambda: committer.store.mark_committed(committer.epoch, batch, drop_positions=drops) if drops
+            else committer.store.mark_committed(committer.epoch, batch), "mark_committed")
+        committer.committed_batch(outcome, batch, drops)
         rows_in, rows_out, replayed = summarize_partitions(outcomes)
         if outcome is CommitOutcome.APPLIED:
             log_losses(batch, losses, "beside each range's commit")

@@ -230,6 +230,35 @@ class StoreContract:
             store.mark_committed(epoch, B0)
         assert not store.is_committed(0)
 
+    def test_dropped_positions_are_deleted_with_an_applied_commit_only(self, store: TransactionalStore,
+                                                                       epoch: int) -> None:
+        from dstream_exactly_once.files import FileRange
+
+        a, b, c = (FileRange(n, f"/logs/{n}", 0, 10, fingerprint="f" + n, sample_length=10) for n in "abc")
+        store.commit(epoch, batch(0, a, b, c), Writes())
+        b1 = batch(1, FileRange("b", "/logs/b", 10, 20))
+        store.commit(epoch, b1, Writes().incr("counts", "n"))
+        before = store.load_positions()
+        # a replay deletes nothing; a drop of the commit's own range is refused before anything is written
+        assert store.commit(epoch, b1, Writes().drop_position("file:a")) is REPLAYED
+        b2 = batch(2, FileRange("b", "/logs/b", 20, 30))
+        with pytest.raises(ConfigurationError, match=r"batch 2 cannot drop the positions \['file:b'\]"):
+            store.commit(epoch, b2, Writes().drop_position("file:b"))
+        assert store.load_positions() == before and not store.is_committed(2)
+        assert store.commit(epoch, b2, Writes().drop_position("file:a").incr("counts", "n")) is APPLIED
+        positions = store.load_positions()
+        assert sorted(positions) == ["file:b", "file:c"] and positions["file:b"].offset == 30
+        assert positions["file:c"].meta["fingerprint"] == "fc" and store.get_value("counts", "n") == 2
+        # per-partition commits: the batch's commit-log entry drops them
+        b3 = batch(3, FileRange("b", "/logs/b", 30, 40))
+        store.commit(epoch, b3, Writes(), ranges=list(b3.ranges), complete_batch=False)
+        with pytest.raises(ConfigurationError, match=r"cannot drop the positions \['file:b'\]"):
+            store.mark_committed(epoch, b3, drop_positions=["file:b"])
+        assert store.mark_committed(epoch, b3, drop_positions=["file:c"]) is APPLIED
+        assert sorted(store.load_positions()) == ["file:b"]
+        store.commit(epoch, batch(4, a), Writes())  # a dropped key starts again from its range
+        assert store.load_positions()["file:a"].meta["path"] == "/logs/a"
+
     def test_batch_rows_replaced_never_appended(self, store: TransactionalStore, epoch: int) -> None:
         store.commit(epoch, B0, Writes().put_batch_rows("rows", [1, 2]))
         store.commit(epoch, B0, Writes().put_batch_rows("rows", [3]))  # replay: kept once

@@ -146,3 +146,17 @@ def test_planning_task_placed_on_another_host_fails(tmp_path, monkeypatch):
     planner = HostFilePlanner(f"{tmp_path}/*.log", ["h1", "h2"], runner_on(monkeypatch, placed="h3"))
     with pytest.raises(ConfigurationError, match=r"must run on host 'h1'.*runs on \['h3'\]"):
         planner.start({})
+
+
+def test_retired_positions_of_every_host_are_offered_and_forgotten(tmp_path, monkeypatch):
+    log = tmp_path / "a.log"
+    log.write_text("x\n")
+    planner = HostFilePlanner(f"{tmp_path}/*.log", ["h1", "h2"], runner_on(monkeypatch))
+    planner.start({})
+    keys = {r.position_key for r in planner.plan()}
+    assert planner.retired_positions() == []
+    log.unlink()  # read to its end, then deleted: gone on both hosts
+    planner.plan()
+    assert set(planner.retired_positions()) == keys and len(keys) == 2
+    planner.forget_positions(sorted(keys))
+    assert planner.retired_positions() == [] and planner.tracked() == {}

@@ -8,7 +8,8 @@
 -- p.ranges = {position keys, starts, ends, documents ('' = none)} of the non-empty ranges;
 -- p.empty = {{key, end, document}} of the empty ones; p.groups = {{namespace index, kind, keys,
 -- values[, largest magnitude of the values ("ai")]}} with kind "ai"/"af" (increment an int/float)
--- or "si"/"sf"/"sj" (set an int/float/JSON document). Everything is checked before the first
+-- or "si"/"sf"/"sj" (set an int/float/JSON document); p.drop = position keys whose position and
+-- document the commit deletes. Everything is checked before the first
 -- write (a Lua script is not rolled back on error), with one HMGET per hash rather than one call
 -- per key.
 local f = fenced()
@@ -113,6 +114,10 @@ if #nodocs > 0 and redis.call('EXISTS', KEYS[5]) == 1 then  -- a position withou
 end
 for _, r in ipairs(p.empty) do
   if redis.call('HSETNX', KEYS[4], r[1], r[2]) == 1 and r[3] ~= '' then redis.call('HSET', KEYS[5], r[1], r[3]) end
+end
+if p.drop and #p.drop > 0 then
+  chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
+  chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
 end
 if log_it then redis.call('ZADD', KEYS[7], p.batch, p.entry) end
 if p.complete then redis.call('ZADD', KEYS[3], p.batch, p.batch) end

@@ -1,5 +1,5 @@
--- mark_committed. KEYS: schema, epoch, commits, offsets. Every non-empty range must be at its end
--- (p.ranges = {{position key, end}}).
+-- mark_committed. KEYS: schema, epoch, commits, offsets, pmeta. Every non-empty range must be at its
+-- end (p.ranges = {{position key, end}}); p.drop = position keys whose position and document are deleted.
 local f = fenced()
 if f then return f end
 if redis.call('ZSCORE', KEYS[3], p.batch) then return {'replayed'} end
@@ -8,5 +8,9 @@ for _, r in ipairs(p.ranges) do
   if cur ~= r[2] then return {'uncommitted', r[1], cur or ''} end
 end
 upgrade()
+if p.drop and #p.drop > 0 then
+  chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
+  chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
+end
 redis.call('ZADD', KEYS[3], p.batch, p.batch)
 return {'applied'}
