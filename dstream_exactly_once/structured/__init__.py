@@ -10,18 +10,20 @@ before it is called::
 
 - ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
 - ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
+- ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["StoreSinkOptions", "register", "register_sinks", "store_sink_options"]
+__all__ = ["DorisSinkOptions", "StoreSinkOptions", "doris_sink_options", "register", "register_sinks",
+           "store_sink_options"]
 
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
-    ``aof`` and ``deo-store``).
+    ``aof``, ``deo-store`` and ``deo-doris``).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from .aof import register_aof
@@ -36,6 +38,8 @@ _SINK_EXPORTS = {
     "register_sinks": ".sinks",
     "store_sink_options": ".store_sink",
     "StoreSinkOptions": ".store_sink",
+    "doris_sink_options": ".doris_sink",
+    "DorisSinkOptions": ".doris_sink",
 }
 
 

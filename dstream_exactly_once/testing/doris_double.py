@@ -160,6 +160,11 @@ class DorisProtocolDouble:
             txn_id = self._labels.get((db, label))
             return self._txns[txn_id].status if txn_id is not None else "UNKNOWN"
 
+    def labels(self, db: str) -> Dict[str, str]:
+        """``{label: state}`` of every label Doris remembers in ``db`` (``VISIBLE`` = committed)."""
+        with self._lock:
+            return {label: self._txns[t].status for (d, label), t in self._labels.items() if d == db}
+
     def txn_status(self, txn_id: int) -> str:
         with self._lock:
             return self._txns[txn_id].status if txn_id in self._txns else "UNKNOWN"

@@ -1,0 +1,56 @@
+"""PySpark's Python Data Source classes of the ``deo-doris`` sink (the Spark-free logic is in
+:mod:`~dstream_exactly_once.structured.doris_sink`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, List, Optional
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+
+from .doris_sink import DORIS_SINK_NAME, DorisCommit, DorisSinkOptions, abort_batch, commit_doris_batch, load_partition
+from .store_sink import task_ids
+
+__all__ = ["DorisCommitMessage", "DorisSinkDataSource", "DorisStreamWriter"]
+
+
+@dataclass(frozen=True)
+class DorisCommitMessage(WriterCommitMessage):
+    """One task's label and pre-committed transaction."""
+
+    commit: DorisCommit
+
+
+class DorisStreamWriter(DataSourceStreamWriter):
+    """Pre-commit per partition on executors; the decision and the Doris commits on the driver."""
+
+    def __init__(self, opts: DorisSinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> DorisCommitMessage:
+        partition, batch = task_ids()
+        if batch is None:
+            raise RuntimeError(f"deo-doris app {self.opts.app} partition {partition}: Spark gave the task no "
+                               f"micro-batch id (property streaming.sql.batchId)")
+        return DorisCommitMessage(load_partition(self.opts, int(batch), partition, iterator))
+
+    @staticmethod
+    def _commits(messages: List[Optional[WriterCommitMessage]]) -> List[Optional[DorisCommit]]:
+        return [m.commit if isinstance(m, DorisCommitMessage) else None for m in messages]
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # noqa: N803
+        commit_doris_batch(self.opts, self._commits(messages), batchId)
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # noqa: N803
+        abort_batch(self.opts, self._commits(messages), batchId)
+
+
+class DorisSinkDataSource(DataSource):
+    """``writeStream.format("deo-doris")``: see :mod:`dstream_exactly_once.structured.doris_sink`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return DORIS_SINK_NAME
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> DorisStreamWriter:  # noqa: N802
+        return DorisStreamWriter(DorisSinkOptions.parse(self.options))
