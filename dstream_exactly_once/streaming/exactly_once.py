@@ -91,8 +91,8 @@ class BatchIdSink:
 class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     """A direct stream whose output operations commit results and source positions atomically.
 
-    Unit of parallelism: one Spark task per range per batch (a Kafka topic partition), or — for a
-    source built with task options (files) — one per planned task (:mod:`dstream_exactly_once.core.tasks`):
+    Unit of parallelism: one Spark task per planned task (:mod:`dstream_exactly_once.core.tasks`;
+    one per range when the source's task planning is off):
     small ranges packed for every output pattern, large ranges split for :meth:`commit_each_batch`
     and :meth:`foreach_batch` only (a per-task commit stores whole ranges), and one task per range
     for :meth:`write_each_partition` (its labels name partitions).
@@ -274,7 +274,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         For results too large for the driver. A task retry or a replayed batch finds its range
         already committed and writes nothing.
 
-        On a stream whose tasks are planned (file streams, see
+        On a stream whose tasks are planned (file and Kafka streams, see
         :mod:`dstream_exactly_once.core.tasks`) a task may hold several small ranges: ``offset_range``
         is then the tuple of its ranges, and one transaction commits the writes with every one of
         their positions (each under compare-and-set). Ranges are never split for this pattern: a
@@ -459,7 +459,7 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
 
     stream._build = detached
-    return ExactlyOnceDStream(stream._ssc, committer, batches.rdd)
+    return ExactlyOnceDStream(stream._ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
 
 def check_monitor_group(monitor_group: object) -> None:

@@ -7,7 +7,6 @@ import gzip
 import random
 
 import pytest
-from dstream_exactly_once.offsets import OffsetRange
 
 from dstream_exactly_once.core.tasks import (
     SPLIT_SIZE,
@@ -20,6 +19,7 @@ from dstream_exactly_once.core.tasks import (
 )
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileRange, FileRangeReader, FileSourceOptions
+from dstream_exactly_once.kafka.offsets import OffsetRange
 
 from ._files_harness import write
 
