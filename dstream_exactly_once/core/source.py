@@ -6,7 +6,8 @@ the executors (the shape of bytewax's ``list_parts``/``build_part``):
 - :class:`BatchSource` — the driver side: resume from stored positions (and validate everything
   against the live source before anything is written), plan each batch's ranges, skip past replayed
   ranges, hooks after a commit, and close.
-- :class:`RangeReader` — the executor side: a picklable callable that reads exactly one range.
+- :class:`RangeReader` — the executor side: a picklable callable that reads one range, a piece of
+  one, or a planned task's pieces (:mod:`.tasks`).
 - Position encoding — the source's :class:`~dstream_exactly_once.core.ranges.SourceRange` type
   (position key, ``[start, end)``, an optional document stored beside the position).
 
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
+from itertools import chain
 from typing import Any, Collection, Iterable, List, Mapping, Sequence
 
 from .ranges import Position, SourceRange
+from .tasks import Piece
 
 __all__ = ["BatchSource", "RangeReader"]
 
@@ -49,6 +52,16 @@ class RangeReader(ABC):
         if (start, end) == (r.start, r.end):
             return self.read(r)
         raise NotImplementedError(f"{type(self).__name__} cannot read a piece of {r.describe()}")
+
+    #: Whether :meth:`read_pieces` reads a task's pieces together (one client for all of them);
+    #: otherwise the Spark glue reads them one after the other with :meth:`read`/:meth:`read_part`.
+    reads_pieces_together: bool = False
+
+    def read_pieces(self, pieces: Sequence[Piece]) -> Iterable[Any]:
+        """The records of a planned task's ``pieces``, piece after piece, each in position order
+        (default: each piece read on its own)."""
+        return chain.from_iterable(self.read(p.range) if p.whole else self.read_part(p.range, p.start, p.end)
+                                   for p in pieces)
 
 
 class BatchSource(ABC):

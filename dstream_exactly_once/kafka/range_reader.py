@@ -1,4 +1,4 @@
-"""The Kafka source's executor side: reads one :class:`OffsetRange` and decodes its records.
+"""The Kafka source's executor side: reads offset ranges and decodes their records.
 
 :class:`KafkaRangeReader` is the :class:`~dstream_exactly_once.core.source.RangeReader` of the Kafka
 source: picklable configuration (kafkaParams, decoders, the executor reader's name, the data-loss
@@ -9,27 +9,38 @@ What runs around a read is injected, as :mod:`dstream_exactly_once.files.hosts` 
 ``task_attempt`` says which attempt of the running task reads the range (a retry gets a fresh
 consumer). Nothing here imports Spark.
 
-Unit of parallelism: one read per range (one topic partition's slice of a batch). Delivery: a read
-is a deterministic function of its range (the same records every time, or an error), which is what
-exactly-once output builds on.
+Unit of parallelism: one read per range (one topic partition's slice of a batch), or — for a task
+the planner packed or split (:mod:`dstream_exactly_once.core.tasks`) — one read of the task's pieces
+with ONE consumer (:meth:`KafkaRangeReader.read_pieces`, the many-range readers of
+:mod:`.multi_reader` and :mod:`.multi_reader_confluent`). A piece of a range is the offsets
+``[start, end)`` of it; a loss found in a piece is reported against the whole range. Delivery: a
+read is a deterministic function of its range or pieces (the same records every time, or an error),
+which is what exactly-once output builds on.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from itertools import chain, repeat
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from ..core.loss import LossCallback
+from ..core.loss import DataLoss, LossCallback
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
+from ..core.tasks import Piece
 from ..errors import ConfigurationError, DecodeError
 from .offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
 from .params import KafkaConfig
-from .reader_choice import DEFAULT_READER, range_reader
+from .reader_choice import DEFAULT_READER, range_reader, ranges_reader
 from .records import RecordBlock
 
-__all__ = ["KafkaRangeReader", "TaskAttempt"]
+__all__ = ["SPLIT_FLOOR", "KafkaRangeReader", "TaskAttempt"]
+
+#: The smallest default split size of a Kafka range, in records: a task costs tens of milliseconds
+#: whatever it reads, about what reading this many records costs, so smaller pieces cost more than
+#: they save (``tasks.split.size`` set explicitly may go below it).
+SPLIT_FLOOR = 100_000
 
 #: ``task_attempt(r)``: the attempt number of the task about to read ``r`` (0: first attempt)
 TaskAttempt = Callable[[OffsetRange], int]
@@ -216,3 +227,73 @@ class KafkaRangeReader(RangeReader):
         return self.decode(read_range(self.config, r, poll_timeout_ms=self.poll_timeout_ms,
                                       fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata,
                                       attempt=attempt, on_data_loss=on_data_loss))
+
+    def can_split(self, r: SourceRange) -> bool:
+        """Kafka ranges split by offsets: a piece ``[start, end)`` reads those offsets."""
+        return isinstance(r, OffsetRange)
+
+    def read_part(self, r: SourceRange, start: int, end: int) -> Iterable[Any]:
+        if not isinstance(r, OffsetRange):
+            raise ConfigurationError(f"KafkaRangeReader reads OffsetRange values, got {r!r}")
+        return self.read_pieces([Piece(0, r, start, end)])
+
+    #: a task's pieces are read together (one consumer), see :meth:`read_pieces`
+    reads_pieces_together = True
+
+    def read_pieces(self, pieces: Sequence[Piece]) -> Iterable[Any]:
+        """The records of ``pieces`` (a planned task), piece after piece, each in offset order, read
+        with one consumer assigned to all of their partitions. Pieces of one partition that follow
+        each other are read as one; a partition that comes back after another one starts a new read
+        (two ranges of one partition, as ``createRDD`` allows). Reads lazily."""
+        for p in pieces:
+            if not isinstance(p.range, OffsetRange):
+                raise ConfigurationError(f"KafkaRangeReader reads OffsetRange values, got {p.range!r}")
+        return chain.from_iterable(map(self._read_group, _groups(pieces)))
+
+    def _read_group(self, group: List[Tuple[OffsetRange, OffsetRange]]) -> Iterator[Any]:
+        attempt = self.task_attempt(group[0][1])
+        on_data_loss = None if self.fail_on_data_loss else self.on_data_loss
+        if on_data_loss is not None and any(part != whole for part, whole in group):
+            on_data_loss = _WholeRangeLosses(on_data_loss, {part.position_key: whole for part, whole in group})
+        read_ranges = ranges_reader(self.reader)
+        return self.decode(read_ranges(self.config, [part for part, _ in group], poll_timeout_ms=self.poll_timeout_ms,
+                                       fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata,
+                                       attempt=attempt, on_data_loss=on_data_loss))
+
+
+def _groups(pieces: Sequence[Piece]) -> List[List[Tuple[OffsetRange, OffsetRange]]]:
+    """``pieces`` as reads of at most one range per partition: ``[(part read, whole range)]`` lists,
+    in order; a piece that continues the previous one of its range is merged into it."""
+    out: List[List[Tuple[OffsetRange, OffsetRange]]] = []
+    group: List[Tuple[OffsetRange, OffsetRange]] = []
+    for p in pieces:
+        whole = p.range
+        assert isinstance(whole, OffsetRange)
+        if p.size <= 0:
+            continue
+        if group and group[-1][1] == whole and group[-1][0].untilOffset == p.start:
+            group[-1] = (dataclasses.replace(group[-1][0], untilOffset=p.end), whole)
+            continue
+        if any(part.position_key == whole.position_key for part, _ in group):
+            out.append(group)
+            group = []
+        part = whole if p.whole else OffsetRange(whole.topic, whole.partition, p.start, p.end)
+        group.append((part, whole))
+    if group:
+        out.append(group)
+    return out
+
+
+class _WholeRangeLosses:
+    """Hands on a loss found reading a piece as a loss of the piece's whole range (the batch's range,
+    which the commits and progress records name). Picklable."""
+
+    def __init__(self, on_data_loss: LossCallback, wholes: Dict[str, OffsetRange]) -> None:
+        self.on_data_loss = on_data_loss
+        self.wholes = wholes
+
+    def __call__(self, loss: DataLoss) -> None:
+        whole = self.wholes.get(loss.position_key)
+        if whole is not None:
+            loss = dataclasses.replace(loss, range_start=whole.fromOffset, range_end=whole.untilOffset)
+        self.on_data_loss(loss)

@@ -4,8 +4,9 @@ Chosen per application with the SparkConf key :data:`READER_KEY`, checked on the
 :func:`check_reader` (a bad name, a missing package or kafkaParams librdkafka cannot honour raise
 :class:`ConfigurationError` before anything runs) and carried to the executors by name;
 :func:`range_reader` resolves the name there. Both readers have one signature and one meaning
-(:func:`dstream_exactly_once.kafka.reader_kafka_python.read_range`): one task per range, the same records,
-the same data-loss policy, hence the same delivery guarantee.
+(:func:`dstream_exactly_once.kafka.reader_kafka_python.read_range`): the same records, the same
+data-loss policy, hence the same delivery guarantee. :func:`ranges_reader` gives the reader's
+many-range form (:mod:`.multi_reader`, :mod:`.multi_reader_confluent`), which reads a packed task.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .params import KafkaConfig
 from .records import RecordBlock
 
 __all__ = ["CONFLUENT_KAFKA", "DEFAULT_READER", "KAFKA_PYTHON", "READERS", "READER_KEY", "check_reader",
-           "range_reader"]
+           "range_reader", "ranges_reader"]
 
 #: the SparkConf key naming the executor reader
 READER_KEY = "spark.streaming.kafka.reader"
@@ -58,6 +59,19 @@ def range_reader(name: str) -> RangeReadFunction:
         from .reader_kafka_python import read_range
 
         return read_range
+    raise _unknown(name)
+
+
+def ranges_reader(name: str) -> RangeReadFunction:
+    """The ``read_ranges`` function of reader ``name`` (many ranges with one consumer; on an executor)."""
+    if name == CONFLUENT_KAFKA:
+        from .multi_reader_confluent import read_ranges as confluent_read
+
+        return confluent_read
+    if name == KAFKA_PYTHON:
+        from .multi_reader import read_ranges
+
+        return read_ranges
     raise _unknown(name)
 
 

@@ -19,6 +19,7 @@ from .._checks import is_int
 from ..core.driver_ref import DriverOnly
 from ..core.options import Option
 from ..core.ranges import SourceRange
+from ..core.tasks import TaskOptions
 from ..errors import ConfigurationError
 from ..kafka.metadata import KafkaMetadata
 from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, TopicAndPartition
@@ -46,6 +47,16 @@ NETWORK_TIMEOUT = Option("spark.network.timeout", "duration", 120.0,
                          "the poll timeout when consumer.poll.ms is unset", low=0)
 FAIL_ON_DATA_LOSS = Option("spark.streaming.kafka.failOnDataLoss", "bool", True,
                            "whether offsets gone from the log stop the stream")
+#: the task planner's Spark conf keys for Kafka streams (sizes in records)
+TASKS_PACK = Option("spark.streaming.kafka.tasks.pack", "bool", None,
+                    "plan tasks (pack small ranges, split large ones): default false for createDirectStream "
+                    "and createRDD, true for exactly-once streams")
+TASKS_TARGET_COUNT = Option("spark.streaming.kafka.tasks.target.count", "int", None,
+                            "the number of tasks a batch aims at (default sc.defaultParallelism)", low=1)
+TASKS_TARGET_SIZE = Option("spark.streaming.kafka.tasks.target.size", "int", None,
+                           "the most records a packed task reads", low=1)
+TASKS_SPLIT_SIZE = Option("spark.streaming.kafka.tasks.split.size", "int", None,
+                          "a range of more records is read in pieces (0: never split)", low=0)
 
 
 class ReadOptions:
@@ -53,7 +64,12 @@ class ReadOptions:
 
     ``reader``: the executor reader (``spark.streaming.kafka.reader``: ``kafka-python``, the default,
     or ``confluent-kafka``), checked against ``config`` (the parsed kafkaParams) here on the driver.
+    ``tasks`` and ``pack``: the task planner's options (``spark.streaming.kafka.tasks.*``); ``pack``
+    is ``None`` when unset (each stream kind has its own default, see :meth:`task_options`).
     """
+
+    tasks: TaskOptions = TaskOptions()
+    pack: Optional[bool] = None
 
     def __init__(self, conf: Any, *, poll_timeout_ms: Optional[int] = None,
                  fail_on_data_loss: Optional[bool] = None, config: Optional[KafkaConfig] = None) -> None:
@@ -74,6 +90,15 @@ class ReadOptions:
         self.reader = DEFAULT_READER if raw_reader is None else raw_reader
         if config is not None:
             self.reader = check_reader(self.reader, config)
+        self.pack = TASKS_PACK.read(conf)
+        self.tasks = TaskOptions(TASKS_TARGET_COUNT.read(conf), TASKS_TARGET_SIZE.read(conf),
+                                 TASKS_SPLIT_SIZE.read(conf))
+
+    def task_options(self, pack_by_default: bool) -> Optional[TaskOptions]:
+        """The planner's options when tasks are planned (``spark.streaming.kafka.tasks.pack``, else
+        ``pack_by_default``), ``None`` for one task per range."""
+        pack = self.pack if self.pack is not None else pack_by_default
+        return self.tasks if pack else None
 
 
 def check_decoders(key_decoder: Any, value_decoder: Any, handler: Any) -> None:
@@ -209,11 +234,20 @@ class DirectBatches(DriverOnly, KafkaSource):
             ssc.addStreamingListener(self.backpressure.listener())
 
     # ---------------------------------------------------------------- Spark side
-    def rdd(self, ranges: Sequence[SourceRange]) -> KafkaRDD:
+    def rdd(self, ranges: Sequence[SourceRange], shape: Optional[TaskOptions] = None) -> KafkaRDD:
+        """The batch's KafkaRDD: tasks shaped by ``shape`` (an exactly-once stream's output patterns),
+        else as the direct stream's options say (one task per range unless
+        ``spark.streaming.kafka.tasks.pack=true``)."""
         reporter = None if self.fail_on_data_loss else LossReporter(loss_accumulator(self.sc))
+        tasks = shape if shape is not None else self.opts.task_options(pack_by_default=False)
         return make_kafka_rdd(self.sc, self.config, kafka_ranges(ranges, "the Kafka stream's batch"),
                               poll_timeout_ms=self.poll_timeout_ms, fail_on_data_loss=self.fail_on_data_loss,
-                              reader=self.reader_name, reporter=reporter, **self.decoders)
+                              reader=self.reader_name, reporter=reporter, tasks=tasks, **self.decoders)
+
+    def exactly_once_tasks(self) -> Optional[TaskOptions]:
+        """The task options of an exactly-once stream over this source (planned unless
+        ``spark.streaming.kafka.tasks.pack=false``), ``None`` for one task per range."""
+        return self.opts.task_options(pack_by_default=True)
 
     def __call__(self, time: datetime) -> KafkaRDD:
         return self.rdd(self.plan(time))

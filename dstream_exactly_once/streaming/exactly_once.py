@@ -91,8 +91,8 @@ class BatchIdSink:
 class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     """A direct stream whose output operations commit results and source positions atomically.
 
-    Unit of parallelism: one Spark task per range per batch (a Kafka topic partition), or — for a
-    source built with task options (files) — one per planned task (:mod:`dstream_exactly_once.core.tasks`):
+    Unit of parallelism: one Spark task per planned task (:mod:`dstream_exactly_once.core.tasks`;
+    one per range when the source's task planning is off):
     small ranges packed for every output pattern, large ranges split for :meth:`commit_each_batch`
     and :meth:`foreach_batch` only (a per-task commit stores whole ranges), and one task per range
     for :meth:`write_each_partition` (its labels name partitions).
@@ -470,7 +470,7 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
 
     stream._build = detached
-    return ExactlyOnceDStream(stream._ssc, committer, batches.rdd)
+    return ExactlyOnceDStream(stream._ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
 
 def check_monitor_group(monitor_group: object) -> None:

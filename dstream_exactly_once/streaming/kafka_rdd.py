@@ -1,11 +1,17 @@
-"""KafkaRDD: one Spark partition per :class:`OffsetRange`, read on executors by the Kafka source's
-:class:`~dstream_exactly_once.kafka.range_reader.KafkaRangeReader` (kafka-python by default, or
-confluent-kafka: ``spark.streaming.kafka.reader``). This module is the Spark glue around it: the
-task's attempt number and range (:mod:`.task_context`) and the driver-side skip count.
+"""KafkaRDD: Spark partitions over a batch's :class:`OffsetRange` s, read on executors by the Kafka
+source's :class:`~dstream_exactly_once.kafka.range_reader.KafkaRangeReader` (kafka-python by default,
+or confluent-kafka: ``spark.streaming.kafka.reader``). This module is the Spark glue around it: the
+task's attempt number and ranges (:mod:`.task_context`) and the driver-side skip count.
 
-Unit of parallelism: one task per offset range (one topic partition's slice of the batch).
-Delivery: the RDD is a deterministic function of its ranges — recomputing a partition (task
-retry, replayed batch) yields the same records, which is what exactly-once output builds on.
+Unit of parallelism: one task per offset range (one topic partition's slice of the batch, the
+Spark-2.4 layout: partition ``i`` reads ``offsetRanges()[i]``), or — built with task options — one
+task per planned task (:mod:`dstream_exactly_once.core.tasks`, sizes in records): empty ranges get
+no task, small ranges are packed into one task read by ONE consumer, ranges larger than the split
+size are read in pieces by offset. ``offsetRanges()`` lists every range of the batch either way.
+Tasks have no preferred location (Kafka is read over the network; ``LocationStrategies`` are
+accepted and have no effect), so Spark spreads packed tasks as it spreads any others.
+Delivery: the RDD is a deterministic function of its ranges and tasks — recomputing a partition
+(task retry, replayed batch) yields the same records, which is what exactly-once output builds on.
 With ``failOnDataLoss=False`` offsets deleted before they were read are skipped on the executor;
 :meth:`KafkaRDD.data_loss_skipped` counts them on the driver.
 """
@@ -21,15 +27,16 @@ from pyspark import SparkContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from ..core.loss import DataLoss, LossCallback
+from ..core.tasks import TaskOptions, plan_tasks
 from ..errors import ConfigurationError
 from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
 from ..kafka.params import KafkaConfig
-from ..kafka.range_reader import KafkaRangeReader
+from ..kafka.range_reader import SPLIT_FLOOR, KafkaRangeReader
 from ..kafka.reader_choice import DEFAULT_READER
 from .range_rdd import RangeRDD, make_range_rdd
 from .task_context import remember_current
 
-__all__ = ["KafkaRDD", "make_kafka_rdd"]
+__all__ = ["KafkaRDD", "make_kafka_rdd", "per_range"]
 
 # {(KafkaRDD key, partition index, first lost offset): offsets skipped from there reading that partition}
 _Skips = Dict[Tuple[int, ...], int]
@@ -67,7 +74,8 @@ def _skips_accumulator(sc: SparkContext) -> Accumulator[_Skips]:
 
 
 class KafkaRDD(RangeRDD):
-    """An RDD built from explicit offset ranges; partition ``i`` holds ``offsetRanges()[i]``.
+    """An RDD built from explicit offset ranges: partition ``i`` holds ``offsetRanges()[i]``, or, when
+    its tasks were planned, the pieces ``tasks[i]`` (``getNumPartitions()`` is the task count).
 
     Narrow transformations (``map``, ``filter``, ``mapPartitions``…) are pipelined into the
     same Python task that reads Kafka, so records are not serialized between them.
@@ -77,7 +85,8 @@ class KafkaRDD(RangeRDD):
     _key: int = -1
 
     def offsetRanges(self) -> List[OffsetRange]:  # noqa: N802 - Spark API name
-        """The ranges this RDD reads, in partition order (``HasOffsetRanges``)."""
+        """Every range of the batch, in batch order (``HasOffsetRanges``; with one task per range:
+        partition order)."""
         return list(self._offset_ranges)  # type: ignore[arg-type]  # make_kafka_rdd admits OffsetRanges only
 
     def data_loss_skipped(self) -> int:
@@ -118,11 +127,17 @@ def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[Offse
                    key_decoder: Decoder = utf8_decoder, value_decoder: Decoder = utf8_decoder,
                    message_handler: Optional[Callable[[KafkaMessageAndMetadata], Any]] = None,
                    poll_timeout_ms: int = 120000, fail_on_data_loss: bool = True,
-                   reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None) -> KafkaRDD:
+                   reader: str = DEFAULT_READER, reporter: Optional[LossCallback] = None,
+                   tasks: Optional[TaskOptions] = None) -> KafkaRDD:
     """Build the RDD of ``ranges`` (no Spark job runs here): a :class:`KafkaRangeReader` per task,
     reading with the executor reader named ``reader`` (already checked on the driver); lost offsets
     are reported to ``reporter`` under ``fail_on_data_loss=False``. A range of another source is
-    refused."""
+    refused.
+
+    Without ``tasks`` (or with packing and splitting both off and no range skipped) partition ``i``
+    reads ``ranges[i]``, empty ranges included; with ``tasks`` the task planner shapes the
+    partitions (target count default ``sc.defaultParallelism``; default split size at least
+    :data:`~dstream_exactly_once.kafka.range_reader.SPLIT_FLOOR` records)."""
     ranges = list(ranges)
     for r in ranges:
         if not isinstance(r, OffsetRange):
@@ -136,6 +151,17 @@ def make_kafka_rdd(sc: SparkContext, config: KafkaConfig, ranges: Sequence[Offse
                                    message_handler=message_handler, poll_timeout_ms=poll_timeout_ms,
                                    fail_on_data_loss=fail_on_data_loss, reader=reader, on_data_loss=on_data_loss,
                                    task_attempt=remember_current)
-    rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD)
+    if per_range(tasks):
+        rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD)
+    else:
+        assert tasks is not None
+        planned = plan_tasks(ranges, tasks, parallelism=sc.defaultParallelism, can_split=task_reader.can_split,
+                             split_floor=SPLIT_FLOOR)
+        rdd = make_range_rdd(sc, ranges, task_reader, KafkaRDD, tasks=planned)
     rdd._skips, rdd._key = skips, key
     return rdd
+
+
+def per_range(tasks: Optional[TaskOptions]) -> bool:
+    """Whether ``tasks`` means one partition per range, empty ones included (partition ``i``: range ``i``)."""
+    return tasks is None or (not tasks.pack and not tasks.split and not tasks.skip)

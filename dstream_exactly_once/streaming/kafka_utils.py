@@ -72,9 +72,12 @@ class KafkaUtils:
         checkpointed state back (the checkpoint holds kafkaParams, the decoders and the ranges of
         the last 256 batches).
 
-        Unit of parallelism: one Spark task per topic partition per batch. Delivery:
-        at-least-once for outputs across driver restarts (with or without a checkpoint); see
-        ``createExactlyOnceStream``.
+        Unit of parallelism: one Spark task per topic partition per batch (partition ``i`` of a
+        batch's RDD reads ``offsetRanges()[i]``, as in Spark 2.4); with SparkConf
+        ``spark.streaming.kafka.tasks.pack=true`` the task planner packs small ranges into one task
+        and splits large ones (``spark.streaming.kafka.tasks.*``, docs/performance.md), and
+        ``offsetRanges()`` still lists every range. Delivery: at-least-once for outputs across
+        driver restarts (with or without a checkpoint); see ``createExactlyOnceStream``.
         """
         topics, params, strategy = direct_stream_args(topics, kafkaParams, strategy)
         batches = build_direct_batches(ssc, topics, params, fromOffsets, keyDecoder, valueDecoder,
@@ -124,8 +127,14 @@ class KafkaUtils:
         ``(ssc, topics, kafkaParams)``: kafkaParams are the mapping with str keys, so the order is
         recognised; every argument can be passed by keyword.
 
-        Unit of parallelism: one Spark task per topic partition per batch. Delivery guarantee:
-        exactly-once for everything written through the store's transaction.
+        Unit of parallelism: one Spark task per planned task per batch (the task planner,
+        ``spark.streaming.kafka.tasks.*``, docs/performance.md): partitions without new records get no
+        task, small ranges are packed into a task read by one consumer (about
+        ``sc.defaultParallelism`` tasks), large ranges are split by offsets for ``commit_each_batch``
+        and ``foreach_batch``; ``commit_each_partition`` packs but never splits (its function gets
+        a tuple of ranges when a task holds several) and ``write_each_partition`` runs one task per
+        range. ``spark.streaming.kafka.tasks.pack=false`` gives every range its own task. Delivery
+        guarantee: exactly-once for everything written through the store's transaction.
         """
         if _looks_like_topics(kafkaParams) and _looks_like_kafka_params(topics):
             kafkaParams, topics = topics, kafkaParams  # type: ignore[assignment]  # noqa: N806
@@ -145,7 +154,7 @@ class KafkaUtils:
         batches.monitor_group = monitor_group
         committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
                                    close_source=batches.close)
-        return ExactlyOnceDStream(ssc, committer, batches.rdd)
+        return ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
     @staticmethod
     def createRDD(  # noqa: N802
@@ -164,8 +173,9 @@ class KafkaUtils:
         brokers first: a range outside ``[earliest, latest]`` raises :class:`OffsetRangeError`.
 
         ``leaders`` is accepted for Spark 2.4 compatibility and only validated (kafka-python finds
-        leaders itself). Unit of parallelism: one task per range. Delivery: a deterministic read of
-        exactly these offsets.
+        leaders itself). Unit of parallelism: one task per range (partition ``i`` reads
+        ``offsetRanges[i]``), or planned tasks with ``spark.streaming.kafka.tasks.pack=true``.
+        Delivery: a deterministic read of exactly these offsets.
         """
         if not isinstance(sc, SparkContext):
             raise ConfigurationError(f"sc must be a SparkContext, got {type(sc).__name__}")
@@ -188,7 +198,8 @@ class KafkaUtils:
         check_ranges_in_log(config, offsetRanges)
         return make_kafka_rdd(sc, config, offsetRanges, key_decoder=keyDecoder, value_decoder=valueDecoder,
                               message_handler=messageHandler, poll_timeout_ms=opts.poll_timeout_ms,
-                              fail_on_data_loss=opts.fail_on_data_loss, reader=opts.reader)
+                              fail_on_data_loss=opts.fail_on_data_loss, reader=opts.reader,
+                              tasks=opts.task_options(pack_by_default=False))
 
     @staticmethod
     def createStream(  # noqa: N802

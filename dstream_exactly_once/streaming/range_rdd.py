@@ -80,7 +80,13 @@ def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: Rang
 
 
 def _read_task(reader: RangeReader, task: Task) -> Iterator[Any]:
-    """The records of ``task``'s pieces, in order."""
+    """The records of ``task``'s pieces, in order (together, when the reader reads them so)."""
+    if reader.reads_pieces_together:
+        for k, piece in enumerate(task):  # a piece that continues the one before it is read with it
+            if not piece.whole and (k == 0 or task[k - 1].range != piece.range):
+                reading_piece(piece.range, piece.start)
+        yield from reader.read_pieces(task)
+        return
     for piece in task:
         if piece.whole:
             yield from reader.read(piece.range)

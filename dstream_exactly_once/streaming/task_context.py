@@ -1,9 +1,9 @@
 """Which ranges the running Spark task reads (executor side).
 
-The KafkaRDD's partition function records its range here, keyed by the task's (stage id,
-partition id), before it reads; :func:`current_offset_range` finds it again from user code in the
-same stage. A task of a packed RDD (:mod:`dstream_exactly_once.core.tasks`) records all of its
-ranges and pieces; :func:`current_ranges` and :func:`current_pieces` return them. This is the Spark
+A range RDD's partition function records what its task reads here, keyed by the task's (stage id,
+partition id), before it reads: the pieces of its planned task (:mod:`dstream_exactly_once.core.tasks`;
+one whole range for a task per range), which :func:`current_ranges` and :func:`current_pieces`
+return, and — for Kafka — the range being read, which :func:`current_offset_range` returns. This is the Spark
 half of the readers: ``kafka/`` and ``files/`` never import Spark.
 """
 
@@ -48,12 +48,25 @@ def remember_current(r: OffsetRange) -> int:
 
 
 def current_offset_range() -> OffsetRange:
-    """The :class:`OffsetRange` read by the running Spark task (executor side).
+    """The :class:`OffsetRange` read by the running Spark task (executor side): its one range, or for
+    a piece of a split range the offsets ``[start, end)`` of that piece.
 
     Call it inside ``mapPartitions``/``foreachPartition`` functions of the stage that reads Kafka
-    (before any shuffle); it raises ``LookupError`` anywhere else.
+    (before any shuffle); it raises ``LookupError`` anywhere else, and for a task that packs
+    several ranges (use :func:`current_ranges` or :func:`current_pieces` there).
     """
     ident, _ = task_identity()
+    pieces = _TASKS.get(ident) if ident is not None else None
+    if pieces is not None and pieces and all(isinstance(p.range, OffsetRange) for p in pieces):
+        ranges = {p.range for p in pieces}
+        if len(ranges) > 1:
+            raise LookupError(f"this task reads {len(ranges)} Kafka offset ranges (a packed task): call "
+                              f"current_ranges() or current_pieces() for all of them")
+        first, last = pieces[0], pieces[-1]
+        r = first.range
+        assert isinstance(r, OffsetRange)
+        return r if first.start == r.start and last.end == r.end else OffsetRange(r.topic, r.partition,
+                                                                                   first.start, last.end)
     if ident is None or ident not in _CURRENT:
         raise LookupError("no Kafka offset range for this task: call current_offset_range() inside a "
                           "partition function of the stage that reads the KafkaRDD (before any shuffle)")
@@ -74,8 +87,8 @@ def current_pieces() -> Tuple[Piece, ...]:
     """The pieces the running Spark task reads, in order (executor side): each names its range
     (``piece.range``), the range's index in ``offsetRanges()`` and the part ``[start, end)`` it reads.
 
-    Call it inside a partition function of the stage that reads a file stream's RDD (before any
-    shuffle); it raises ``LookupError`` anywhere else.
+    Call it inside a partition function of the stage that reads a stream's RDD (Kafka or files,
+    before any shuffle); it raises ``LookupError`` anywhere else.
     """
     ident, _ = task_identity()
     if ident is None or ident not in _TASKS:

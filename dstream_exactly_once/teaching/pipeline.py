@@ -19,7 +19,7 @@ import os
 import random
 import signal
 import sys
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from ..cli.arg_types import int_at_least, non_empty, probability
 from ..cli.parser import OneLineParser
@@ -122,13 +122,16 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 
         stream.write_each_partition(KafkaTransactionalSink(params, args.out_topic), out_rows)
     else:
-        def per_partition(records: Iterable[Any], r: OffsetRange, batch: PlannedBatch) -> Writes:
+        def per_partition(records: Iterable[Any], r: Union[OffsetRange, Tuple[OffsetRange, ...]],
+                          batch: PlannedBatch) -> Writes:
             vals = []
             for _k, v in records:
                 vals.append(int(v))
                 _crash("executor-mid-batch", executor_prob / 1000)
             _crash("executor-before-commit", executor_prob)
-            return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": f"{r.topic}/{r.partition}"})
+            ranges = r if isinstance(r, tuple) else (r,)  # a packed task holds several ranges
+            part = ",".join(f"{x.topic}/{x.partition}" for x in ranges)
+            return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": part})
 
         stream.commit_each_partition(per_partition)
 

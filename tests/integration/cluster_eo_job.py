@@ -81,7 +81,8 @@ def main(argv: List[str]) -> int:
 
     def per_partition(records: Iterable[Any], r: Any, batch: Any) -> Any:
         vals = [int(v) for _k, v in held(control, records)]
-        return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": f"{r.topic}/{r.partition}"})
+        part = ",".join(f"{x.topic}/{x.partition}" for x in (r if isinstance(r, tuple) else (r,)))
+        return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": part})
 
     part_stream.commit_each_partition(per_partition)
     print(f"STARTED pid={os.getpid()} epochs={batch_stream.epoch},{part_stream.epoch} "

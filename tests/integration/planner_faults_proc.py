@@ -64,7 +64,7 @@ def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) ->
     else:
         def per_task(records, ranges, batch):  # type: ignore[no-untyped-def]
             numbers = [int(x) for x in records]
-            if mode == "inside" and isinstance(ranges, tuple):
+            if mode == "inside" and len(ranges) > 1:  # a task holding several ranges
                 _die_once(marker)
             if mode == "after_commit":
                 with open_store(store, app) as s:

@@ -89,7 +89,8 @@ def test_commit_each_partition_word_count(kind, kafka, topic_name, sc, postgres_
         for _, line in records:
             for word in line.split():
                 w.incr("words", word)
-        return w.put_batch_rows("seen", [{"range": list(offset_range.toTuple())}])
+        ranges = offset_range if isinstance(offset_range, tuple) else (offset_range,)  # a packed task's ranges
+        return w.put_batch_rows("seen", [{"range": list(r.toTuple())} for r in ranges])
 
     stream.commit_each_partition(per_partition)
     store = open_store(url, app)
