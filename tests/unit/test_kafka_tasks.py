@@ -47,15 +47,17 @@ def test_a_bad_task_option_names_the_key_and_the_value(key, value):
     assert key in str(err.value) and repr(value) in str(err.value)
 
 
-def _shape(outputs):
-    fake = SimpleNamespace(_outputs=outputs, committer=None)
+def _shape(outputs, pack_partitions=False):
+    fake = SimpleNamespace(_outputs=outputs, committer=None, _pack_partitions=pack_partitions)
     return ExactlyOnceDStream._task_shape(fake, TaskOptions(), None)  # type: ignore[arg-type]
 
 
 def test_output_patterns_shape_kafka_tasks_as_file_tasks():
     whole_batch = _shape(["commit_each_batch"])
     assert whole_batch.pack and whole_batch.split and not per_range(whole_batch)
-    per_task = _shape(["commit_each_partition"])
+    per_range_commit = _shape(["commit_each_partition"])  # the function gets one range per task
+    assert not per_range_commit.pack and not per_range_commit.split
+    per_task = _shape(["commit_each_partition"], pack_partitions=True)
     assert per_task.pack and not per_task.split and not per_range(per_task)
     labels = _shape(["write_each_partition"])
     assert per_range(labels)  # one partition per range, empty ones too: partition i is range i
