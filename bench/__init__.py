@@ -1,11 +1,11 @@
-"""Benchmarks of dstream-exactly-once (issues 6 and 16): ``python3 -m bench`` / ``make bench``.
+"""Benchmarks of dstream-exactly-once: ``python3 -m bench`` / ``make bench``.
 
 Benchmarks, not tests: every number is printed next to a baseline measured in the same run and a
 target (PASS/FAIL, or FLAGGED invalid when the measurement cannot be right — never an assertion),
 a section is appended to ``bench/RESULTS.md`` and one PNG chart per benchmark is drawn into
 ``bench/results/``.
 
-Method (issue 16): peers run in the same rounds, interleaved, after equal warm-ups, >= 5 rounds,
+Method: peers run in the same rounds, interleaved, after equal warm-ups, >= 5 rounds,
 medians with min/max and IQR; every reader uses the same consumer settings
 (``bench.common.READ_SETTINGS``, printed); wall time is reported with CPU time (user + sys of every
 benchmark process, the Kafka broker included, ``bench/cpu.py``) and the CPU other processes of a
@@ -22,7 +22,7 @@ shared machine took meanwhile.
   producer writes to every partition.
 - B5 scaling local[1] -> local[2] of B1(a) and B2 (SQLite), with CPU time; ratios above the core
   count are flagged invalid.
-- B6 file source read throughput (issue 13; ``bench/file_read.py``): the same generated log files
+- B6 file source read throughput (``bench/file_read.py``): the same generated log files
   read by a bare Python line loop (A), the file source's reader without Spark (B), the file source
   through Spark (C) and Spark's ``spark.read.text`` (D), interleaved rounds, lines per wall- and
   CPU-second, per-round ratios split into CPU efficiency and parallelism (a parallelism part above

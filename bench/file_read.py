@@ -1,4 +1,4 @@
-"""B6 file source read throughput (issue 13's benchmark, held to issue 16's rules).
+"""B6 file source read throughput (held to the same rules as every benchmark here).
 
 The four cases of :mod:`bench.file_cases` — A bare Python, B the file source's reader alone, C the
 file source through Spark, D Spark's ``spark.read.text`` — read the same generated files
