@@ -111,6 +111,9 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
     finally:
         if ok:
             try:
+                # librdkafka keeps a partition's pause across unassign/assign: a reused consumer must not
+                # find the partitions this task paused at their ends still paused
+                consumer.resume([TopicPartition(t, p) for t, p in order])
                 consumer.unassign()  # idle: no prefetching for partitions nobody reads
             except Exception:  # noqa: BLE001 - a consumer that cannot unassign is not reused
                 ok = False
