@@ -33,7 +33,7 @@ from .params import KafkaConfig
 from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets
 from .records import RecordBlock
 
-__all__ = ["read_ranges"]
+__all__ = ["live_ranges", "read_ranges"]
 
 
 def read_ranges(config: KafkaConfig, ranges: Sequence[OffsetRange], *, poll_timeout_ms: int = 120000,
@@ -42,14 +42,21 @@ def read_ranges(config: KafkaConfig, ranges: Sequence[OffsetRange], *, poll_time
     """Yield the records of every range of ``ranges`` (at most one per partition) as
     :class:`RecordBlock` s: range by range in the given order, each in offset order, none past its
     ``untilOffset``. Arguments as in :func:`.reader.read_range`. Reads lazily."""
-    live = [r for r in ranges if r.count() > 0]
-    keys = [(r.topic, r.partition) for r in live]
-    if len(set(keys)) != len(keys):
-        raise ConfigurationError(f"read_ranges reads one range per partition, got {list(ranges)!r}")
+    live = live_ranges(ranges)
     if not live:
         return iter(())
     return _read(config, live, poll_timeout_ms, fail_on_data_loss, metadata, cache, attempt > 0, on_data_loss)
 
+
+
+def live_ranges(ranges: Sequence[OffsetRange]) -> List[OffsetRange]:
+    """The ranges of ``ranges`` that hold records; refuses two ranges of one partition (one read
+    position per partition)."""
+    live = [r for r in ranges if r.count() > 0]
+    keys = [(r.topic, r.partition) for r in live]
+    if len(set(keys)) != len(keys):
+        raise ConfigurationError(f"read_ranges reads one range per partition, got {list(ranges)!r}")
+    return live
 
 def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, fail_on_data_loss: bool,
           metadata: bool, cache: ConsumerCache, fresh: bool,

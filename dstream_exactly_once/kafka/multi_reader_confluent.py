@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, KafkaUnavailableError
+from ..errors import DStreamExactlyOnceError, KafkaUnavailableError
 from .confluent_params import is_out_of_range, translate_confluent_error
 from .consumers import ConsumerCache
+from .multi_reader import live_ranges
 from .offsets import OffsetRange
 from .params import KafkaConfig
 from .reader_confluent import CONSUMERS, _block, _consume
@@ -34,10 +35,7 @@ def read_ranges(config: KafkaConfig, ranges: Sequence[OffsetRange], *, poll_time
                 fail_on_data_loss: bool = True, metadata: bool = False, cache: ConsumerCache = CONSUMERS,
                 attempt: int = 0, on_data_loss: Optional[DataLossCallback] = None) -> Iterator[RecordBlock]:
     """As :func:`.multi_reader.read_ranges`, read with confluent-kafka. Reads lazily."""
-    live = [r for r in ranges if r.count() > 0]
-    keys = [(r.topic, r.partition) for r in live]
-    if len(set(keys)) != len(keys):
-        raise ConfigurationError(f"read_ranges reads one range per partition, got {list(ranges)!r}")
+    live = live_ranges(ranges)
     if not live:
         return iter(())
     return _read(config, live, poll_timeout_ms, fail_on_data_loss, metadata, cache, attempt > 0, on_data_loss)
