@@ -21,6 +21,7 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, FileUtils
+from dstream_exactly_once.core.tasks import TaskOptions
 from dstream_exactly_once.files import FileRange, FileRangeReader
 from dstream_exactly_once.files.hosts import HostCheckedReader
 from dstream_exactly_once.stores import open_store
@@ -73,14 +74,15 @@ def test_file_rdd_prefers_each_range_host_and_a_misplaced_task_fails(sc, tmp_pat
     st = log.stat()
     here = FileRange("f1", str(log), 0, 4, dev=st.st_dev, inode=st.st_ino, host="127.0.0.1")
     reader = HostCheckedReader(FileRangeReader(f"{tmp_path}/*.log"))
-    rdd = _file_rdd(sc, [here], reader)
+    rdd = _file_rdd(sc, [here], reader, TaskOptions())
     assert isinstance(rdd, FileRDD) and rdd.offsetRanges() == [here]
     assert preferred_locations(rdd.map(lambda x: x)) == [["127.0.0.1"]]  # what the scheduler follows
     assert rdd.collect() == ["1", "2"]  # local mode: the executor is on 127.0.0.1 (SPARK_LOCAL_IP)
     elsewhere = FileRange("f1", str(log), 0, 4, dev=st.st_dev, inode=st.st_ino, host="10.255.0.1")
     with pytest.raises(Exception, match=r"must run on host '10\.255\.0\.1'.*runs on \['127\.0\.0\.1'\]"):
-        _file_rdd(sc, [elsewhere], reader).collect()
-    assert preferred_locations(_file_rdd(sc, [FileRange("f1", str(log), 0, 4)], reader)) == [[]]  # no host
+        _file_rdd(sc, [elsewhere], reader, TaskOptions()).collect()
+    no_host = FileRange("f1", str(log), 0, 4)
+    assert preferred_locations(_file_rdd(sc, [no_host], reader, TaskOptions())) == [[]]
 
 
 def test_hosts_option_is_checked_before_anything_runs(sc, tmp_path):
