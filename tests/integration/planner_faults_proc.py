@@ -26,13 +26,16 @@ _GROUP = "PLANNER_FAULTS_DRIVER_GROUP"  # the driver's process group (PySpark wo
 
 
 def _die_once(marker: str) -> None:
-    """SIGKILL this process group (driver, JVM, Python workers) unless ``marker`` says it happened."""
+    """SIGKILL the driver's process group (driver, JVM) and this process unless ``marker`` says it happened."""
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         return
     os.close(fd)
     os.killpg(int(os.environ.get(_GROUP, os.getpgid(0))), signal.SIGKILL)
+    # a Python worker runs in its own process group: it dies here too, so the task that kills never
+    # commits (otherwise it could finish and commit the rest of the batch after the driver is gone)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) -> int:
