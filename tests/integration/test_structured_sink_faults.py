@@ -16,8 +16,6 @@ from dstream_exactly_once.stores import open_store
 
 from .faults import ROOT, kill_group
 
-pytestmark = pytest.mark.slow  # SIGKILLed drivers restarted from their checkpoints: run beside the rest
-
 RECORDS = 160
 KILLS_PER_STORE = 4  # 12 over the three stores
 
