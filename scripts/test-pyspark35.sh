@@ -18,7 +18,9 @@ fi
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
 echo "[pyspark35] $("$VENV/bin/python" -c 'import pyspark; print("pyspark", pyspark.__version__)')"
 # One pytest process (one Kafka broker, one SparkContext).
-exec "$VENV/bin/python" -m pytest -q tests/unit tests/integration/test_kafka_rdd.py \
+# Tests marked pyspark4 read through the Python Data Source API, which PySpark 3.5 does not have (the
+# import error that says so is tested here); they run in `make test`.
+exec "$VENV/bin/python" -m pytest -q -m "not pyspark4" tests/unit tests/integration/test_kafka_rdd.py \
   tests/integration/test_direct_stream.py tests/integration/test_exactly_once_stream.py \
   tests/integration/test_file_stream.py::test_direct_stream_reads_growing_files_with_offset_ranges \
   tests/integration/test_file_stream.py::test_exactly_once_across_rotation_and_a_second_driver \

@@ -150,6 +150,7 @@ def test_admit_whole_ranges_within_caps_at_least_one():
 
 
 # ---------------------------------------------------------------- planning across calls
+@pytest.mark.pyspark4
 def test_rename_rotation_across_micro_batches_reads_each_line_once(tmp_path):
     log = tmp_path / "app.log"
     _append(log, range(0, 10))
@@ -167,6 +168,7 @@ def test_rename_rotation_across_micro_batches_reads_each_line_once(tmp_path):
     assert reader.latestOffset(d2, None) is d2  # nothing new: the same offset
 
 
+@pytest.mark.pyspark4
 def test_restart_from_an_offset_rebuilds_the_planner(tmp_path):
     log = tmp_path / "app.log"
     _append(log, range(0, 10))
@@ -180,6 +182,7 @@ def test_restart_from_an_offset_rebuilds_the_planner(tmp_path):
     assert [int(r[0]) for r in _read_batch(second, d1, d2)] == list(range(10, 20))
 
 
+@pytest.mark.pyspark4
 def test_cap_holds_back_ranges_and_the_next_batch_takes_them(tmp_path):
     _append(tmp_path / "a.log", range(0, 50))  # 140 bytes
     _append(tmp_path / "b.log", range(50, 100))  # 150 bytes (equal bytes would be a copy, read once)
@@ -197,6 +200,7 @@ def test_cap_holds_back_ranges_and_the_next_batch_takes_them(tmp_path):
     assert len(lines) == 100
 
 
+@pytest.mark.pyspark4
 def test_disappearance_with_unread_bytes_is_counted_once(tmp_path):
     log = tmp_path / "a.log"
     _append(log, range(0, 50))
@@ -232,6 +236,7 @@ class _Session:
         self.conf, self.dataSource = Conf(), Registry()
 
 
+@pytest.mark.pyspark4
 def test_register_carries_the_session_conf_to_the_pickled_source():
     from pyspark import cloudpickle
 
