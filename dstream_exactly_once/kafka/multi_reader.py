@@ -30,7 +30,7 @@ from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets
+from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets, take_records
 from .records import RecordBlock
 
 __all__ = ["live_ranges", "read_ranges"]
@@ -132,24 +132,9 @@ def _take(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: Any, pos:
           out: List[RecordBlock], metadata: bool) -> bool:
     """Add the records of ``r`` among ``items`` (polled for ``tp``) to ``out`` and move ``pos[tp]``;
     whether the partition moved."""
-    start = p = pos[tp]
-    until = r.untilOffset
-    chunks = items if fetcher is not None else ([_fetch.Records(items)] if items else ())
-    for chunk in chunks:
-        if p >= until:
-            break
-        block = chunk.block(r.topic, r.partition, p, until, metadata)
-        if block is not None:
-            out.append(block)
-        p = min(max(p, chunk.next_offset), until)
-    if fetcher is not None and chunks:
-        _fetch.learn_batch_sizes(r.topic, chunks)
-    if p < until:
-        moved = consumer.position(tp)
-        if moved is not None and moved > p:
-            p = min(moved, until)  # skipped markers / aborted / compacted offsets
-    pos[tp] = p
-    return p > start or bool(items)
+    start = pos[tp]
+    pos[tp] = take_records(consumer, fetcher, tp, r, items, start, out, metadata)
+    return pos[tp] > start or bool(items)
 
 
 def _out_of_range(consumer: Any, exc: Any, active: List[Any], by_tp: Dict[Any, OffsetRange], pos: Dict[Any, int],

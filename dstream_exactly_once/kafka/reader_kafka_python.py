@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, List, Optional
 
 from ..core.loss import DataLoss, LossCallback
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
@@ -34,7 +34,8 @@ from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "report_lost", "skip_lost_offsets"]
+__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "report_lost", "skip_lost_offsets",
+           "take_records"]
 
 #: ``on_data_loss(loss)``: told of each skip of vanished offsets (failOnDataLoss=False)
 DataLossCallback = LossCallback
@@ -79,22 +80,8 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
                     _fetch.size_next_fetch(fetcher, r.topic, until - pos, max_fetch)
                 polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=10000)
                 items = polled.get(tp, ())
-                # whole record batches from the fetcher hook, else one list of ConsumerRecords
-                chunks = items if fetcher is not None else ([_fetch.Records(items)] if items else ())
-                blocks = []
-                for chunk in chunks:
-                    if pos >= until:
-                        break
-                    block = chunk.block(r.topic, r.partition, pos, until, metadata)
-                    if block is not None:
-                        blocks.append(block)
-                    pos = min(max(pos, chunk.next_offset), until)
-                if fetcher is not None and chunks:
-                    _fetch.learn_batch_sizes(r.topic, chunks)
-                if pos < until:
-                    moved = consumer.position(tp)
-                    if moved is not None and moved > pos:
-                        pos = min(moved, until)  # skipped markers / aborted / compacted offsets
+                blocks: List[RecordBlock] = []
+                pos = take_records(consumer, fetcher, tp, r, items, pos, blocks, metadata)
             except ke.OffsetOutOfRangeError as exc:
                 pos = _handle_out_of_range(consumer, tp, r, pos, fail_on_data_loss, exc, on_data_loss)
                 continue
@@ -128,6 +115,29 @@ def _handle_out_of_range(consumer: Any, tp: Any, r: OffsetRange, pos: int, fail_
     if earliest < r.untilOffset:
         consumer.seek(tp, earliest)
     return lost_until
+
+
+
+def take_records(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: Any, pos: int,
+                 out: List[RecordBlock], metadata: bool) -> int:
+    """Add the records of ``r`` from ``pos`` among ``items`` (polled for ``tp``: whole record batches
+    from the fetcher hook, else one list of ConsumerRecords) to ``out``; the next position to read."""
+    until = r.untilOffset
+    chunks = items if fetcher is not None else ([_fetch.Records(items)] if items else ())
+    for chunk in chunks:
+        if pos >= until:
+            break
+        block = chunk.block(r.topic, r.partition, pos, until, metadata)
+        if block is not None:
+            out.append(block)
+        pos = min(max(pos, chunk.next_offset), until)
+    if fetcher is not None and chunks:
+        _fetch.learn_batch_sizes(r.topic, chunks)
+    if pos < until:
+        moved = consumer.position(tp)
+        if moved is not None and moved > pos:
+            pos = min(moved, until)  # skipped markers / aborted / compacted offsets
+    return pos
 
 
 def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss: bool, exc: BaseException,
