@@ -11,6 +11,8 @@
 # half fails, including pytest's 5 ("no tests collected"). The slow half's output goes to a log file,
 # printed when both are done (the rest streams to the terminal).
 #
+# Each half ends with its 25 slowest tests (--durations), so a run shows where its time went.
+#
 # With arguments (a -k selection, a file), they go to one ordinary pytest run instead.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,11 +24,11 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/deo-tests.XXXXXX")
 slow_log="$work/slow.log"
-"$PY" -m pytest -m slow --basetemp="$work/slow" >"$slow_log" 2>&1 &
+"$PY" -m pytest -m slow --durations=25 --basetemp="$work/slow" >"$slow_log" 2>&1 &
 slow_pid=$!
 # Ctrl-C or a CI timeout: stop the slow half too (its own services stop with its fixtures)
 trap 'kill -INT "$slow_pid" 2>/dev/null; wait "$slow_pid"; exit 130' INT TERM
-"$PY" -m pytest -m "not slow" --basetemp="$work/rest"
+"$PY" -m pytest -m "not slow" --durations=25 --basetemp="$work/rest"
 rest_rc=$?
 wait "$slow_pid"
 slow_rc=$?
