@@ -18,7 +18,7 @@ from .kafka_sink import (
     commit_kafka_batch,
     write_partition,
 )
-from .store_sink import task_ids
+from .store_sink import task_batch
 
 __all__ = ["KafkaCommitMessage", "KafkaSinkDataSource", "KafkaStreamWriter"]
 
@@ -40,11 +40,8 @@ class KafkaStreamWriter(DataSourceStreamWriter):
         self.columns = columns
 
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
-        partition, batch = task_ids()
-        if batch is None:
-            raise RuntimeError(f"deo-kafka app {self.opts.app} partition {partition}: Spark gave the task no "
-                               f"micro-batch id (property streaming.sql.batchId)")
-        return KafkaCommitMessage(write_partition(self.opts, int(batch), partition, iterator, self.columns))
+        partition, batch = task_batch(f"deo-kafka app {self.opts.app}")
+        return KafkaCommitMessage(write_partition(self.opts, batch, partition, iterator, self.columns))
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # noqa: N803
         commit_kafka_batch(self.opts, [m.commit if isinstance(m, KafkaCommitMessage) else None for m in messages],

@@ -274,6 +274,16 @@ def task_ids() -> Tuple[int, Optional[str]]:
     return ctx.partitionId(), ctx.getLocalProperty("streaming.sql.batchId")
 
 
+def task_batch(what: str) -> Tuple[int, int]:
+    """``(partition id, micro-batch id)`` of the running task; raises when Spark gave it no batch id
+    (``what`` names the sink and application)."""
+    partition, batch = task_ids()
+    if batch is None:
+        raise RuntimeError(f"{what} partition {partition}: Spark gave the task no micro-batch id (property "
+                           f"streaming.sql.batchId)")
+    return partition, int(batch)
+
+
 def check_message_size(writes: Writes, limit: int, what: str) -> bytes:
     """``writes`` pickled, refused when over ``limit`` bytes (``what`` names the task)."""
     data = pickle.dumps(writes, protocol=pickle.HIGHEST_PROTOCOL)

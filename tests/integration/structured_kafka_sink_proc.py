@@ -16,22 +16,13 @@ import sys
 
 def main(bootstrap: str, in_topic: str, out_topic: str, store: str, app: str, checkpoint: str,
          expected: int) -> None:
-    import os
-
     from kafka import KafkaConsumer
-    from pyspark.sql import SparkSession
 
-    from dstream_exactly_once.structured import kafka_sink_options, register_sinks
-    from dstream_exactly_once.testing.spark import spark_env
-    from dstream_exactly_once.testing.spark_kafka import spark_kafka_jars
+    from dstream_exactly_once.structured import kafka_sink_options
 
-    os.environ.update(spark_env())
-    spark = (SparkSession.builder.master("local[2]").appName("structured-kafka-sink")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.jars", spark_kafka_jars()).getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register_sinks(spark)
+    from .structured_sink_proc import kafka_query_session
+
+    spark = kafka_query_session("structured-kafka-sink")
     rows = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", in_topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 20)
             .option("failOnDataLoss", "true").load()

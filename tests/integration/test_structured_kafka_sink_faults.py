@@ -4,7 +4,6 @@ checkpoint; a ``read_committed`` consumer of the output topic sees every input r
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 import time
@@ -13,9 +12,7 @@ from collections import Counter
 
 import pytest
 
-from dstream_exactly_once.stores import open_store
-
-from .faults import ROOT, kill_group
+from .faults import ROOT, committed, kill_after_commits
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.pyspark4]
 
@@ -28,12 +25,6 @@ def start(bootstrap, in_topic, out_topic, store, app, checkpoint):
     return subprocess.Popen([sys.executable, "-m", "tests.integration.structured_kafka_sink_proc", bootstrap,
                              in_topic, out_topic, store, app, checkpoint, str(RECORDS)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True)
-
-
-def committed(store, app):
-    with open_store(store, app) as s:
-        last = s.last_committed_batch_id()
-    return -1 if last is None else last
 
 
 def read_committed(bootstrap, topic):
@@ -64,28 +55,8 @@ def test_kafka_to_kafka_sink_exactly_once_under_sigkill(kafka, tmp_path):
     kafka.create_topic(in_topic, partitions=2)
     kafka.create_topic(out_topic, partitions=2)
     kafka.produce(in_topic, range(RECORDS), partitions=2)
-    rng = random.Random(20)
-    kills = 0
-    for _ in range(KILLS + 4):
-        proc = start(kafka.bootstrap, in_topic, out_topic, store, app, str(tmp_path / "cp"))
-        if kills < KILLS:
-            before = committed(store, app)
-            deadline = time.monotonic() + 180
-            while proc.poll() is None and committed(store, app) <= before and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 0.5))  # lands anywhere in the next batch
-            if proc.poll() is None:
-                kill_group(proc)
-                kills += 1
-                continue
-        try:
-            out, _ = proc.communicate(timeout=240)
-        finally:
-            kill_group(proc)
-        assert "DONE" in out, f"query failed without being killed:\n{out[-4000:]}"
-        break
-    else:
-        raise AssertionError("the query never finished")
+    kills = kill_after_commits(lambda: start(kafka.bootstrap, in_topic, out_topic, store, app, str(tmp_path / "cp")),
+                               store, app, KILLS, seed=20)
     assert kills == KILLS
     records = read_committed(kafka.bootstrap, out_topic)
     counts = Counter(r.value for r in records)
