@@ -34,7 +34,9 @@ query restarts from its checkpoint and every run of a micro-batch puts the same 
 same Spark partitions — a deterministic source (Spark's Kafka source, ``aof``, the rate source)
 followed by deterministic transformations; a shuffle's partitions hold the same records on each run,
 in any order. A replay that puts other records into a partition that committed is detected by the
-digest and stops the query rather than double or lose records. ``read_uncommitted`` consumers may
+digest and stops the query rather than double or lose records; not detected are a replay with fewer
+Spark partitions than the attempt that wrote (the partitions it lacks are never compared) and a
+source whose replay reads other records altogether. ``read_uncommitted`` consumers may
 also see the records of aborted attempts (at-least-once). A transaction left open by a task that
 died is aborted by the next ``init_transactions()`` of its id (the replay of the batch) or by the
 broker after ``transaction_timeout_ms``; until then ``read_committed`` consumers of its partitions
