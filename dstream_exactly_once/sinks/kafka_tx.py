@@ -72,7 +72,7 @@ class KafkaWrite:
     produced: int
 
 
-def _broker_error(exc: BaseException) -> BaseException:
+def broker_error(exc: BaseException) -> BaseException:
     """The broker's own error class for a bare ``KafkaError`` that only names it: kafka-python's
     transaction manager reports an unexpected response code as ``KafkaError("Unexpected error in
     InitProducerIdResponse: [Error 50] InvalidTransactionTimeoutError")``, which would otherwise be
@@ -133,7 +133,7 @@ class KafkaTransactionalSink:
     def transactional_id(self, app_id: str, topic: str, partition: int) -> str:
         return f"{self.prefix}.{app_id}.{topic}.{partition}"
 
-    def _producer(self, transactional_id: str) -> Any:
+    def producer(self, transactional_id: str) -> Any:
         from kafka import KafkaProducer
 
         self.config.register_secrets()  # kafka-python logs the SASL token it sends at DEBUG
@@ -203,7 +203,7 @@ class KafkaTransactionalSink:
         produced = 0
         producer = None
         try:
-            producer = self._producer(self.transactional_id(store.app_id, r.topic, r.partition))
+            producer = self.producer(self.transactional_id(store.app_id, r.topic, r.partition))
             producer.init_transactions()
             marker = self._marker(store, batch, r, tp)
             if marker == r.untilOffset:
@@ -227,7 +227,7 @@ class KafkaTransactionalSink:
         except DStreamExactlyOnceError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated at this boundary, keeping its class and flag
-            raise translate_kafka_error(_broker_error(exc), self.config.bootstrap,
+            raise translate_kafka_error(broker_error(exc), self.config.bootstrap,
                                         f"writing {r} of batch {batch.batch_id} to {self.topic!r} in a Kafka "
                                         f"transaction", self.config) from exc
         finally:

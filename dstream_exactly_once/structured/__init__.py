@@ -11,19 +11,21 @@ before it is called::
 - ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
 - ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
 - ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
+- ``deo-kafka`` (:mod:`.kafka_sink`): micro-batches into a Kafka topic, one transaction per partition
+  (exactly-once for ``read_committed`` consumers when replays are partitioned alike).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DorisSinkOptions", "StoreSinkOptions", "doris_sink_options", "register", "register_sinks",
-           "store_sink_options"]
+__all__ = ["DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "doris_sink_options", "kafka_sink_options",
+           "register", "register_sinks", "store_sink_options"]
 
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
-    ``aof``, ``deo-store`` and ``deo-doris``).
+    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from .aof import register_aof
@@ -40,6 +42,8 @@ _SINK_EXPORTS = {
     "StoreSinkOptions": ".store_sink",
     "doris_sink_options": ".doris_sink",
     "DorisSinkOptions": ".doris_sink",
+    "kafka_sink_options": ".kafka_sink",
+    "KafkaSinkOptions": ".kafka_sink",
 }
 
 

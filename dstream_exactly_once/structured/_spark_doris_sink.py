@@ -9,7 +9,7 @@ from typing import Any, Iterator, List, Optional
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
 from .doris_sink import DORIS_SINK_NAME, DorisCommit, DorisSinkOptions, abort_batch, commit_doris_batch, load_partition
-from .store_sink import task_ids
+from .store_sink import task_batch
 
 __all__ = ["DorisCommitMessage", "DorisSinkDataSource", "DorisStreamWriter"]
 
@@ -28,11 +28,8 @@ class DorisStreamWriter(DataSourceStreamWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> DorisCommitMessage:
-        partition, batch = task_ids()
-        if batch is None:
-            raise RuntimeError(f"deo-doris app {self.opts.app} partition {partition}: Spark gave the task no "
-                               f"micro-batch id (property streaming.sql.batchId)")
-        return DorisCommitMessage(load_partition(self.opts, int(batch), partition, iterator))
+        partition, batch = task_batch(f"deo-doris app {self.opts.app}")
+        return DorisCommitMessage(load_partition(self.opts, batch, partition, iterator))
 
     @staticmethod
     def _commits(messages: List[Optional[WriterCommitMessage]]) -> List[Optional[DorisCommit]]:

@@ -9,9 +9,11 @@ __all__ = ["register_sinks"]
 
 def register_sinks(spark: Any) -> None:
     """Register the sinks of this package with ``spark`` (``spark.dataSource.register``), so that
-    ``writeStream.format("deo-store")`` and ``writeStream.format("deo-doris")`` find them. Idempotent."""
+    ``writeStream.format("deo-store")``, ``"deo-doris"`` and ``"deo-kafka"`` find them. Idempotent."""
     from ._spark_doris_sink import DorisSinkDataSource
+    from ._spark_kafka_sink import KafkaSinkDataSource
     from ._spark_store_sink import StoreSinkDataSource
 
     spark.dataSource.register(StoreSinkDataSource)
     spark.dataSource.register(DorisSinkDataSource)
+    spark.dataSource.register(KafkaSinkDataSource)

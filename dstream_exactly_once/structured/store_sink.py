@@ -46,8 +46,8 @@ from ..errors import ConfigurationError, OffsetConflictError
 from ..stores.url import redact_url
 from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 
-__all__ = ["SINK_POSITION_KEY", "STORE_SINK_NAME", "SinkBatchRange", "StoreSinkOptions", "merge_writes",
-           "rows_to_writes", "store_sink_options"]
+__all__ = ["SINK_POSITION_KEY", "STORE_SINK_NAME", "SinkBatchRange", "StoreSinkOptions", "check_next_batch",
+           "merge_writes", "rows_to_writes", "store_sink_options"]
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +274,16 @@ def task_ids() -> Tuple[int, Optional[str]]:
     return ctx.partitionId(), ctx.getLocalProperty("streaming.sql.batchId")
 
 
+def task_batch(what: str) -> Tuple[int, int]:
+    """``(partition id, micro-batch id)`` of the running task; raises when Spark gave it no batch id
+    (``what`` names the sink and application)."""
+    partition, batch = task_ids()
+    if batch is None:
+        raise RuntimeError(f"{what} partition {partition}: Spark gave the task no micro-batch id (property "
+                           f"streaming.sql.batchId)")
+    return partition, int(batch)
+
+
 def check_message_size(writes: Writes, limit: int, what: str) -> bytes:
     """``writes`` pickled, refused when over ``limit`` bytes (``what`` names the task)."""
     data = pickle.dumps(writes, protocol=pickle.HIGHEST_PROTOCOL)
@@ -284,20 +294,27 @@ def check_message_size(writes: Writes, limit: int, what: str) -> bytes:
     return data
 
 
-def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int) -> CommitOutcome:
+def check_next_batch(sink_name: str, app: str, stored: Optional[int], batch_id: int) -> None:
+    """Refuse ``batch_id`` unless the store's next batch id ``stored`` is ``None``, ``batch_id`` or
+    ``batch_id + 1`` (a replay); raises :class:`OffsetConflictError` naming both."""
+    if stored is not None and stored not in (batch_id, batch_id + 1):
+        raise OffsetConflictError(
+            f"{sink_name} app {app}: batch {batch_id} does not follow the stored next batch id "
+            f"{stored} (a new checkpoint against an application with committed batches?); nothing "
+            f"was written. Start the query with a new 'app', or from the checkpoint that wrote "
+            f"batch {stored - 1}")
+
+
+def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int, *,
+                 sink_name: str = STORE_SINK_NAME) -> CommitOutcome:
     """Commit ``parts`` (in partition order) with ``batch_id`` in one store transaction."""
     from ..stores import open_store
 
     batch = PlannedBatch(batch_id, 0, (SinkBatchRange(batch_id),))
     with open_store(opts.store, opts.app) as store:
         stored = store.load_positions().get(SINK_POSITION_KEY)
-        if stored is not None and stored.offset not in (batch_id, batch_id + 1):
-            raise OffsetConflictError(
-                f"deo-store app {opts.app}: batch {batch_id} does not follow the stored next batch id "
-                f"{stored.offset} (a new checkpoint against an application with committed batches?); nothing "
-                f"was written. Start the query with a new 'app', or from the checkpoint that wrote "
-                f"batch {stored.offset - 1}")
+        check_next_batch(sink_name, opts.app, None if stored is None else stored.offset, batch_id)
         outcome = store.commit(opts.epoch, batch, merge_writes(parts))
     if outcome is CommitOutcome.REPLAYED:
-        log.info("deo-store app %s: batch %d was committed before; nothing written", opts.app, batch_id)
+        log.info("%s app %s: batch %d was committed before; nothing written", sink_name, opts.app, batch_id)
     return outcome

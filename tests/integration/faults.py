@@ -85,3 +85,40 @@ def run_with_kills(bootstrap: str, topic: str, store: str, app_id: str, pattern:
         if between_runs is not None:
             between_runs(stats.runs)
     raise AssertionError(f"pipeline never finished in {max_runs} runs; last output:\n{stats.outputs[-1][-4000:]}")
+
+
+def committed(store: str, app: str) -> int:
+    """The last batch id the store committed for ``app`` (-1: none)."""
+    from dstream_exactly_once.stores import open_store
+
+    with open_store(store, app) as s:
+        last = s.last_committed_batch_id()
+    return -1 if last is None else last
+
+
+def kill_after_commits(spawn: Callable[[], subprocess.Popen], store: str, app: str, kills: int, seed: int) -> int:
+    """Start ``spawn()`` until a run prints DONE; the first ``kills`` runs are SIGKILLed once a new batch
+    committed in ``store`` (polled), after a random short delay that lands anywhere in the next batch.
+    Returns the number of kills."""
+    rng = random.Random(seed)
+    done_kills = 0
+    for _ in range(kills + 5):
+        proc = spawn()
+        if done_kills < kills:
+            before = committed(store, app)
+            deadline = time.monotonic() + 180
+            while proc.poll() is None and committed(store, app) <= before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 0.6))
+            if proc.poll() is None:
+                kill_group(proc)
+                done_kills += 1
+                continue
+        try:
+            out, _ = proc.communicate(timeout=240)
+        finally:
+            kill_group(proc)
+        if "DONE" in out:
+            return done_kills
+        raise AssertionError(f"query failed without being killed:\n{out[-4000:]}")
+    raise AssertionError("the query never finished")

@@ -16,22 +16,12 @@ import time
 
 
 def main(bootstrap: str, topic: str, store: str, app: str, checkpoint: str, starting: str, expected: int) -> None:
-    import os
-
-    from pyspark.sql import SparkSession
-
     from dstream_exactly_once.stores import open_store
-    from dstream_exactly_once.structured import register_sinks, store_sink_options
-    from dstream_exactly_once.testing.spark import spark_env
-    from dstream_exactly_once.testing.spark_kafka import spark_kafka_jars
+    from dstream_exactly_once.structured import store_sink_options
 
-    os.environ.update(spark_env())
-    spark = (SparkSession.builder.master("local[2]").appName("structured-migration")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.jars", spark_kafka_jars()).getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    register_sinks(spark)
+    from .structured_sink_proc import kafka_query_session
+
+    spark = kafka_query_session("structured-migration")
     records = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
                .option("subscribe", topic).option("startingOffsets", starting).option("maxOffsetsPerTrigger", 60)
                .option("failOnDataLoss", "true").load()

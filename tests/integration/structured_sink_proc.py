@@ -14,25 +14,35 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 
-def main(bootstrap: str, topic: str, store: str, app: str, checkpoint: str, starting: str, expected: int) -> None:
+def kafka_query_session(name: str) -> Any:
+    """A local[2] SparkSession with Spark's Kafka source on its classpath and this library's sinks
+    registered (the child drivers of the Structured Streaming fault tests)."""
     import os
 
     from pyspark.sql import SparkSession
 
-    from dstream_exactly_once.stores import open_store
-    from dstream_exactly_once.structured import register_sinks, store_sink_options
+    from dstream_exactly_once.structured import register_sinks
     from dstream_exactly_once.testing.spark import spark_env
     from dstream_exactly_once.testing.spark_kafka import spark_kafka_jars
 
     os.environ.update(spark_env())
-    spark = (SparkSession.builder.master("local[2]").appName("structured-sink")
+    spark = (SparkSession.builder.master("local[2]").appName(name)
              .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.sql.shuffle.partitions", "2")
              .config("spark.jars", spark_kafka_jars()).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register_sinks(spark)
+    return spark
+
+
+def main(bootstrap: str, topic: str, store: str, app: str, checkpoint: str, starting: str, expected: int) -> None:
+    from dstream_exactly_once.stores import open_store
+    from dstream_exactly_once.structured import store_sink_options
+
+    spark = kafka_query_session("structured-sink")
     rows = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic).option("startingOffsets", starting).option("maxOffsetsPerTrigger", 20)
             .option("failOnDataLoss", "true").load()

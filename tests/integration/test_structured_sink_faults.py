@@ -4,17 +4,15 @@ checkpoint; every record counted exactly once on SQLite, PostgreSQL and Redis.""
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
 from dstream_exactly_once.stores import open_store
 
-from .faults import ROOT, kill_group
+from .faults import ROOT, kill_after_commits
 
 RECORDS = 160
 KILLS_PER_STORE = 4  # 12 over the three stores
@@ -27,37 +25,10 @@ def start(bootstrap, topic, store, app, checkpoint, starting="earliest", expecte
                             stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True)
 
 
-def committed(store, app):
-    with open_store(store, app) as s:
-        last = s.last_committed_batch_id()
-    return -1 if last is None else last
-
-
 def run_with_kills(bootstrap, topic, store, app, checkpoint, kills, seed, starting="earliest", expected=RECORDS):
-    """Restart the query until it prints DONE; the first ``kills`` runs are SIGKILLed once a new batch
-    committed (polled), after a random short delay that lands anywhere in the next batch."""
-    rng = random.Random(seed)
-    done_kills = 0
-    for _ in range(kills + 5):
-        proc = start(bootstrap, topic, store, app, checkpoint, starting, expected)
-        if done_kills < kills:
-            before = committed(store, app)
-            deadline = time.monotonic() + 180
-            while proc.poll() is None and committed(store, app) <= before and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0.0, 0.6))
-            if proc.poll() is None:
-                kill_group(proc)
-                done_kills += 1
-                continue
-        try:
-            out, _ = proc.communicate(timeout=240)
-        finally:
-            kill_group(proc)
-        if "DONE" in out:
-            return done_kills
-        raise AssertionError(f"query failed without being killed:\n{out[-4000:]}")
-    raise AssertionError("the query never finished")
+    """:func:`kill_after_commits` of the deo-store query."""
+    return kill_after_commits(lambda: start(bootstrap, topic, store, app, checkpoint, starting, expected), store, app,
+                              kills, seed)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])

@@ -8,7 +8,7 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, KafkaAuthError, KafkaUnavailableError
 from dstream_exactly_once.kafka.errors_map import translate_kafka_error
-from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink, _broker_error
+from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink, broker_error
 
 
 @pytest.mark.parametrize("text, expected, retriable", [
@@ -19,14 +19,14 @@ from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink, _broker_
      True),
 ])
 def test_a_bare_kafka_error_naming_a_code_keeps_that_codes_type_and_flag(text, expected, retriable) -> None:
-    err = translate_kafka_error(_broker_error(ke.KafkaError(text)), "b:9092", "writing")
+    err = translate_kafka_error(broker_error(ke.KafkaError(text)), "b:9092", "writing")
     assert type(err) is expected and err.retriable is retriable
 
 
 @pytest.mark.parametrize("exc", [ke.KafkaError("no code here"), ke.KafkaError("[Error 50] NotTheRightName"),
                                  ke.KafkaTimeoutError("[Error 50] InvalidTransactionTimeoutError")])
 def test_other_errors_are_left_as_they_are(exc) -> None:
-    assert _broker_error(exc) is exc
+    assert broker_error(exc) is exc
 
 
 def test_a_partitioner_that_is_not_callable_is_refused() -> None:

@@ -1,0 +1,113 @@
+"""The deo-kafka sink's partition protocol against a real broker (no Spark): transactions, markers,
+replays, refusals; and the query start's checks."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError
+from dstream_exactly_once.stores import open_store
+from dstream_exactly_once.stores.writes import CommitOutcome
+from dstream_exactly_once.structured.kafka_sink import (
+    KafkaSinkOptions,
+    commit_kafka_batch,
+    kafka_sink_options,
+    write_partition,
+)
+from dstream_exactly_once.structured.store_sink import SINK_POSITION_KEY
+
+COLUMNS = ("value", "key", "topic", "partition", "headers")
+
+
+def read_committed(bootstrap, topic):
+    """(key, value, partition) of every record a read_committed consumer sees, to each partition's end."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False,
+                             group_id=None, consumer_timeout_ms=2000)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        out = []
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            polled = consumer.poll(timeout_ms=1000)
+            if not polled and all(consumer.position(tp) >= ends[tp] for tp in tps):
+                break
+            for records in polled.values():
+                out.extend((r.key, r.value, r.partition) for r in records)
+        return sorted(out)
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def sink(kafka, tmp_path):
+    topic = "kso-" + uuid.uuid4().hex[:10]
+    kafka.create_topic(topic, partitions=2)
+    store = f"sqlite:///{tmp_path}/s.db"
+    return KafkaSinkOptions.parse(kafka_sink_options(store, "app-" + uuid.uuid4().hex[:8], topic,
+                                                     {"bootstrap.servers": kafka.bootstrap}))
+
+
+def rows(*values, partition=None):
+    return iter([{"value": v, "key": f"k{v}", "topic": None, "partition": partition,
+                  "headers": [{"key": "h", "value": b"1"}]} for v in values])
+
+
+def test_replayed_partition_produces_nothing(kafka, sink):
+    first = write_partition(sink, 0, 0, rows("a", "b", partition=1), COLUMNS)
+    assert (first.produced, first.replayed) == (2, False)
+    # the driver died before recording the batch: Spark runs it again with the same partitions
+    again = write_partition(sink, 0, 0, rows("b", "a", partition=1), COLUMNS)  # same records, other order
+    assert (again.produced, again.replayed) == (0, True)
+    assert write_partition(sink, 0, 1, rows("c"), COLUMNS).produced == 1
+    assert commit_kafka_batch(sink, [first, again], 0) is CommitOutcome.APPLIED
+    assert commit_kafka_batch(sink, [again, again], 0) is CommitOutcome.REPLAYED
+    assert write_partition(sink, 0, 0, rows("x"), COLUMNS).replayed  # the store says committed: no Kafka
+    got = read_committed(kafka.bootstrap, sink.topic)
+    assert [(k, v) for k, v, _ in got] == [(b"ka", b"a"), (b"kb", b"b"), (b"kc", b"c")]
+    assert [p for k, _, p in got if k != b"kc"] == [1, 1]
+    with open_store(sink.store.store, sink.app) as s:
+        assert s.load_positions()[SINK_POSITION_KEY].offset == 1
+
+
+def test_replay_with_other_records_is_refused_or_kept(kafka, sink):
+    write_partition(sink, 0, 0, rows("a"), COLUMNS)
+    with pytest.raises(OffsetConflictError, match=r"batch 0 is replayed with other records in this Spark partition "
+                                                  r"\(2 records.*\(1 records.*on_replay_mismatch=keep"):
+        write_partition(sink, 0, 0, rows("a", "z"), COLUMNS)
+    keep = KafkaSinkOptions(sink.store, sink.kafka, "keep")
+    assert write_partition(keep, 0, 0, rows("a", "z"), COLUMNS).replayed
+    assert [v for _, v, _ in read_committed(kafka.bootstrap, sink.topic)] == [b"a"]
+
+
+def test_marker_ahead_of_the_batch_is_refused(kafka, sink):
+    write_partition(sink, 0, 0, rows("a"), COLUMNS)
+    write_partition(sink, 1, 0, rows("b"), COLUMNS)
+    with pytest.raises(OffsetConflictError, match=r"Kafka already holds the output of batch 1, after batch 0.*"
+                                                  r"nothing was produced"):
+        write_partition(sink, 0, 0, rows("a"), COLUMNS)
+    assert [v for _, v, _ in read_committed(kafka.bootstrap, sink.topic)] == [b"a", b"b"]
+
+
+def test_bad_row_aborts_the_partition(kafka, sink):
+    bad_topic = iter([{"value": "a", "topic": None}, {"value": "b", "topic": "no-such-" + uuid.uuid4().hex[:6]}])
+    with pytest.raises(ConfigurationError, match=r"names topic 'no-such-.*does not exist"):
+        write_partition(sink, 0, 0, bad_topic, ("value", "topic"))
+    with pytest.raises(ConfigurationError, match=r"partition 5 of topic .* has partitions \[0, 1\]"):
+        write_partition(sink, 0, 0, iter([{"value": "a", "partition": 0}, {"value": "b", "partition": 5}]),
+                        ("value", "partition"))
+    assert read_committed(kafka.bootstrap, sink.topic) == []
+    assert write_partition(sink, 0, 0, rows("a"), COLUMNS).produced == 1  # the marker did not move
+
+
+def test_query_start_checks_the_topic_before_the_epoch(kafka, tmp_path):
+    store = f"sqlite:///{tmp_path}/s.db"
+    with pytest.raises(ConfigurationError, match=r"output topic 'missing-[0-9a-f]+' does not exist at Kafka"):
+        kafka_sink_options(store, "q", "missing-" + uuid.uuid4().hex[:6], {"bootstrap.servers": kafka.bootstrap})
+    assert not os.path.exists(tmp_path / "s.db")
