@@ -16,9 +16,10 @@ from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files.identity import content_hash
 from dstream_exactly_once.files.ranges import FileRange
 
+from ..helpers import run_cli as cli
 from . import test_cli
 
-cli, one_error_line, snapshot = test_cli.cli, test_cli.one_error_line, test_cli.snapshot
+one_error_line, snapshot = test_cli.one_error_line, test_cli.snapshot
 kafka_db = test_cli.kafka_db  # the fixture: app1 with positions events/0 = 5, events/1 = 7
 
 
