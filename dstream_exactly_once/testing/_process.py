@@ -139,6 +139,15 @@ class LocalService:
     def start(self, timeout: float = 60.0) -> Any:
         raise NotImplementedError
 
+    def _await_ready(self, ready: Callable[[], bool], timeout: float, what: str, log: Optional[Path] = None) -> None:
+        """Wait until ``ready()`` (:func:`wait_until`); a server that does not get ready is stopped,
+        its data dir kept, before the :class:`ServiceError` is raised: none is left half-started."""
+        try:
+            wait_until(ready, timeout=timeout, what=what, proc=self._proc.proc, log=log or self._proc.log_path)
+        except ServiceError:
+            self._proc.stop(cleanup=False)
+            raise
+
     def _release(self) -> None:
         """Close this helper's own clients before the server goes away (default: none)."""
 

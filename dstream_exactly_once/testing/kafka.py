@@ -153,12 +153,7 @@ class LocalKafka(LocalService):
              "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
              "-cp", cp, "kafka.Kafka", str(work / "server.properties")],
         )
-        try:
-            wait_until(self._answers_metadata, timeout=timeout, what=f"Kafka broker on {self.bootstrap}",
-                       proc=self._proc.proc, log=work / "server.log")
-        except ServiceError:
-            self._proc.stop(cleanup=False)
-            raise
+        self._await_ready(self._answers_metadata, timeout, f"Kafka broker on {self.bootstrap}", work / "server.log")
         return self
 
 

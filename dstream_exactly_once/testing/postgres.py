@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import ServiceError
-from ._process import LocalService, ManagedProcess, free_port, port_open, wait_until
+from ._process import LocalService, ManagedProcess, free_port, port_open
 
 
 def _pg_bin(name: str) -> str:
@@ -87,12 +87,7 @@ class LocalPostgres(LocalService):
              "-c", "max_connections=100", "-c", "shared_buffers=64MB"],
             preexec=demote,
         )
-        try:
-            wait_until(self._ready, timeout=timeout, what=f"PostgreSQL on port {self.port}",
-                       proc=self._proc.proc, log=self._proc.log_path)
-        except ServiceError:
-            self._proc.stop(cleanup=False)  # never leave a half-started server behind
-            raise
+        self._await_ready(self._ready, timeout, f"PostgreSQL on port {self.port}")
         return self
 
     def _ready(self) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ServiceError
-from ._process import LocalService, ManagedProcess, free_port, wait_until
+from ._process import LocalService, ManagedProcess, free_port
 
 
 class LocalRedis(LocalService):
@@ -48,12 +48,7 @@ class LocalRedis(LocalService):
         conf.write_text("\n".join(lines) + "\n")
         conf.chmod(0o600)
         self._proc.spawn([exe, str(conf)])
-        try:
-            wait_until(self._ping, timeout=timeout, what=f"redis-server on port {self.port}",
-                       proc=self._proc.proc, log=self._proc.log_path)
-        except ServiceError:
-            self._proc.stop(cleanup=False)  # never leave a half-started server behind
-            raise
+        self._await_ready(self._ping, timeout, f"redis-server on port {self.port}")
         return self
 
     def _ping(self) -> bool:
