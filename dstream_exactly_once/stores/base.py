@@ -47,16 +47,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from .interfaces import (
-    AppDirectory,
-    BatchLog,
-    CommitStore,
-    EpochStore,
-    HeartbeatStore,
-    LogRetention,
-    PositionStore,
-    ResultReader,
-)
+from . import interfaces as parts
 from .writes import RESERVED_NAMESPACE, CommitOutcome, PlannedBatch, Writes
 
 __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatch", "TransactionalStore", "Writes"]
@@ -66,8 +57,8 @@ __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatc
 SCHEMA_VERSION = 2
 
 
-class TransactionalStore(HeartbeatStore, EpochStore, PositionStore, BatchLog, LogRetention, CommitStore,
-                         AppDirectory, ResultReader):
+class TransactionalStore(parts.HeartbeatStore, parts.EpochStore, parts.PositionStore, parts.BatchLog,
+                         parts.LogRetention, parts.CommitStore, parts.AppDirectory, parts.ResultReader):
     """Offsets, results, the offset/commit log and applied labels of one application.
 
     Unit of atomicity: one :meth:`commit` call (a whole batch, or one partition's range).
