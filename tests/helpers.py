@@ -2,14 +2,15 @@
 
 :func:`eventually` is the one way a test waits for a state it can poll (a committed batch, a file, a
 log line): it polls instead of sleeping a guessed time, and fails with a message naming what it
-waited for.
+waited for. :func:`run_cli` runs ``dstream-eo`` in-process; :func:`logrotate` rotates a log as logrotate does.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
-from typing import Callable, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 
 T = TypeVar("T")
 
@@ -57,3 +58,30 @@ def eventually(
         if time.monotonic() > deadline:
             raise fail(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def run_cli(capsys: Any, *argv: str) -> Tuple[int, str, str]:
+    """``dstream-eo argv`` in-process: ``(exit status, stdout, stderr)`` (argparse's usage errors too)."""
+    from dstream_exactly_once.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def logrotate(directory: str, keep: int, name: str = "service.log") -> None:
+    """Rotate ``directory/name`` as logrotate does, keeping ``keep`` rotated files: the oldest
+    (``name.<keep>``) is deleted, the others move up one, ``name`` becomes ``name.1`` and a new empty
+    ``name`` is created."""
+    log = os.path.join(directory, name)
+    if os.path.exists(f"{log}.{keep}"):
+        os.remove(f"{log}.{keep}")
+    for i in range(keep - 1, 0, -1):
+        if os.path.exists(f"{log}.{i}"):
+            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
+    os.rename(log, f"{log}.1")
+    open(log, "w").close()

@@ -13,7 +13,7 @@ from ..errors import CliError
 from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status, refuse_if_live
 from .exit_codes import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
-from .kafka_args import kafka_config
+from .kafka_args import open_broker
 from .output import emit_json, fmt_time, print_table
 from .store_access import open_cli_store, read_batch
 
@@ -129,14 +129,13 @@ def run_skip(args: argparse.Namespace) -> int:
 
 def run_lag(args: argparse.Namespace, store_url: str) -> int:
     from ..stores import open_store
-    from .offsets import Broker, gather
+    from .offsets import gather
 
     with open_cli_store(store_url, None) as any_app:
         apps = any_app.list_apps()
     if not apps:
         raise CliError(f"no application has state in {redact_url(store_url)}")
-    config = kafka_config(args)
-    broker = Broker(config) if config is not None else None
+    broker = open_broker(args)
     rows = []
     try:
         for app in apps:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping
+from typing import TYPE_CHECKING, Any, Dict, Mapping
 
 from ..core.heartbeat import driver_status
 from ..errors import CliError
 from .exit_codes import EXIT_REFUSED
+
+if TYPE_CHECKING:
+    from ..stores.interfaces import HeartbeatStore
 
 __all__ = ["describe_driver", "driver_status", "refuse_if_live"]
 
@@ -23,7 +26,7 @@ def describe_driver(status: Mapping[str, Any]) -> str:
             f"{'-' if age is None else f'{age:.0f}s'} ago")
 
 
-def refuse_if_live(store: Any, force: bool, what: str) -> Dict[str, Any]:
+def refuse_if_live(store: HeartbeatStore, force: bool, what: str) -> Dict[str, Any]:
     """The driver's status; raises :class:`CliError` (exit status 3) when it is live and not ``force``."""
     status = driver_status(store)
     if status["live"] and not force:

@@ -1,20 +1,27 @@
-"""The broker connection of a command, from ``--bootstrap-servers`` and ``--kafka-params FILE``."""
+"""The broker of a command, from ``--bootstrap-servers`` and ``--kafka-params FILE``.
+
+The CLI imports no source: the broker is the live log of the range kind :data:`BROKER_KIND`,
+opened by kind (:func:`~dstream_exactly_once.core.live_log.open_live_log`) with these settings,
+which the source checks as it checks a stream's.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
+from ..core.live_log import LiveLog, open_live_log
 from ..errors import CliError
 
-__all__ = ["kafka_config"]
+__all__ = ["BROKER_KIND", "broker_settings", "open_broker"]
+
+#: The range kind whose live log ``--bootstrap-servers`` and ``--kafka-params`` reach.
+BROKER_KIND = "kafka"
 
 
-def kafka_config(args: argparse.Namespace) -> Any:
-    """The :class:`KafkaConfig` from ``--bootstrap-servers`` or ``--kafka-params FILE`` (JSON), or None."""
-    from ..kafka.params import parse_kafka_params
-
+def broker_settings(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """The kafkaParams of ``--kafka-params FILE`` (JSON) with ``--bootstrap-servers`` over them, or None."""
     params: Dict[str, Any] = {}
     path = getattr(args, "kafka_params", None)
     if path:
@@ -29,6 +36,10 @@ def kafka_config(args: argparse.Namespace) -> Any:
         params.update(loaded)
     if getattr(args, "bootstrap_servers", None):
         params["bootstrap.servers"] = args.bootstrap_servers
-    if not params:
-        return None
-    return parse_kafka_params(params)
+    return params or None
+
+
+def open_broker(args: argparse.Namespace) -> Optional[LiveLog]:
+    """The broker named by the command's options (the caller closes it), or None when none is."""
+    params = broker_settings(args)
+    return None if params is None else open_live_log(BROKER_KIND, params)

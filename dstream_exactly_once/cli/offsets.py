@@ -1,7 +1,8 @@
 """``dstream-eo offsets show`` and ``dstream-eo offsets reset`` (modelled on ``kafka-consumer-groups.sh``).
 
 Positions are the store's (the single source of truth); the broker (``--bootstrap-servers`` or
-``--kafka-params``) only adds earliest/latest offsets and lag, and is needed to plan a Kafka reset.
+``--kafka-params``, the live log of the Kafka range kind, asked by kind) only adds earliest/latest
+offsets and lag, and is needed to plan a Kafka reset.
 A reset is a dry run unless ``--execute``; executing takes a new epoch first (a running driver is
 fenced: it stops at its next batch) and then sets every planned position in one store transaction.
 """
@@ -12,17 +13,22 @@ import argparse
 import re
 import sys
 from datetime import datetime, timedelta, timezone
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from ..errors import CliError
+from ..core.live_log import LiveLog
+from ..errors import CliError, ConfigurationError
 from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status
 from .exit_codes import EXIT_OK
-from .kafka_args import kafka_config
+from .kafka_args import BROKER_KIND, open_broker
 from .output import emit_json, fmt_time, print_table
 from .store_access import read_batch
 
-__all__ = ["Broker", "gather", "parse_datetime", "parse_duration", "parse_scope", "show"]
+if TYPE_CHECKING:
+    from ..stores.base import TransactionalStore
+    from ..stores.interfaces import BatchLog
+
+__all__ = ["broker_partitions", "gather", "parse_datetime", "parse_duration", "parse_scope", "show"]
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
 
@@ -65,55 +71,14 @@ def parse_scope(specs: Optional[List[Tuple[str, Optional[Tuple[int, ...]]]]]
 
 
 # ---------------------------------------------------------------- gathering the current state
-class Broker:
-    """Earliest/latest/by-time offsets of Kafka partitions (one admin client, closed by :meth:`close`)."""
-
-    def __init__(self, config: Any) -> None:
-        from ..kafka.metadata import KafkaMetadata
-
-        self.config = config
-        self.md = KafkaMetadata(config)
-
-    def partitions(self, topics: List[str]) -> Dict[str, List[int]]:
-        from ..errors import ConfigurationError
-
-        existing = self.md.topics()
-        unknown = sorted(set(topics) - existing)
-        if unknown:
-            raise CliError(f"unknown topic(s) {', '.join(map(repr, unknown))} at {self.config.bootstrap}")
-        try:
-            return self.md.partitions(topics)
-        except ConfigurationError as exc:
-            raise CliError(str(exc)) from exc
-
-    def ends(self, tps: List[Any]) -> Tuple[Dict[Any, int], Dict[Any, int]]:
-        return self.md.earliest(tps), self.md.latest(tps)
-
-    def at_time(self, tps: List[Any], ms: int) -> Dict[Any, Optional[int]]:
-        from kafka import KafkaConsumer, TopicPartition
-
-        try:
-            consumer = KafkaConsumer(**self.config.consumer_kwargs())
-            try:
-                found = consumer.offsets_for_times({TopicPartition(tp.topic, tp.partition): ms for tp in tps})
-            finally:
-                consumer.close()
-        except Exception as exc:  # noqa: BLE001 - kafka-python's errors, answered as one line
-            raise CliError(f"cannot look up offsets by time at {self.config.bootstrap}: {type(exc).__name__}: "
-                           f"{exc}") from exc
-        return {tp: (None if found.get(TopicPartition(tp.topic, tp.partition)) is None
-                     else int(found[TopicPartition(tp.topic, tp.partition)].offset)) for tp in tps}
-
-    def close(self) -> None:
-        self.md.close()
-
-
-def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tuple[int, int]]:
+def _last_batches(store: BatchLog, keys: List[str], depth: int = 50) -> Dict[str, Tuple[int, int]]:
     """``{key: (batch id, batch time ms)}`` of the newest committed batch that moved each key."""
     out: Dict[str, Tuple[int, int]] = {}
     last = store.last_committed_batch_id()
+    if last is None:
+        return out
     bid = last
-    while bid is not None and bid >= 0 and last - bid < depth and len(out) < len(keys):
+    while bid >= 0 and last - bid < depth and len(out) < len(keys):
         b, damage = read_batch(store, bid)
         if damage is not None:  # a damaged entry says nothing about positions: look further back
             bid -= 1
@@ -128,13 +93,22 @@ def _last_batches(store: Any, keys: List[str], depth: int = 50) -> Dict[str, Tup
     return out
 
 
-def _check_scope(scope: Dict[str, Optional[List[int]]], stored: Dict[str, Any], broker: Optional[Broker]) -> None:
+def broker_partitions(broker: LiveLog, topics: List[str]) -> Dict[str, Dict[int, str]]:
+    """``{topic: {partition: position key}}`` at the broker; an unknown topic is refused, naming it."""
+    try:
+        return broker.stream_partitions(topics)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _check_scope(scope: Dict[str, Optional[List[int]]], stored: List[Dict[str, Any]],
+                 broker: Optional[LiveLog]) -> None:
     """Refuse a ``--topic`` the app has no position of and the broker (if given) does not know."""
     by_topic: Dict[str, set] = {}
-    for tp in stored.values():
-        by_topic.setdefault(tp.topic, set()).add(tp.partition)
+    for row in stored:
+        by_topic.setdefault(row["topic"], set()).add(row["partition"])
     if broker is not None:
-        return  # the broker's partitions decide (Broker.partitions names an unknown topic)
+        return  # the broker's partitions decide (broker_partitions names an unknown topic)
     unknown = sorted(t for t in scope if t not in by_topic)
     if unknown:
         raise CliError(f"unknown topic(s) {', '.join(map(repr, unknown))}: the app has no positions there; its "
@@ -146,52 +120,47 @@ def _check_scope(scope: Dict[str, Optional[List[int]]], stored: Dict[str, Any], 
                            f"{sorted(by_topic[topic])}")
 
 
-def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optional[List[int]]]] = None,
-           *, with_meta: bool = False) -> List[Dict[str, Any]]:
+def gather(store: TransactionalStore, broker: Optional[LiveLog],
+           scope: Optional[Dict[str, Optional[List[int]]]] = None, *, with_meta: bool = False) -> List[Dict[str, Any]]:
     """One row per stream partition: stored position, log start/end (or file length), lag, last batch
     (and, ``with_meta``, each non-Kafka position's document under ``meta``). What a row holds from
     the store alone comes from the position's range kind (``SourceRange.position_row``); Kafka
-    rows get the log's ends and the lag from ``broker``."""
+    rows get the log's ends and the lag from ``broker`` (the Kafka kind's live log)."""
     from ..core.ranges import range_kind_of_key
-    from ..kafka.offsets import TopicAndPartition
 
     positions = store.load_positions()
     rows: Dict[str, Dict[str, Any]] = {}
-    kafka: Dict[str, TopicAndPartition] = {}
     for key, pos in positions.items():
         kind = range_kind_of_key(key)
         rows[key] = {"key": key, **(kind.position_row(key, pos) if kind is not None else
                                     {"source": "unknown", "position": pos.offset, "lag": None})}
-        if rows[key]["source"] == "kafka":
-            kafka[key] = TopicAndPartition(rows[key]["topic"], rows[key]["partition"])
-        elif with_meta:
+        if rows[key]["source"] != BROKER_KIND and with_meta:
             rows[key]["meta"] = pos.meta
     if scope is not None:
-        _check_scope(scope, kafka, broker)
+        _check_scope(scope, [r for r in rows.values() if r["source"] == BROKER_KIND], broker)
         wanted = set(scope)
         rows = {k: r for k, r in rows.items() if r.get("topic") in wanted and (
             scope[r["topic"]] is None or r["partition"] in (scope[r["topic"]] or []))}
     if broker is not None:
-        topics = sorted(set(scope) if scope is not None else {tp.topic for tp in kafka.values()})
-        for topic, ids in broker.partitions(topics).items():
-            for p in ids:
-                key = f"{topic}/{p}"
+        topics = sorted(set(scope) if scope is not None else
+                        {r["topic"] for r in rows.values() if r["source"] == BROKER_KIND})
+        at_broker = broker_partitions(broker, topics)
+        for topic, keys in at_broker.items():
+            for p, key in keys.items():
                 if scope is not None and scope.get(topic) is not None and p not in (scope[topic] or []):
                     continue
-                rows.setdefault(key, {"key": key, "source": "kafka", "topic": topic, "partition": p, "position": None})
-                kafka[key] = TopicAndPartition(topic, p)
+                rows.setdefault(key, {"key": key, "source": BROKER_KIND, "topic": topic, "partition": p,
+                                      "position": None})
         if scope is not None:
             for topic, wanted_ids in scope.items():
-                missing = sorted(set(wanted_ids or []) - set(broker.partitions([topic])[topic]))
+                missing = sorted(set(wanted_ids or []) - set(at_broker[topic]))
                 if missing:
                     raise CliError(f"topic {topic!r} has no partition(s) {missing}")
-        tps = [kafka[k] for k in rows if k in kafka]
-        earliest, latest = broker.ends(tps)
+        earliest, latest = broker.ends([k for k, r in rows.items() if r["source"] == BROKER_KIND])
         for key, row in rows.items():
-            tp = kafka.get(key)
-            if tp is None:
+            if row["source"] != BROKER_KIND:
                 continue
-            row["earliest"], row["latest"] = earliest.get(tp), latest.get(tp)
+            row["earliest"], row["latest"] = earliest.get(key), latest.get(key)
             if row["position"] is not None and row["latest"] is not None:
                 row["lag"] = max(row["latest"] - row["position"], 0)
     last = _last_batches(store, list(rows))
@@ -203,9 +172,8 @@ def gather(store: Any, broker: Optional[Broker], scope: Optional[Dict[str, Optio
 
 
 # ---------------------------------------------------------------- show
-def show(args: argparse.Namespace, store: Any) -> int:
-    config = kafka_config(args)
-    broker = Broker(config) if config is not None else None
+def show(args: argparse.Namespace, store: TransactionalStore) -> int:
+    broker = open_broker(args)
     try:
         rows = gather(store, broker, parse_scope(args.topic))
     finally:
@@ -214,13 +182,13 @@ def show(args: argparse.Namespace, store: Any) -> int:
     status = driver_status(store)
     doc = {"store": redact_url(store.url), "app": store.app_id, "driver": status,
            "last_committed_batch": store.last_committed_batch_id(), "partitions": rows,
-           "broker": None if config is None else config.bootstrap}
+           "broker": None if broker is None else broker.where}
     if args.json:
         emit_json(doc)
         return EXIT_OK
     out = sys.stdout
     out.write(f"app {store.app_id} in {redact_url(store.url)}\n{describe_driver(status)}\n")
-    if broker is None and any(r["source"] == "kafka" for r in rows):
+    if broker is None and any(r["source"] == BROKER_KIND for r in rows):
         out.write("no --bootstrap-servers/--kafka-params: stored positions only (no earliest/latest/lag)\n")
     print_table(rows, ["key", "position", "earliest", "latest", "lag", "last_batch", "last_batch_time"], out)
     return EXIT_OK

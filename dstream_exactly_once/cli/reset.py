@@ -15,31 +15,30 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import CliError
+from ..core.live_log import LiveLog
+from ..errors import CliError, ConfigurationError
 from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status, refuse_if_live
 from .exit_codes import EXIT_OK
-from .kafka_args import kafka_config
-from .offsets import Broker, gather, parse_scope
+from .kafka_args import BROKER_KIND, open_broker
+from .offsets import gather, parse_scope
 from .output import emit_json, print_table
 
 __all__ = ["run_reset"]
 
 
-def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Optional[Broker]) -> Dict[str, int]:
+def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Optional[LiveLog]) -> Dict[str, int]:
     """The position each row's key is asked to move to, before clamping."""
-    from ..kafka.offsets import TopicAndPartition
-
     if args.from_file:
         return _from_csv(args.from_file, rows)
-    found: Dict[Any, Optional[int]] = {}
+    found: Dict[str, Optional[int]] = {}
     if args.to_datetime is not None or args.by_duration is not None:
         at_ms = _at_ms(args)
-        kafka_rows = [r for r in rows if r["source"] == "kafka"]
+        kafka_rows = [r for r in rows if r["source"] == BROKER_KIND]
         if len(kafka_rows) != len(rows):
             raise CliError("--to-datetime/--by-duration apply to Kafka partitions only; narrow the scope with --topic")
         if broker is not None:
-            found = broker.at_time([TopicAndPartition(r["topic"], r["partition"]) for r in kafka_rows], at_ms)
+            found = _positions_at(broker, [r["key"] for r in kafka_rows], at_ms)
     out: Dict[str, int] = {}
     for r in rows:
         lo, hi, cur = r.get("earliest"), r.get("latest"), r.get("position")
@@ -48,7 +47,7 @@ def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Opt
         elif args.to_latest:
             new = hi
         elif args.to_datetime is not None or args.by_duration is not None:
-            hit = found.get(TopicAndPartition(r["topic"], r["partition"]))
+            hit = found.get(r["key"])
             new = hi if hit is None else hit
         elif args.shift_by is not None:
             if cur is None:
@@ -60,6 +59,14 @@ def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Opt
             raise CliError(f"no earliest/latest known for {r['key']} (file missing?)")
         out[r["key"]] = int(new)
     return out
+
+
+def _positions_at(broker: LiveLog, keys: List[str], at_ms: int) -> Dict[str, Optional[int]]:
+    """The first offset of each key at or after ``at_ms``, a failed look-up answered as one line."""
+    try:
+        return broker.positions_at(keys, at_ms)
+    except Exception as exc:  # noqa: BLE001 - the broker client's errors, answered as one line
+        raise CliError(f"cannot look up offsets by time at {broker.where}: {type(exc).__name__}: {exc}") from exc
 
 
 def _at_ms(args: argparse.Namespace) -> int:
@@ -135,38 +142,23 @@ def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> Lis
     return plan
 
 
-def _file_documents(rows: Mapping[str, Dict[str, Any]], plan: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
-    """The identity document of each file position at its new byte (the tail hash re-taken there), or
-    an error naming the key when the file at the document's path is no longer that identity."""
-    from ..files.identity import FileView, stat_file
+def _documents(rows: Mapping[str, Dict[str, Any]], plan: List[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """The document each planned position keeps at its new position, from its range kind (a file's
+    identity re-anchored at the new byte, read on this host); a position that cannot move there is
+    refused, naming its key."""
+    from ..core.ranges import range_kind_of_key
 
     docs: Dict[str, Dict[str, Any]] = {}
     for p in plan:
-        row = rows[p["key"]]
-        if row["source"] != "file":
+        kind = range_kind_of_key(p["key"])
+        if kind is None:
             continue
-        meta = row.get("meta")
-        if not isinstance(meta, dict) or not isinstance(meta.get("path"), str):
-            raise CliError(f"{p['key']}: the stored position has no file identity document; cannot re-anchor it")
-        st = stat_file(meta["path"])
-        if st is None:
-            raise CliError(f"{p['key']}: file {meta['path']!r} is gone; cannot re-anchor its position")
-        view = FileView(st)
         try:
-            sample = int(meta.get("sample_length") or 0)
-            if sample and view.hash(0, sample) != meta.get("fingerprint"):
-                raise CliError(f"{p['key']}: {meta['path']!r} no longer starts with the bytes of this identity "
-                               f"(rotated or replaced); start the app once so it follows the file, then reset")
-            new = p["new"]
-            tn = min(max(sample, int(meta.get("tail_length") or 0)), new)
-            tail = view.hash(new - tn, tn)
-        except OSError as exc:
-            raise CliError(f"{p['key']}: cannot read {meta['path']!r}: {exc}") from exc
-        finally:
-            view.close()
-        if tail is None:
-            raise CliError(f"{p['key']}: {meta['path']!r} is shorter than the new position {p['new']}")
-        docs[p["key"]] = {**meta, "tail": tail, "tail_length": tn}
+            doc = kind.reanchor_position(p["key"], rows[p["key"]].get("meta"), p["new"])
+        except ConfigurationError as exc:
+            raise CliError(str(exc)) from exc
+        if doc is not None:
+            docs[p["key"]] = doc
     return docs
 
 
@@ -182,11 +174,10 @@ def _check_writable(targets: Dict[str, int], docs: Dict[str, Dict[str, Any]]) ->
 
 
 def _plan(args: argparse.Namespace, store: Any) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]]]:
-    config = kafka_config(args)
-    broker = Broker(config) if config is not None else None
+    broker = open_broker(args)
     try:
         rows = gather(store, broker, parse_scope(args.topic), with_meta=True)
-        if broker is None and any(r["source"] == "kafka" for r in rows):
+        if broker is None and any(r["source"] == BROKER_KIND for r in rows):
             raise CliError("resetting Kafka positions needs the broker (to check the partitions and clamp to "
                            "earliest/latest): pass --bootstrap-servers or --kafka-params")
         requested = _requested(args, rows, broker)
@@ -197,7 +188,7 @@ def _plan(args: argparse.Namespace, store: Any) -> Tuple[List[Dict[str, Any]], D
         raise CliError(f"nothing to reset: app {store.app_id!r} has no positions in the scope")
     by_key = {r["key"]: r for r in rows}
     plan = _clamp(by_key, requested)
-    return plan, _file_documents(by_key, plan)
+    return plan, _documents(by_key, plan)
 
 
 def run_reset(args: argparse.Namespace, store: Any) -> int:

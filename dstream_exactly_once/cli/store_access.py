@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ..errors import CliError, DStreamExactlyOnceError
+
+if TYPE_CHECKING:
+    from ..stores.base import TransactionalStore
+    from ..stores.interfaces import BatchLog
 
 __all__ = ["open_cli_store", "ranges_text", "read_batch"]
 
 
-def open_cli_store(url: str, app_id: Optional[str]) -> Any:
+def open_cli_store(url: str, app_id: Optional[str]) -> TransactionalStore:
     """The store of ``app_id`` (read-only until a command applies a change), after checking that it
     exists: a missing SQLite file is refused (never created), and so is an app with no state there
     (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
@@ -33,7 +37,7 @@ def open_cli_store(url: str, app_id: Optional[str]) -> Any:
     return store
 
 
-def read_batch(store: Any, batch_id: int) -> Tuple[Any, Optional[str]]:
+def read_batch(store: BatchLog, batch_id: int) -> Tuple[Any, Optional[str]]:
     """``(offset-log entry or None, None)``, or ``(None, why)`` when the stored entry is damaged (torn
     JSON, wrong types, a range no reader accepts): read commands list the others and say so."""
     from ..errors import StoreUnavailableError

@@ -14,10 +14,13 @@ import logging
 import os
 import socket
 import time as _time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional
 
 from .._checks import is_number
 from ..errors import DStreamExactlyOnceError
+
+if TYPE_CHECKING:
+    from ..stores.interfaces import HeartbeatStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ def is_live(doc: Optional[Mapping[str, Any]], current_epoch: int, now: Optional[
     return age is not None and age < live_window(doc)
 
 
-def driver_status(store: Any, now: Optional[float] = None) -> Dict[str, Any]:
+def driver_status(store: HeartbeatStore, now: Optional[float] = None) -> Dict[str, Any]:
     """``{"heartbeat": doc or None, "epoch": current epoch, "live": bool, "age_s": seconds}`` of the
     app of ``store`` (read-only; what operator actions check before they take an epoch)."""
     now = _time.time() if now is None else now
@@ -62,7 +65,7 @@ def driver_status(store: Any, now: Optional[float] = None) -> Dict[str, Any]:
 class Heartbeat:
     """Writes the heartbeat of the driver holding ``epoch``, at most once per ``min_gap_s``."""
 
-    def __init__(self, store: Any, epoch: int, interval_s: float, *, min_gap_s: Optional[float] = None,
+    def __init__(self, store: HeartbeatStore, epoch: int, interval_s: float, *, min_gap_s: Optional[float] = None,
                  clock: Callable[[], float] = _time.time) -> None:
         self.store = store
         self.epoch = epoch

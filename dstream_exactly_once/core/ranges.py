@@ -15,14 +15,16 @@ them without importing their source: each source's range module registers its ty
 (importing the source's package is enough). What the core needs to know about a kind is carried by
 its class: how progress records group its positions (:meth:`SourceRange.progress_group`), whether
 ``end - start`` counts records (:attr:`SourceRange.counts_records`), whether it is the kind stored as
-bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), and how the CLI shows a stored
-position and its lag (:meth:`SourceRange.position_row`).
+bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), how the CLI shows a stored
+position and its lag (:meth:`SourceRange.position_row`), and the document a position reset by an
+operator keeps (:meth:`SourceRange.reanchor_position`). Where the live log of a kind starts and ends
+is asked of the source through :mod:`.live_log`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type
 
 from ..errors import ConfigurationError
 
@@ -125,6 +127,14 @@ class SourceRange(ABC):
         ``lag_note`` says where it comes from."""
         return {"source": cls.kind, "position": position.offset, "lag": None,
                 "lag_note": f"the {cls.kind} source records no lag in the store"}
+
+    @classmethod
+    def reanchor_position(cls, key: str, document: Optional[Mapping[str, Any]], new: int) -> Optional[Dict[str, Any]]:
+        """The document to store beside the position of ``key`` (a key of this kind) when an operator
+        resets it to ``new``, from the ``document`` stored now and the live source as this host sees
+        it; ``None``: the position keeps no document. A position that cannot be moved to ``new``
+        raises :class:`~dstream_exactly_once.errors.ConfigurationError` naming ``key``."""
+        return None
 
 
 _KINDS: Dict[str, Type[SourceRange]] = {}

@@ -21,9 +21,9 @@ import stat as stat_mod
 import threading
 import zlib
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, Optional, Tuple
+from typing import Any, BinaryIO, Dict, Mapping, Optional, Tuple
 
-__all__ = ["FileStat", "FileView", "content_hash", "stat_file", "utf8_cut"]
+__all__ = ["FileStat", "FileView", "content_hash", "reanchor_document", "stat_file", "utf8_cut"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 _BLOCK = 1 << 16
@@ -176,3 +176,33 @@ def utf8_cut(data: bytes, k: int) -> int:
     while i > 0 and k - i < 3 and data[i] & 0xC0 == 0x80:
         i -= 1
     return i if i > 0 and data[i] & 0xC0 != 0x80 else k
+
+
+def reanchor_document(key: str, meta: Optional[Mapping[str, Any]], new: int) -> Dict[str, Any]:
+    """The identity document ``meta`` of position ``key`` re-anchored at byte ``new`` (the tail hash
+    re-taken there), read from the file at the document's path on this host. Raises
+    :class:`~dstream_exactly_once.errors.ConfigurationError` naming ``key`` when there is no document,
+    the file is gone, no longer starts with this identity's bytes, or is shorter than ``new``."""
+    from ..errors import ConfigurationError
+
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("path"), str):
+        raise ConfigurationError(f"{key}: the stored position has no file identity document; cannot re-anchor it")
+    path = meta["path"]
+    st = stat_file(path)
+    if st is None:
+        raise ConfigurationError(f"{key}: file {path!r} is gone; cannot re-anchor its position")
+    view = FileView(st)
+    try:
+        sample = int(meta.get("sample_length") or 0)
+        if sample and view.hash(0, sample) != meta.get("fingerprint"):
+            raise ConfigurationError(f"{key}: {path!r} no longer starts with the bytes of this identity (rotated or "
+                                     f"replaced); start the app once so it follows the file, then reset")
+        tn = min(max(sample, int(meta.get("tail_length") or 0)), new)
+        tail = view.hash(new - tn, tn)
+    except OSError as exc:
+        raise ConfigurationError(f"{key}: cannot read {path!r}: {exc}") from exc
+    finally:
+        view.close()
+    if tail is None:
+        raise ConfigurationError(f"{key}: {path!r} is shorter than the new position {new}")
+    return {**meta, "tail": tail, "tail_length": tn}

@@ -11,7 +11,7 @@ after a restart to recognise it again: :meth:`FileRange.position_meta` is stored
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, register_range_kind
@@ -192,6 +192,14 @@ class FileRange(SourceRange):
         else:
             row.update(latest=None, lag=None, lag_note="not known: the store holds no size the driver recorded")
         return row
+
+    @classmethod
+    def reanchor_position(cls, key: str, document: Optional[Mapping[str, Any]], new: int) -> Dict[str, Any]:
+        """The identity document at byte ``new``: the tail hash re-taken there, after checking that the
+        file at the document's path (read on this host) still starts with this identity's bytes."""
+        from .identity import reanchor_document
+
+        return reanchor_document(key, document, new)
 
     @classmethod
     def parse_position_key(cls, key: str) -> Optional[str]:

@@ -24,13 +24,13 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
-from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
+from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError
 from . import _fetch
 from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets, take_records
+from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets, stuck_error, take_records
 from .records import RecordBlock
 
 __all__ = ["live_ranges", "read_ranges"]
@@ -116,9 +116,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                 last_progress = time.monotonic()
             elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
                 stuck = [f"{by_tp[tp]} at offset {pos[tp]}" for tp in active]
-                raise KafkaUnavailableError(
-                    f"failed to get records of {', '.join(stuck)} after polling for {poll_timeout_ms} ms "
-                    "(broker unreachable, or offsets beyond the log end)")
+                raise stuck_error(", ".join(stuck), poll_timeout_ms)
         ok = True
     finally:
         if ok:

@@ -14,14 +14,14 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..errors import DStreamExactlyOnceError, KafkaUnavailableError
+from ..errors import DStreamExactlyOnceError
 from .confluent_params import is_out_of_range, translate_confluent_error
 from .consumers import ConsumerCache
 from .multi_reader import live_ranges
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_confluent import CONSUMERS, _block, _consume
-from .reader_kafka_python import DataLossCallback, skip_lost_offsets
+from .reader_confluent import CONSUMERS, _block, _consume, librdkafka_error
+from .reader_kafka_python import DataLossCallback, skip_lost_offsets, stuck_error
 from .records import RecordBlock
 
 __all__ = ["read_ranges"]
@@ -99,12 +99,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                 wait_s = min(2 * wait_s, max_wait_s)
             elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
                 stuck = [f"{by_key[k]} at offset {pos[k]}" for k in active]
-                last = holder.last_error
-                raise KafkaUnavailableError(
-                    f"failed to get records of {', '.join(stuck)} after polling for {poll_timeout_ms} ms "
-                    "(broker unreachable, or offsets beyond the log end)"
-                    + (f"; librdkafka: {translate_confluent_error(last, config.bootstrap, 'reading')}"
-                       if last is not None else ""))
+                raise stuck_error(", ".join(stuck), poll_timeout_ms, librdkafka_error(holder, config))
         ok = True
     finally:
         if ok:

@@ -25,12 +25,12 @@ import time
 from bisect import bisect_left
 from typing import Any, Iterator, List, Optional
 
-from ..errors import DStreamExactlyOnceError, KafkaUnavailableError
+from ..errors import DStreamExactlyOnceError
 from .confluent_params import is_out_of_range, librdkafka_properties, translate_confluent_error
 from .consumers import ConsumerCache
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_kafka_python import DataLossCallback, skip_lost_offsets
+from .reader_kafka_python import DataLossCallback, skip_lost_offsets, stuck_error
 from .records import RecordBlock
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,15 @@ class _Consumer:
 
 def _close(holder: Any) -> None:
     holder.close()
+
+
+def librdkafka_error(holder: _Consumer, config: KafkaConfig) -> Optional[str]:
+    """The last client-level error librdkafka reported for ``holder``'s consumer, for a timeout
+    message (``None`` if none)."""
+    last = holder.last_error
+    if last is None:
+        return None
+    return f"librdkafka: {translate_confluent_error(last, config.bootstrap, 'reading')}"
 
 
 #: The process-wide cache of this reader's consumers.
@@ -140,12 +149,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             elif wait_s < max_wait_s:
                 wait_s = min(2 * wait_s, max_wait_s)  # short waits first: a range may end in a gap
             elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                last = holder.last_error
-                raise KafkaUnavailableError(
-                    f"failed to get records of {r} at offset {pos} after polling for {poll_timeout_ms} ms "
-                    "(broker unreachable, or offsets beyond the log end)"
-                    + (f"; librdkafka: {translate_confluent_error(last, config.bootstrap, 'reading')}"
-                       if last is not None else ""))
+                raise stuck_error(f"{r} at offset {pos}", poll_timeout_ms, librdkafka_error(holder, config))
         ok = True
     finally:
         if ok:

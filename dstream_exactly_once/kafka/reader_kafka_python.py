@@ -97,9 +97,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             if items or pos >= until:
                 last_progress = time.monotonic()
             elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                raise KafkaUnavailableError(
-                    f"failed to get records of {r} at offset {pos} after polling for {poll_timeout_ms} ms "
-                    "(broker unreachable, or offsets beyond the log end)")
+                raise stuck_error(f"{r} at offset {pos}", poll_timeout_ms)
         ok = True
     finally:
         if ok:
@@ -159,6 +157,14 @@ def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss
             f"before they were read (range {r}); set failOnDataLoss=False to skip them") from exc
     report_lost(r, pos, lost_until, f"deleted before they were read (log start {earliest})", on_data_loss)
     return lost_until
+
+
+def stuck_error(where: str, poll_timeout_ms: int, client_error: Optional[str] = None) -> KafkaUnavailableError:
+    """The error of a read that got no record of ``where`` (ranges and the offsets they wait at) for
+    ``poll_timeout_ms``; ``client_error`` is the client's last error, when it kept one."""
+    return KafkaUnavailableError(
+        f"failed to get records of {where} after polling for {poll_timeout_ms} ms "
+        "(broker unreachable, or offsets beyond the log end)" + (f"; {client_error}" if client_error else ""))
 
 
 def report_lost(r: OffsetRange, start: int, end: int, reason: str, on_data_loss: Optional[DataLossCallback]) -> None:

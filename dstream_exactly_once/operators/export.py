@@ -8,9 +8,10 @@ a query can continue exactly where a DStream application stopped. Reading never 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from typing import Dict
 
 from ..errors import ConfigurationError
+from ..stores.interfaces import PositionStore
 
 __all__ = ["EXPORT_FORMATS", "export_offsets", "structured_streaming_offsets"]
 
@@ -18,7 +19,7 @@ __all__ = ["EXPORT_FORMATS", "export_offsets", "structured_streaming_offsets"]
 EXPORT_FORMATS = ("structured-streaming",)
 
 
-def structured_streaming_offsets(store: Any) -> Dict[str, Dict[str, int]]:
+def structured_streaming_offsets(store: PositionStore) -> Dict[str, Dict[str, int]]:
     """``{topic: {"partition": next offset}}`` from ``store``'s committed Kafka positions.
 
     Raises :class:`ConfigurationError` when the application has no committed Kafka offset (Spark
@@ -33,7 +34,7 @@ def structured_streaming_offsets(store: Any) -> Dict[str, Dict[str, int]]:
     return out
 
 
-def export_offsets(store: Any, fmt: str = "structured-streaming") -> str:
+def export_offsets(store: PositionStore, fmt: str = "structured-streaming") -> str:
     """The committed offsets of ``store``'s application as text in format ``fmt``."""
     if fmt not in EXPORT_FORMATS:
         raise ConfigurationError(f"export format must be one of {list(EXPORT_FORMATS)}, got {fmt!r}")

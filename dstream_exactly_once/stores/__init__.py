@@ -6,6 +6,11 @@
 - ``postgresql://…`` / ``postgres://…`` — :class:`PostgresStore`
 - ``redis://…`` / ``rediss://…`` — :class:`RedisStore`
 - ``redis+cluster://…`` / ``rediss+cluster://…`` — :class:`RedisClusterStore` (Redis Cluster)
+
+Every backend is a :class:`TransactionalStore`, composed of the small interfaces of
+:mod:`.interfaces` (:class:`EpochStore`, :class:`PositionStore`, :class:`BatchLog`,
+:class:`LogRetention`, :class:`CommitStore`, :class:`HeartbeatStore`, :class:`AppDirectory`,
+:class:`ResultReader`): code that needs one job of a store types against that part.
 """
 
 from __future__ import annotations
@@ -15,6 +20,16 @@ from typing import Any, Callable, Dict, Mapping, Tuple, Type
 from ..errors import ConfigurationError
 from .app_id import APP_ID_PATTERN, check_app_id
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .interfaces import (
+    AppDirectory,
+    BatchLog,
+    CommitStore,
+    EpochStore,
+    HeartbeatStore,
+    LogRetention,
+    PositionStore,
+    ResultReader,
+)
 from .postgres import PostgresStore, libpq_options
 from .redis import _OPTIONS as _REDIS_OPTIONS
 from .redis import RedisStore
@@ -26,11 +41,19 @@ from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_e
 __all__ = [
     "APP_ID_PATTERN",
     "SCHEMA_VERSION",
+    "AppDirectory",
+    "BatchLog",
     "CommitOutcome",
+    "CommitStore",
+    "EpochStore",
+    "HeartbeatStore",
+    "LogRetention",
     "PlannedBatch",
+    "PositionStore",
     "PostgresStore",
     "RedisClusterStore",
     "RedisStore",
+    "ResultReader",
     "SQLiteStore",
     "TransactionalStore",
     "Writes",

@@ -1,4 +1,5 @@
-"""Process plumbing shared by the local service helpers: free ports, readiness waits, teardown."""
+"""Process plumbing shared by the local service helpers: free ports, readiness waits, teardown, and
+:class:`LocalService`, the crash/stop/``with`` part every single-process helper has."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Self, Sequence
 
 from ..errors import ServiceError
 
@@ -126,3 +127,45 @@ class ManagedProcess:
 
     def log_tail(self, lines: int = 30) -> str:
         return _tail(self.log_path, lines)
+
+
+class LocalService:
+    """A local server run as one :class:`ManagedProcess` (``_proc``): :meth:`kill` crashes it and keeps
+    its data dir, so :meth:`start` restarts it with crash recovery; :meth:`stop` stops it and deletes
+    the data; ``with`` starts and stops it."""
+
+    _proc: ManagedProcess
+
+    def start(self, timeout: float = 60.0) -> Any:
+        raise NotImplementedError
+
+    def _await_ready(self, ready: Callable[[], bool], timeout: float, what: str, log: Optional[Path] = None) -> None:
+        """Wait until ``ready()`` (:func:`wait_until`); a server that does not get ready is stopped,
+        its data dir kept, before the :class:`ServiceError` is raised: none is left half-started."""
+        try:
+            wait_until(ready, timeout=timeout, what=what, proc=self._proc.proc, log=log or self._proc.log_path)
+        except ServiceError:
+            self._proc.stop(cleanup=False)
+            raise
+
+    def _release(self) -> None:
+        """Close this helper's own clients before the server goes away (default: none)."""
+
+    def kill(self) -> None:
+        """SIGKILL the server, keeping its data dir: :meth:`start` restarts it (crash recovery)."""
+        self._release()
+        self._proc.kill()
+        if self._proc.proc is not None:
+            self._proc.proc.wait(10)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and delete its data dir."""
+        self._release()
+        self._proc.stop(cleanup=True)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

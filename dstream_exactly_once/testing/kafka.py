@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence, Tuple
 from ..errors import ConfigurationError, ServiceError
 from ..kafka.offsets import to_bytes
 from ._maven import maven_classpath
-from ._process import ManagedProcess, free_port, port_open, wait_until
+from ._process import LocalService, ManagedProcess, free_port, port_open, wait_until
 
 POM = Path(__file__).with_name("jvm") / "pom.xml"
 
@@ -83,7 +83,7 @@ def _cluster_id() -> str:
             return cid
 
 
-class LocalKafka:
+class LocalKafka(LocalService):
     """A single-node KRaft broker on 127.0.0.1.
 
     ``sasl_users`` (``{user: password}``) adds a SASL_PLAINTEXT listener with the PLAIN mechanism
@@ -153,31 +153,9 @@ class LocalKafka:
              "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
              "-cp", cp, "kafka.Kafka", str(work / "server.properties")],
         )
-        try:
-            wait_until(self._answers_metadata, timeout=timeout, what=f"Kafka broker on {self.bootstrap}",
-                       proc=self._proc.proc, log=work / "server.log")
-        except ServiceError:
-            self._proc.stop(cleanup=False)
-            raise
+        self._await_ready(self._answers_metadata, timeout, f"Kafka broker on {self.bootstrap}", work / "server.log")
         return self
 
-    def stop(self) -> None:
-        """Stop the broker and delete its data dir (SIGTERM, then SIGKILL)."""
-        self._close_admin()
-        self._proc.stop(cleanup=True)
-
-    def kill(self) -> None:
-        """SIGKILL the broker, keeping its data so :meth:`start` can restart it."""
-        self._close_admin()
-        self._proc.kill()
-        if self._proc.proc is not None:
-            self._proc.proc.wait(10)
-
-    def __enter__(self) -> LocalKafka:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _write_config(self, work: Path) -> None:
         listeners = [f"PLAINTEXT://127.0.0.1:{self.port}", f"CONTROLLER://127.0.0.1:{self._controller_port}"]
@@ -246,7 +224,8 @@ class LocalKafka:
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="deo-localkafka")
         return self._admin
 
-    def _close_admin(self) -> None:
+    def _release(self) -> None:
+        """Close the cached admin client before the broker stops or is killed."""
         if self._admin is not None:
             try:
                 self._admin.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..errors import ServiceError
-from ._process import ManagedProcess, free_port, port_open, wait_until
+from ._process import LocalService, ManagedProcess, free_port, port_open
 
 
 def _pg_bin(name: str) -> str:
@@ -29,7 +29,7 @@ def _pg_bin(name: str) -> str:
     raise ServiceError(f"PostgreSQL's {name!r} not found; install the Debian package 'postgresql'")
 
 
-class LocalPostgres:
+class LocalPostgres(LocalService):
     """A PostgreSQL server with trust auth for local connections plus a password for ``user``."""
 
     def __init__(self, *, user: str = "deo", password: str = "deo-test-pw", workdir: Optional[Path] = None) -> None:
@@ -87,12 +87,7 @@ class LocalPostgres:
              "-c", "max_connections=100", "-c", "shared_buffers=64MB"],
             preexec=demote,
         )
-        try:
-            wait_until(self._ready, timeout=timeout, what=f"PostgreSQL on port {self.port}",
-                       proc=self._proc.proc, log=self._proc.log_path)
-        except ServiceError:
-            self._proc.stop(cleanup=False)  # never leave a half-started server behind
-            raise
+        self._await_ready(self._ready, timeout, f"PostgreSQL on port {self.port}")
         return self
 
     def _ready(self) -> bool:
@@ -115,17 +110,3 @@ class LocalPostgres:
             conn.execute(f'create database "{name}"')
         return name
 
-    def kill(self) -> None:
-        """SIGKILL the server (crash); :meth:`start` restarts it with crash recovery."""
-        self._proc.kill()
-        if self._proc.proc is not None:
-            self._proc.proc.wait(10)
-
-    def stop(self) -> None:
-        self._proc.stop(cleanup=True)
-
-    def __enter__(self) -> LocalPostgres:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import ServiceError
-from ._process import ManagedProcess, free_port, wait_until
+from ._process import LocalService, ManagedProcess, free_port
 
 
-class LocalRedis:
+class LocalRedis(LocalService):
     """``redis-server`` in a temp dir. ``appendonly`` turns AOF on (fsync always) for durability
     tests; ``password`` sets ``requirepass``. :meth:`kill` + :meth:`start` restarts on the same
     port and data dir, so AOF recovery can be tested."""
@@ -48,12 +48,7 @@ class LocalRedis:
         conf.write_text("\n".join(lines) + "\n")
         conf.chmod(0o600)
         self._proc.spawn([exe, str(conf)])
-        try:
-            wait_until(self._ping, timeout=timeout, what=f"redis-server on port {self.port}",
-                       proc=self._proc.proc, log=self._proc.log_path)
-        except ServiceError:
-            self._proc.stop(cleanup=False)  # never leave a half-started server behind
-            raise
+        self._await_ready(self._ping, timeout, f"redis-server on port {self.port}")
         return self
 
     def _ping(self) -> bool:
@@ -73,20 +68,6 @@ class LocalRedis:
 
         return redis.Redis(host="127.0.0.1", port=self.port, password=self._password, **kw)
 
-    def kill(self) -> None:
-        """SIGKILL the server, keeping its data dir for a restart."""
-        self._proc.kill()
-        if self._proc.proc is not None:
-            self._proc.proc.wait(10)
-
-    def stop(self) -> None:
-        self._proc.stop(cleanup=True)
-
-    def __enter__(self) -> LocalRedis:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _conf_quote(value: str) -> str:

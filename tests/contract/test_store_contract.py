@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import pickle
 import sqlite3
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 
@@ -37,6 +37,7 @@ from dstream_exactly_once.stores import (
 from dstream_exactly_once.stores.writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
 
 from ..conftest import raw_redis_client
+from .fixtures import ContractFixtures
 from .seq_range import SeqRange
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
@@ -70,27 +71,13 @@ def full_writes(tag: str = "a", n: int = 1) -> Writes:
             .put_batch_rows("rows", [{"tag": tag}]).add_label("L"))
 
 
-class StoreContract:
+class StoreContract(ContractFixtures):
     """The behaviour suite every :class:`TransactionalStore` backend must pass."""
 
     store_class: type
 
-    @pytest.fixture
-    def store_url(self) -> str:
-        raise NotImplementedError
-
     def write_schema_version(self, url: str, app_id: str, version: int) -> None:
         raise NotImplementedError
-
-    @pytest.fixture
-    def store(self, store_url: str, app_id: str) -> Iterator[TransactionalStore]:
-        s = open_store(store_url, app_id)
-        yield s
-        s.close()
-
-    @pytest.fixture
-    def epoch(self, store: TransactionalStore) -> int:
-        return store.start_epoch()
 
     # ---------------------------------------------------------------- opening
     def test_open_store_picks_the_backend(self, store: TransactionalStore, app_id: str) -> None:

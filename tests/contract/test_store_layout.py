@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -28,6 +28,7 @@ from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 from ..conftest import raw_redis_client
+from .fixtures import ContractFixtures
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
 P0, P1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
@@ -120,12 +121,8 @@ def read_everything(store: TransactionalStore) -> Tuple[Any, ...]:
             store.get_batch_rows("rows"), store.has_label("L0"))
 
 
-class LayoutContract:
+class LayoutContract(ContractFixtures):
     """Layout, read-only opening and positions; each backend says how to write and dump its layout."""
-
-    @pytest.fixture
-    def store_url(self) -> str:
-        raise NotImplementedError
 
     def write_v1(self, url: str, a: str, b: str) -> None:
         """Write the version-1 fixture directly (old DDL / keys and rows)."""
@@ -140,12 +137,6 @@ class LayoutContract:
 
     def assert_upgraded(self, url: str, a: str, b: str) -> None:
         raise NotImplementedError
-
-    @pytest.fixture
-    def store(self, store_url: str, app_id: str) -> Iterator[TransactionalStore]:
-        s = open_store(store_url, app_id)
-        yield s
-        s.close()
 
     # ---------------------------------------------------------------- reading writes nothing
     def test_opening_and_reading_a_fresh_store_writes_nothing(self, store_url: str, app_id: str) -> None:

@@ -4,7 +4,7 @@ the driver's heartbeat (epoch-checked, apart from commits) and the list of appli
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -12,20 +12,12 @@ from dstream_exactly_once.errors import ConfigurationError, FencedError
 from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
+from .fixtures import ContractFixtures
+
 B0 = PlannedBatch(0, 1000, (OffsetRange("t", 0, 0, 10),))
 
 
-class OperatorContract:
-    @pytest.fixture
-    def store_url(self) -> str:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def store(self, store_url: str, app_id: str) -> Iterator[TransactionalStore]:
-        s = open_store(store_url, app_id)
-        yield s
-        s.close()
-
+class OperatorContract(ContractFixtures):
     def test_no_heartbeat_before_one_is_written(self, store: TransactionalStore) -> None:
         assert store.load_heartbeat() is None
 

@@ -10,7 +10,7 @@ out).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator
+from typing import Any, Dict
 
 import pytest
 
@@ -29,6 +29,7 @@ from dstream_exactly_once.stores import (
     open_store,
 )
 
+from .fixtures import ContractFixtures
 from .seq_range import SeqRange
 
 APPLIED, REPLAYED = CommitOutcome.APPLIED, CommitOutcome.REPLAYED
@@ -54,24 +55,10 @@ def state(store: TransactionalStore) -> Dict[str, Any]:
             "committed": store.last_committed_batch_id(), "logged": store.last_logged_batch_id()}
 
 
-class PositionsContract:
+class PositionsContract(ContractFixtures):
     """Positions of any range kind, as every :class:`TransactionalStore` backend must keep them."""
 
     store_class: type
-
-    @pytest.fixture
-    def store_url(self) -> str:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def store(self, store_url: str, app_id: str) -> Iterator[TransactionalStore]:
-        s = open_store(store_url, app_id)
-        yield s
-        s.close()
-
-    @pytest.fixture
-    def epoch(self, store: TransactionalStore) -> int:
-        return store.start_epoch()
 
     def test_commit_stores_end_and_document_per_position_key(self, store: TransactionalStore, epoch: int) -> None:
         assert type(store) is self.store_class

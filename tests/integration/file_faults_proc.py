@@ -16,6 +16,8 @@ import shutil
 import sys
 import time
 
+from .store_sum import await_count
+
 
 def write(directory: str, n: int, pause: float, rotate_every: int, chunk: int = 50) -> None:
     live = os.path.join(directory, "service.log")
@@ -41,7 +43,7 @@ def write(directory: str, n: int, pause: float, rotate_every: int, chunk: int = 
 def drive(pattern: str, store: str, app: str, n: int) -> int:
     from pyspark.streaming import StreamingContext
 
-    from dstream_exactly_once import FileUtils, Writes, open_store
+    from dstream_exactly_once import FileUtils, Writes
     from dstream_exactly_once.testing.spark import make_spark_context
 
     def sum_and_count(batch, rdd):  # type: ignore[no-untyped-def]
@@ -54,18 +56,7 @@ def drive(pattern: str, store: str, app: str, n: int) -> int:
     stream.commit_each_batch(sum_and_count)
     ssc.start()
     print("STARTED", flush=True)
-    with open_store(store, app) as reader:
-        while True:
-            values = reader.get_values("numbers")
-            count = values.get("count", 0)
-            if count > n:
-                print(f"OVERCOUNT {count} {values.get('sum')}", flush=True)
-                return 2
-            if count == n:
-                print(f"DONE {count} {values.get('sum')}", flush=True)
-                ssc.stop(stopSparkContext=True, stopGraceFully=False)
-                return 0
-            time.sleep(0.3)
+    return await_count(store, app, n, lambda: ssc.stop(stopSparkContext=True, stopGraceFully=False), poll_s=0.3)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
-from .planner_faults_proc import _GROUP, _die_once
+from .planner_faults_proc import _GROUP, sum_numbers
 
 
 def drive(bootstrap: str, topic: str, store: str, app: str, n: int, mode: str, marker: str) -> int:
     from pyspark.streaming import StreamingContext
 
-    from dstream_exactly_once import KafkaUtils, Writes, open_store
-    from dstream_exactly_once.streaming.task_context import current_pieces
+    from dstream_exactly_once import KafkaUtils
     from dstream_exactly_once.testing.spark import make_spark_context
 
     os.environ[_GROUP] = str(os.getpgid(0))  # inherited by the JVM and its Python workers
@@ -40,44 +38,7 @@ def drive(bootstrap: str, topic: str, store: str, app: str, n: int, mode: str, m
     ssc = StreamingContext(sc, 0.5)
     params = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}
     stream = KafkaUtils.createExactlyOnceStream(ssc, params, [topic], store=store, app_id=app, poll_timeout_ms=30000)
-
-    if mode == "between_pieces":
-        def number(record: tuple) -> tuple:
-            if any(p.start > p.range.start for p in current_pieces()):
-                _die_once(marker)
-            return int(record[1]), 1
-
-        def per_batch(batch, rdd):  # type: ignore[no-untyped-def]
-            total, count = rdd.map(number).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
-            return Writes().incr("numbers", "sum", total).incr("numbers", "count", count)
-
-        stream.commit_each_batch(per_batch)
-    else:
-        def per_task(records, ranges, batch):  # type: ignore[no-untyped-def]
-            numbers = [int(v) for _k, v in records]
-            if mode == "inside" and len(ranges) > 1:  # a task holding several ranges
-                _die_once(marker)
-            if mode == "after_commit":
-                with open_store(store, app) as s:
-                    if s.get_values("numbers").get("count", 0) > 0:
-                        _die_once(marker)
-            return Writes().incr("numbers", "sum", sum(numbers)).incr("numbers", "count", len(numbers))
-
-        stream.commit_each_partition(per_task, pack=True)
-    ssc.start()
-    print("STARTED", flush=True)
-    with open_store(store, app) as reader:
-        while True:
-            values = reader.get_values("numbers")
-            count = values.get("count", 0)
-            if count > n:
-                print(f"OVERCOUNT {count} {values.get('sum')}", flush=True)
-                return 2
-            if count == n:
-                print(f"DONE {count} {values.get('sum')}", flush=True)
-                ssc.stop(stopSparkContext=True, stopGraceFully=False)
-                return 0
-            time.sleep(0.2)
+    return sum_numbers(ssc, stream, store, app, n, mode, marker, lambda record: int(record[1]))
 
 
 if __name__ == "__main__":

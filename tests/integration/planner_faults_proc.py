@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
+from typing import Any, Callable
+
+from .store_sum import await_count
 
 _GROUP = "PLANNER_FAULTS_DRIVER_GROUP"  # the driver's process group (PySpark workers run in their own)
 
@@ -38,26 +40,18 @@ def _die_once(marker: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) -> int:
-    from pyspark.streaming import StreamingContext
-
-    from dstream_exactly_once import FileUtils, Writes, open_store
+def sum_numbers(ssc: Any, stream: Any, store: str, app: str, n: int, mode: str, marker: str,
+                number_of: Callable[[Any], int]) -> int:
+    """Sum and count ``number_of(record)`` of ``stream``'s records with the output ``mode`` names (dying
+    once at its point), start ``ssc`` and wait until the store holds ``n`` numbers."""
+    from dstream_exactly_once import Writes, open_store
     from dstream_exactly_once.streaming.task_context import current_pieces
-    from dstream_exactly_once.testing.spark import make_spark_context
-
-    os.environ[_GROUP] = str(os.getpgid(0))  # inherited by the JVM and its Python workers
-    sc = make_spark_context("local[1]", "planner-faults")
-    ssc = StreamingContext(sc, 0.5)
-    options = {"tasks.target.count": 3}
-    if mode == "between_pieces":
-        options["tasks.split.size"] = 3000
-    stream = FileUtils.createExactlyOnceFileStream(ssc, pattern, options, store=store, app_id=app)
 
     if mode == "between_pieces":
-        def number(line: str) -> tuple:
+        def number(record: Any) -> tuple:
             if any(p.start > p.range.start for p in current_pieces()):
                 _die_once(marker)
-            return int(line), 1
+            return number_of(record), 1
 
         def per_batch(batch, rdd):  # type: ignore[no-untyped-def]
             total, count = rdd.map(number).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
@@ -66,7 +60,7 @@ def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) ->
         stream.commit_each_batch(per_batch)
     else:
         def per_task(records, ranges, batch):  # type: ignore[no-untyped-def]
-            numbers = [int(x) for x in records]
+            numbers = [number_of(r) for r in records]
             if mode == "inside" and len(ranges) > 1:  # a task holding several ranges
                 _die_once(marker)
             if mode == "after_commit":
@@ -78,18 +72,23 @@ def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) ->
         stream.commit_each_partition(per_task, pack=True)
     ssc.start()
     print("STARTED", flush=True)
-    with open_store(store, app) as reader:
-        while True:
-            values = reader.get_values("numbers")
-            count = values.get("count", 0)
-            if count > n:
-                print(f"OVERCOUNT {count} {values.get('sum')}", flush=True)
-                return 2
-            if count == n:
-                print(f"DONE {count} {values.get('sum')}", flush=True)
-                ssc.stop(stopSparkContext=True, stopGraceFully=False)
-                return 0
-            time.sleep(0.2)
+    return await_count(store, app, n, lambda: ssc.stop(stopSparkContext=True, stopGraceFully=False))
+
+
+def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) -> int:
+    from pyspark.streaming import StreamingContext
+
+    from dstream_exactly_once import FileUtils
+    from dstream_exactly_once.testing.spark import make_spark_context
+
+    os.environ[_GROUP] = str(os.getpgid(0))  # inherited by the JVM and its Python workers
+    sc = make_spark_context("local[1]", "planner-faults")
+    ssc = StreamingContext(sc, 0.5)
+    options = {"tasks.target.count": 3}
+    if mode == "between_pieces":
+        options["tasks.split.size"] = 3000
+    stream = FileUtils.createExactlyOnceFileStream(ssc, pattern, options, store=store, app_id=app)
+    return sum_numbers(ssc, stream, store, app, n, mode, marker, int)
 
 
 if __name__ == "__main__":

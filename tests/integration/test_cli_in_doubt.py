@@ -5,24 +5,15 @@ from __future__ import annotations
 
 import uuid
 
-from dstream_exactly_once.cli import main
 from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
+from ..helpers import run_cli as _cli
+
 DB, TABLE = "dw", "events"
 SECRET = "s3cret-doris-pw"
-
-
-def _cli(capsys, *argv):
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_in_doubt_lists_then_resolves_as_the_store_decided(tmp_path, capsys, monkeypatch):

@@ -68,6 +68,19 @@ class Example:
             except queue.Empty:
                 pass
 
+    def await_first_batch(self) -> None:
+        """Read stdout until the example reports its first committed batch."""
+        self.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
+                        "the first committed batch")
+
+    def crash_after_first_batch(self) -> None:
+        """SIGKILL the example's process group (a crash, not a shutdown) once its first batch committed."""
+        try:
+            self.await_first_batch()
+        finally:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.kill()
+
     def tail(self, n: int = 4000) -> str:
         self.stderr.seek(0)
         return self.stderr.read().decode("utf-8", "replace")[-n:]
@@ -163,12 +176,7 @@ def test_exactly_once_wordcount_survives_sigkill(kafka, topic_name, tmp_path):
     first = ["a b c"] * 300
     kafka.produce(topic_name, first, partitions=2)
     example = Example(script, kafka.bootstrap, topic_name, url, "wc")
-    try:
-        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
-                           "the first committed batch")
-    finally:
-        os.killpg(example.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
-        example.kill()
+    example.crash_after_first_batch()
     second = ["b c d"] * 200
     kafka.produce(topic_name, second, partitions=2)
     expected = Counter(" ".join(first + second).split())
@@ -193,8 +201,7 @@ def test_exactly_once_wordcount_stops_gracefully_on_sigterm(kafka, topic_name, t
     kafka.produce(topic_name, ["a b c"] * 300, partitions=2)
     example = Example(script, kafka.bootstrap, topic_name, url, "wc")
     try:
-        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
-                           "the first committed batch")
+        example.await_first_batch()
         kafka.produce(topic_name, ["d e"] * 200, partitions=2)
         # the signal comes once a batch of the new records (offsets from 150 on) is planned: it is in
         # flight, or just committed, when the driver is asked to stop
@@ -222,12 +229,7 @@ def test_file_exactly_once_survives_sigkill_and_rotation(tmp_path):
     log = tmp_path / "service.log"
     log.write_text("".join(f"line {i} x\n" for i in range(500)))
     example = Example(script, f"{tmp_path}/service.log*", url, "files")
-    try:
-        example.read_until(lambda seen: any(line.startswith("batch ") for line in seen), START_TIMEOUT_S,
-                           "the first committed batch")
-    finally:
-        os.killpg(example.proc.pid, signal.SIGKILL)  # a crash, not a shutdown
-        example.kill()
+    example.crash_after_first_batch()
     with open(log, "a") as f:
         f.write("".join(f"line {i} x\n" for i in range(500, 700)))
     log.rename(tmp_path / "service.log.1")

@@ -19,6 +19,7 @@ import pytest
 
 from dstream_exactly_once.stores import open_store
 
+from ..helpers import logrotate
 from .faults import ROOT
 
 pytestmark = [pytest.mark.integration]
@@ -33,17 +34,6 @@ def _run(directory: str, url: str, app: str, kill: str) -> subprocess.CompletedP
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     return subprocess.run([sys.executable, "-m", MODULE, directory, url, app, kill], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=120)
-
-
-def _rotate(d: str) -> None:
-    log = os.path.join(d, "service.log")
-    if os.path.exists(f"{log}.{KEEP}"):
-        os.remove(f"{log}.{KEEP}")
-    for i in range(KEEP - 1, 0, -1):
-        if os.path.exists(f"{log}.{i}"):
-            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
-    os.rename(log, f"{log}.1")
-    open(log, "w").close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "redis"])
@@ -61,7 +51,7 @@ def test_sigkill_around_a_retiring_commit_stays_exact(kind, kill, tmp_path, requ
         with open(d / "service.log", "a", encoding="utf-8") as f:
             f.write("".join(f"{i}\n" for i in range(n + 1, n + PER_ROUND + 1)))
         n += PER_ROUND
-        _rotate(str(d))
+        logrotate(str(d), KEEP)
         killed = _run(str(d), url, app, kill if i % 2 else "none")  # every other round commits its drops
         if killed.returncode == -signal.SIGKILL:
             kills += 1

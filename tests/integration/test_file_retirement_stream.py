@@ -19,6 +19,7 @@ from pyspark.streaming import StreamingContext
 from dstream_exactly_once import FileUtils
 from dstream_exactly_once.stores import Writes, open_store
 
+from ..helpers import logrotate
 from .streams import run_until
 
 pytestmark = pytest.mark.integration
@@ -45,13 +46,7 @@ def _writer(d: str, url: str, app: str) -> None:
         deadline = time.monotonic() + 60
         while _counted(url, app) < n and time.monotonic() < deadline:
             time.sleep(0.2)
-        if os.path.exists(f"{log}.{KEEP}"):
-            os.remove(f"{log}.{KEEP}")
-        for i in range(KEEP - 1, 0, -1):
-            if os.path.exists(f"{log}.{i}"):
-                os.rename(f"{log}.{i}", f"{log}.{i + 1}")
-        os.rename(log, f"{log}.1")
-        open(log, "w").close()
+        logrotate(d, KEEP)
 
 
 @pytest.mark.parametrize("output", ["commit_each_batch", "commit_each_partition"])

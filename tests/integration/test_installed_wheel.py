@@ -17,6 +17,8 @@ from pathlib import Path
 from dstream_exactly_once import __version__, open_store
 from dstream_exactly_once.testing._process import wait_until
 
+from .faults import kill_group
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "exactly_once_wordcount.py"
 INSTALL_TIMEOUT_S = 600.0  # the [spark,test] extras on a cold pip cache; about 45 s on a warm one
@@ -70,15 +72,6 @@ def venv_env(venv: Path) -> dict:
         "PYSPARK_SUBMIT_ARGS": "--master local[2] --conf spark.ui.enabled=false pyspark-shell",
     })
     return env
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """SIGKILL whatever is left of a process group (python, spark-submit, the JVM)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    proc.wait(30)
 
 
 def test_installed_wheel_runs_outside_the_checkout(kafka, topic_name, tmp_path):
@@ -135,7 +128,7 @@ def test_installed_wheel_runs_outside_the_checkout(kafka, topic_name, tmp_path):
         os.kill(example.pid, signal.SIGTERM)  # the driver stops gracefully: the batch in flight commits
         assert example.wait(STOP_TIMEOUT_S) == 0, log.read_text(errors="replace")[-4000:]
     finally:
-        stop_group(example)
+        kill_group(example)  # whatever is left of its group: python, spark-submit, the JVM
     with open_store(url, "wheel") as store:
         assert Counter(store.get_values("words")) == expected
         assert store.pending_batches() == []

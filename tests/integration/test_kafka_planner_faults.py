@@ -10,14 +10,12 @@ every number exactly once.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 
-from dstream_exactly_once.stores import open_store
-
-from .test_file_faults import _lines, _spawn, _store_url, _wait_for
+from .test_file_faults import _store_url
+from .test_planner_faults import kill_then_replay
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -49,34 +47,5 @@ def test_every_record_once_after_a_kill_in_packed_or_split_kafka_tasks(kind, mod
     url = _store_url(kind, tmp_path, request)
     app = f"kplan-faults-{mode}-{uuid.uuid4().hex[:6]}"
     marker = str(tmp_path / "killed")
-    stderr = str(tmp_path / "children.err")
-    args = (kafka.bootstrap, numbers_topic, url, app, str(N), mode, marker)
-    try:
-        first = _spawn("driver", *args, stderr_path=stderr)
-        lines = _lines(first)
-        try:
-            with pytest.raises(AssertionError, match="driver ended before DONE: <EOF>"):
-                _wait_for(lines, "DONE", 150)
-        finally:
-            first.wait(30)
-        assert os.path.exists(marker), "the first driver was not killed at the planned point"
-        with open_store(url, app) as store:
-            partial = store.get_values("numbers").get("count", 0)
-        if mode == "after_commit":  # (the killed task's Python worker, outside the group, may still commit)
-            assert 0 < partial < N  # the kill left the batch partly committed
-        elif mode == "inside":
-            assert partial < N  # tasks before the killed one may have committed their ranges
-        else:
-            assert partial == 0  # a whole-batch commit: nothing of the batch
-        second = _spawn("driver", *args, stderr_path=stderr)
-        try:
-            done = _wait_for(_lines(second), "DONE", 150)
-        finally:
-            second.kill()
-            second.wait(30)
-    except AssertionError as exc:
-        with open(stderr, errors="replace") as f:
-            raise AssertionError(f"{exc}\nchildren's stderr (tail):\n{f.read()[-3000:]}") from None
-    assert done == f"DONE {N} {N * (N + 1) // 2}"
-    with open_store(url, app) as store:
-        assert store.get_values("numbers") == {"count": N, "sum": N * (N + 1) // 2}
+    kill_then_replay((kafka.bootstrap, numbers_topic, url, app, str(N), mode, marker), url, app, N, mode, marker,
+                     str(tmp_path / "children.err"))

@@ -11,22 +11,11 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, TopicAndPartition
-from dstream_exactly_once.cli import main
 from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
 from ..helpers import eventually
-
-
-def cli(capsys, *argv):
-    """Run ``dstream-eo argv`` in-process; returns (exit status, stdout, stderr)."""
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+from ..helpers import run_cli as cli
 
 
 def _stream(sc, kafka, topic, url, app, progress_path=None):

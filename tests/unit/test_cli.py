@@ -17,6 +17,8 @@ import pytest
 
 from dstream_exactly_once import __version__
 
+from ..helpers import run_cli as cli
+
 ROOT = str(Path(__file__).resolve().parents[2])
 NO_SPARK = "import sys; sys.modules['pyspark'] = None; "
 CONSOLE = NO_SPARK + "sys.argv[0] = 'dstream-eo'; from dstream_exactly_once.cli import main; sys.exit(main())"
@@ -121,19 +123,6 @@ def test_spark_names_fail_clearly_without_pyspark():
 
 # ---------------------------------------------------------------- operator commands on a real SQLite store
 # In-process runs of ``dstream-eo`` (no broker: the Kafka cases are in tests/integration/test_operators_cli.py).
-
-def cli(capsys, *argv: str):
-    """``dstream-eo argv`` in-process: ``(exit status, stdout, stderr)``."""
-    from dstream_exactly_once.cli import main
-
-    capsys.readouterr()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def snapshot(db: Path) -> dict:
     """The bytes of a SQLite store: its file and write-ahead log (an empty log, which a read-only
