@@ -36,7 +36,8 @@ def test_both_halves_run_and_either_failure_fails(tmp_path, rest_rc, slow_rc, wa
     assert out.returncode == want, out.stdout + out.stderr
     calls = sorted((tmp_path / "calls").read_text().splitlines())
     assert len(calls) == 2
-    assert calls[0].startswith("-m not slow --basetemp=") and calls[1].startswith("-m slow --basetemp=")
+    assert calls[0].startswith("-m not slow --durations=25 --basetemp=")
+    assert calls[1].startswith("-m slow --durations=25 --basetemp=")
     temps = {c.split("--basetemp=")[1] for c in calls}
     assert len(temps) == 2 and all(t.startswith(str(tmp_path)) for t in temps)
     assert "slow half output" in out.stdout  # the slow half's log is shown
