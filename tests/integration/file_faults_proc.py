@@ -1,9 +1,11 @@
 """Child processes of the file-source SIGKILL test (``python -m tests.integration.file_faults_proc …``).
 
-- ``writer DIR N PAUSE ROTATE_EVERY``: appends the numbers 1..N (one per line) to ``DIR/service.log`` in
-  chunks, rotating every ``ROTATE_EVERY`` numbers alternately by rename (``service.log`` ->
-  ``service.log.<k>``, a new ``service.log``) and by copytruncate (copy to ``service.log.<k>``, truncate
-  in place); prints ``WRITTEN`` at the end.
+- ``writer DIR N PAUSE ROTATE_EVERY [RELEASE]``: appends the numbers 1..N (one per line) to
+  ``DIR/service.log`` in chunks, rotating every ``ROTATE_EVERY`` numbers alternately by rename
+  (``service.log`` -> ``service.log.<k>``, a new ``service.log``) and by copytruncate (copy to
+  ``service.log.<k>``, truncate in place); prints ``WRITTEN`` at the end. With ``RELEASE`` (a file
+  holding a number, written by the test), a chunk is written only once its last number is at most
+  that number: the test hands out the lines step by step.
 - ``driver GLOB STORE APP N``: one driver of ``createExactlyOnceFileStream`` + ``commit_each_batch``
   (sum and count of the numbers); prints ``STARTED`` once streaming, ``DONE <count> <sum>`` when the
   store holds ``N`` numbers (exit 0), ``OVERCOUNT …`` (exit 2) if it ever holds more.
@@ -15,15 +17,29 @@ import os
 import shutil
 import sys
 import time
+from typing import Optional
 
 from .store_sum import await_count
 
 
-def write(directory: str, n: int, pause: float, rotate_every: int, chunk: int = 50) -> None:
+def _released(release: Optional[str]) -> float:
+    if release is None:
+        return float("inf")
+    try:
+        with open(release) as f:
+            return int(f.read().strip() or 0)
+    except (FileNotFoundError, ValueError):  # not written yet, or being replaced
+        return 0
+
+
+def write(directory: str, n: int, pause: float, rotate_every: int, chunk: int = 50,
+          release: Optional[str] = None) -> None:
     live = os.path.join(directory, "service.log")
     k = 0
     for start in range(1, n + 1, chunk):
         end = min(start + chunk, n + 1)
+        while _released(release) < end - 1:
+            time.sleep(0.05)
         with open(live, "a", encoding="utf-8") as f:
             f.write("".join(f"{i}\n" for i in range(start, end)))
         written = end - 1
@@ -62,6 +78,6 @@ def drive(pattern: str, store: str, app: str, n: int) -> int:
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "writer":
-        write(rest[0], int(rest[1]), float(rest[2]), int(rest[3]))
+        write(rest[0], int(rest[1]), float(rest[2]), int(rest[3]), release=rest[4] if len(rest) > 4 else None)
     else:
         sys.exit(drive(rest[0], rest[1], rest[2], int(rest[3])))

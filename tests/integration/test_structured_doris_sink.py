@@ -1,5 +1,6 @@
 """A real Spark query into the deo-doris sink and the Doris protocol double; the driver SIGKILLed at each
-point of the two-phase protocol and restarted from its checkpoint: no label committed twice, none lost."""
+point of the two-phase protocol and restarted from its checkpoint: no label committed twice, none lost.
+The store deciding the batches is SQLite at every point, and PostgreSQL and Redis at the decision."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
 from ..helpers import eventually
 from .faults import ROOT, kill_group
+from .test_file_faults import _store_url
 
 VALUES = 30  # 3 micro-batches of 10
 
@@ -61,9 +63,15 @@ def crash_after_commit(doris, store, app):
     return lambda: "VISIBLE" in states(doris).values()
 
 
-@pytest.mark.parametrize("point", [crash_after_precommit, crash_after_decision, crash_after_commit])
-def test_sigkill_at_each_protocol_point_exactly_once(point, tmp_path):
-    store, app, checkpoint = f"sqlite:///{tmp_path}/s.db", "sd-" + uuid.uuid4().hex[:8], str(tmp_path / "cp")
+# every point on SQLite; the decision point (the replay reads the store's recorded decision) also on
+# PostgreSQL and Redis
+CASES = [(crash_after_precommit, "sqlite"), (crash_after_decision, "sqlite"), (crash_after_commit, "sqlite"),
+         (crash_after_decision, "postgres"), (crash_after_decision, "redis")]
+
+
+@pytest.mark.parametrize(("point", "backend"), CASES, ids=[f"{p.__name__}-{b}" for p, b in CASES])
+def test_sigkill_at_each_protocol_point_exactly_once(point, backend, tmp_path, request):
+    store, app, checkpoint = _store_url(backend, tmp_path, request), "sd-" + uuid.uuid4().hex[:8], str(tmp_path / "cp")
     with DorisProtocolDouble(password="doris-pw") as doris:
         crashed = point(doris, store, app)
         proc = start(doris.fe_url, store, app, checkpoint)
