@@ -1,8 +1,9 @@
 """The direct file stream on real Spark keeps bounded state over a rotating log.
 
 A log rotated by rename as soon as a batch read its lines (the oldest rotated file beyond two
-deleted), 25 times, under a stream of 0.5 s batches: every line is read once, and the identities the planner still tracks at the end are the
-files present plus those retired within the last few batches — not one per rotation.
+deleted), 25 times, under a stream of 0.5 s batches: every line is read once, and the identities
+the planner still tracks at the end are the files present plus those retired within the last few
+batches — not one per rotation.
 """
 
 from __future__ import annotations

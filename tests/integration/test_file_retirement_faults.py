@@ -4,7 +4,8 @@ A log is rotated by rename (the oldest beyond two deleted) between driver runs; 
 SIGKILLs itself on its first batch whose commit drops retired positions — right after that commit, or with
 the batch in the offset log and its commit not made — and the next driver continues. On SQLite,
 PostgreSQL and Redis the stored count and sum of the numbered lines must be exact and the positions
-bounded by the files present plus the retained batches. Child process: ``retirement_faults_proc.py``; pattern: ``test_file_faults.py``.
+bounded by the files present plus the retained batches. Child process: ``retirement_faults_proc.py``;
+pattern: ``test_file_faults.py``.
 """
 
 from __future__ import annotations

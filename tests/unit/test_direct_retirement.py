@@ -34,7 +34,8 @@ def _rotate(d: str) -> None:
 
 
 def _run(d: str, retirement: bool) -> tuple:
-    planner = FilePlanner(os.path.join(d, "service.log*"), FileSourceOptions.from_mapping({"starting.offsets": "earliest"}))
+    options = FileSourceOptions.from_mapping({"starting.offsets": "earliest"})
+    planner = FilePlanner(os.path.join(d, "service.log*"), options)
     planner.start({})
     forget: Optional[RetiredPartitions] = RetiredPartitions(planner) if retirement else None
     reader = planner.reader()
