@@ -76,7 +76,8 @@ def print_slopes(result: Dict[str, Dict[str, Any]]) -> None:
     for r in result.values():
         s = r["slope_per_hour"]
         shown = "n/a" if s is None else f"{s:+,.2f} {r['unit']}"
-        verdict = "too few points" if r["flat"] is None else ("flat" if r["flat"] else "GROWS")
+        verdict = ("too few points" if r["flat"] is None else "flat" if r["flat"]
+                   else "GROWS" if s > 0 else "falls (still settling?)")
         print(f"{r['label']:<52} {shown:>16}  {r['flat_threshold_per_hour']:>11,.1f} {r['unit']:<8}  {verdict}")
 
 
