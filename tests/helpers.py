@@ -7,6 +7,7 @@ waited for.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from typing import Callable, Optional, Tuple, Type, TypeVar
@@ -57,3 +58,15 @@ def eventually(
         if time.monotonic() > deadline:
             raise fail(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def rotate_by_rename(log: str, keep: int) -> None:
+    """Rotate ``log`` as logrotate's ``create`` does: delete ``log.<keep>``, rename ``log.<i>`` to
+    ``log.<i+1>`` and ``log`` to ``log.1``, then create an empty ``log``."""
+    if os.path.exists(f"{log}.{keep}"):
+        os.remove(f"{log}.{keep}")
+    for i in range(keep - 1, 0, -1):
+        if os.path.exists(f"{log}.{i}"):
+            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
+    os.rename(log, f"{log}.1")
+    open(log, "w").close()

@@ -18,7 +18,7 @@ from pyspark.streaming import StreamingContext
 from dstream_exactly_once import FileUtils
 from dstream_exactly_once.core.retirement import DIRECT_GRACE_BATCHES
 
-from ..helpers import eventually
+from ..helpers import eventually, rotate_by_rename
 from .streams import run_until
 
 pytestmark = [pytest.mark.integration]
@@ -33,14 +33,7 @@ def _count(seen: list, lock: threading.Lock) -> int:
 
 
 def _rotate(d: str) -> None:
-    log = os.path.join(d, "service.log")
-    if os.path.exists(f"{log}.{KEEP}"):
-        os.remove(f"{log}.{KEEP}")
-    for i in range(KEEP - 1, 0, -1):
-        if os.path.exists(f"{log}.{i}"):
-            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
-    os.rename(log, f"{log}.1")
-    open(log, "w").close()
+    rotate_by_rename(os.path.join(d, "service.log"), KEEP)
 
 
 def test_direct_stream_forgets_the_identities_of_deleted_rotated_files(sc, tmp_path):

@@ -20,6 +20,7 @@ import pytest
 
 from dstream_exactly_once.stores import open_store
 
+from ..helpers import rotate_by_rename
 from .faults import ROOT
 
 pytestmark = [pytest.mark.integration]
@@ -37,14 +38,7 @@ def _run(directory: str, url: str, app: str, kill: str) -> subprocess.CompletedP
 
 
 def _rotate(d: str) -> None:
-    log = os.path.join(d, "service.log")
-    if os.path.exists(f"{log}.{KEEP}"):
-        os.remove(f"{log}.{KEEP}")
-    for i in range(KEEP - 1, 0, -1):
-        if os.path.exists(f"{log}.{i}"):
-            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
-    os.rename(log, f"{log}.1")
-    open(log, "w").close()
+    rotate_by_rename(os.path.join(d, "service.log"), KEEP)
 
 
 def _store_url(kind: str, tmp_path, request) -> str:

@@ -18,19 +18,14 @@ from dstream_exactly_once.core.retirement import DIRECT_GRACE_BATCHES, RetiredPa
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
 
+from ..helpers import rotate_by_rename
+
 KEEP = 2  # rotated files kept besides service.log
 ROTATIONS = 40
 
 
 def _rotate(d: str) -> None:
-    log = os.path.join(d, "service.log")
-    if os.path.exists(f"{log}.{KEEP}"):
-        os.remove(f"{log}.{KEEP}")
-    for i in range(KEEP - 1, 0, -1):
-        if os.path.exists(f"{log}.{i}"):
-            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
-    os.rename(log, f"{log}.1")
-    open(log, "w").close()
+    rotate_by_rename(os.path.join(d, "service.log"), KEEP)
 
 
 def _run(d: str, retirement: bool) -> tuple:
