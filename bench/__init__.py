@@ -29,6 +29,10 @@ shared machine took meanwhile.
   the core count is flagged); run first, before any service starts. ``python3 -m bench.files`` runs
   it alone.
 
+The soak run is separate (``python3 -m bench.soak --store … --minutes 30``, ``bench/soak.py``):
+a long exactly-once Kafka + rotating-file job whose memory, descriptors, threads, latency, store
+size and tracked file identities must stay flat (slopes per hour against stated thresholds).
+
 Real services only (``dstream_exactly_once.testing``): a KRaft Kafka broker, redis-server,
 PostgreSQL and a local Spark, all started here and stopped at the end; B6's files are generated
 into the run's temporary directory.

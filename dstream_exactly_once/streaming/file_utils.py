@@ -23,6 +23,7 @@ host. See ``docs/performance.md``, "The task planner".
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.streaming import StreamingContext
@@ -31,6 +32,7 @@ from ..core.committer import check_retain_batches
 from ..core.loss_totals import DataLossTotals
 from ..core.options import parse_bool
 from ..core.ranges import SourceRange
+from ..core.retirement import RetiredPartitions
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
 from ..core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
@@ -89,7 +91,10 @@ class FileDStream(RangeDStream):
     split; see :mod:`dstream_exactly_once.core.tasks`). Delivery: at-least-once for outputs across
     driver restarts (positions are not stored); see :meth:`FileUtils.createExactlyOnceFileStream`.
     Each batch is planned when Spark generates it, so Spark's Streaming tab shows its bytes and byte
-    ranges (:mod:`.input_info`).
+    ranges (:mod:`.input_info`). The identity of a file gone after being read to its end (or whose
+    unread bytes were reported lost) is forgotten a few batches later
+    (:class:`~dstream_exactly_once.core.retirement.RetiredPartitions`): a rotating log's tracked
+    identities stay bounded by the files present.
     """
 
     def __init__(self, ssc: StreamingContext, planner: Planner, tasks: Optional[TaskOptions] = None) -> None:
@@ -98,7 +103,16 @@ class FileDStream(RangeDStream):
         self._losses = new_loss_accumulator(sc)
         reader = _reporting_reader(planner.reader(), LossReporter(self._losses))
         shape = tasks if tasks is not None else TaskOptions()
-        super().__init__(ssc, lambda time: _file_rdd(sc, planner.plan(time), reader, shape), plan_on_generate=True)
+        #: forgets the identities of files gone and fully read (or reported lost): state stays bounded
+        self.retirement = RetiredPartitions(planner)
+        retirement = self.retirement
+
+        def compute(time: datetime) -> FileRDD:
+            ranges = planner.plan(time)
+            retirement.after_plan()
+            return _file_rdd(sc, ranges, reader, shape)
+
+        super().__init__(ssc, compute, plan_on_generate=True)
 
     def data_loss(self) -> DataLossTotals:
         """Bytes this stream skipped as lost since this driver started (``fail.on.data.loss=false``):

@@ -2,9 +2,10 @@
 
 A log is rotated by rename (the oldest beyond two deleted) between driver runs; every other run
 SIGKILLs itself on its first batch whose commit drops retired positions — right after that commit, or with
-the batch in the offset log and its commit not made — and the next driver continues. The stored
-count and sum of the numbered lines must be exact and the positions bounded by the files present
-plus the retained batches. Child process: ``retirement_faults_proc.py``; pattern: ``test_file_faults.py``.
+the batch in the offset log and its commit not made — and the next driver continues. On SQLite,
+PostgreSQL and Redis the stored count and sum of the numbered lines must be exact and the positions
+bounded by the files present plus the retained batches. Child process: ``retirement_faults_proc.py``;
+pattern: ``test_file_faults.py``.
 """
 
 from __future__ import annotations
@@ -36,11 +37,18 @@ def _run(directory: str, url: str, app: str, kill: str) -> subprocess.CompletedP
                           cwd=ROOT, env=env, timeout=120)
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+def _store_url(kind: str, tmp_path, request) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path}/faults.db"
+    if kind == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return str(request.getfixturevalue("redis_server").url)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
 @pytest.mark.parametrize("kill", ["after-commit", "before-commit"])
 def test_sigkill_around_a_retiring_commit_stays_exact(kind, kill, tmp_path, request):
-    url = (f"sqlite:///{tmp_path}/faults.db" if kind == "sqlite"
-           else request.getfixturevalue("redis_server").url)
+    url = _store_url(kind, tmp_path, request)
     app = f"retire-{kill}-{uuid.uuid4().hex[:6]}"
     d = tmp_path / "logs"
     d.mkdir()
