@@ -236,7 +236,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                     record_losses(committed, batch.batch_id, losses)
                 committer.progress.commit_started(batch.batch_id)
                 outcome = committer.call_store(
-                    lambda: committer.store.commit(committer.epoch, batch, committed, log_entry=log_entry), "commit")
+                    lambda: committer.store.commit(committer.epoch, committer.stored_form(batch), committed,
+                                                   log_entry=log_entry), "commit")
                 committer.committed_batch(outcome, batch, drops)
                 if outcome is CommitOutcome.APPLIED:
                     log_losses(batch, losses, "beside the batch's commit")
