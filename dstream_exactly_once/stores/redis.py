@@ -314,7 +314,7 @@ class RedisStore(TransactionalStore):
                 return self._commit(plan)
             if outcome is CommitOutcome.APPLIED and plan.whole:
                 memo.marker, memo.keys = memo.after(plan, known)
-                if memo.keys is None:
+                if memo.keys is None and plan.empty:  # batches with empty ranges: learn which keys are stored
                     memo.keys = self._keys_at(memo.marker)
             elif outcome is CommitOutcome.APPLIED:
                 memo.marker, memo.keys = None, None

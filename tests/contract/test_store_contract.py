@@ -262,6 +262,17 @@ class StoreContract:
         assert store.load_offsets() == {P0: 11, P1: 8, TopicAndPartition("t", 2): 4, TopicAndPartition("t", 3): 1,
                                         TopicAndPartition("t", 4): 2}
 
+    def test_a_reset_after_a_flat_commit_with_empty_ranges_is_seen_by_the_next_commit(
+            self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, batch(0, OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 0)), Writes())
+        store.commit(epoch, batch(1, OffsetRange("t", 0, 10, 12), OffsetRange("t", 1, 0, 0)), Writes())
+        store.reset_positions(epoch, {"t/1": 3})  # this instance's memory of the stored keys is now stale
+        with pytest.raises(OffsetConflictError, match=r"t-0.*stored offset 12"):
+            store.commit(epoch, batch(2, OffsetRange("t", 0, 10, 15), OffsetRange("t", 1, 3, 3)), Writes())
+        assert store.commit(epoch, batch(2, OffsetRange("t", 0, 12, 15), OffsetRange("t", 1, 3, 3)),
+                            Writes()) is APPLIED
+        assert store.load_offsets() == {P0: 15, P1: 3}
+
     def test_flat_commit_marker_is_no_value(self, store: TransactionalStore, epoch: int) -> None:
         store.commit(epoch, B0, Writes())
         store.commit(epoch, B1, Writes())
