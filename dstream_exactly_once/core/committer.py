@@ -102,6 +102,10 @@ class BatchCommitter(DriverOnly):
         self.failed: Optional[BaseException] = None
         #: write each new batch to the offset log before it runs (False: its commit logs it)
         self.log_ahead = True
+        #: log (and commit) each new batch in its stored form (:meth:`stored_form`): only for streams
+        #: whose outputs all commit whole batches. Per-partition outputs keep every range in the log, so a
+        #: replay gives each range the Spark partition it had (sink labels are made from partition ids).
+        self.compact_log = False
         self.purged = 0
         self.committed = 0
         self.replayed = 0
@@ -185,7 +189,7 @@ class BatchCommitter(DriverOnly):
                         self._check_epoch()
                     else:
                         planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
-                        stored = planned.stored_form(self._known)
+                        stored = planned.stored_form(self._known) if self.compact_log else planned
                         if self.log_ahead:
                             self.call_store(lambda: self.store.log_batch(self.epoch, stored), "log_batch")
                         batch = planned

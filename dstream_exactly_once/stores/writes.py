@@ -88,6 +88,8 @@ class PlannedBatch:
         position its partition holds when this batch commits, so leaving it out changes nothing that is
         stored; a partition new to the stream keeps its empty range, whose commit stores its first
         position. The log and the commit then cost what the batch's data costs, not its partition count.
+        A replay of the stored form has fewer ranges (and Spark partitions) than the batch had: only
+        for outputs that commit whole batches (``BatchCommitter.compact_log``).
         """
         kept = tuple(r for r in self.ranges if r.end > r.start or r.position_key not in known)
         return self if len(kept) == len(self.ranges) else PlannedBatch(self.batch_id, self.batch_time_ms, kept)

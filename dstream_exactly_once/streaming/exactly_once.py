@@ -171,6 +171,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 f"{', '.join(self._outputs)} and {pattern} was added (use offset_log='ahead' for several outputs)")
         self._outputs.append(pattern)
         self.committer.log_ahead = log_ahead
+        # whole-batch commits only: the offset log keeps the ranges with data (see BatchCommitter.compact_log)
+        self.committer.compact_log = all(p == "commit_each_batch" for p in self._outputs)
 
     def await_termination(self, timeout: Optional[float] = None) -> bool:
         """``ssc.awaitTermination()`` with the library's typed error: see

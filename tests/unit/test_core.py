@@ -199,6 +199,7 @@ def test_the_offset_log_keeps_ranges_with_data_and_first_positions_and_replays_e
     url = f"sqlite:///{tmp_path}/state.db"
     source = ManyPartitionsSource(6)
     first = BatchCommitter(open_store(url, "app"), source)
+    first.compact_log = True  # as commit_each_batch / foreach_batch set it
     source.data = {0}
     b0 = first.next_batch(T0)
     assert b0 is not None and len(b0.ranges) == 6  # offsetRanges() sees every partition
@@ -220,6 +221,7 @@ def test_the_offset_log_keeps_ranges_with_data_and_first_positions_and_replays_e
 
     again = ManyPartitionsSource(6)
     second = BatchCommitter(open_store(url, "app"), again)
+    second.compact_log = True
     replay = second.next_batch(T0)
     assert replay is not None and replay.batch_id == 2
     assert replay.ranges == (OffsetRange("wide", 1, 0, 10), OffsetRange("wide", 5, 0, 10))
@@ -240,3 +242,15 @@ def test_stored_form_leaves_out_only_empty_ranges_of_known_partitions():
     assert b.stored_form(set()) is b
     assert b.stored_form({"t/0", "t/1"}).ranges == (OffsetRange("t", 0, 5, 9), OffsetRange("t", 2, 0, 0))
     assert b.stored_form({"t/0", "t/1", "t/2"}) == PlannedBatch(4, 1_000, (OffsetRange("t", 0, 5, 9),))
+
+
+def test_without_compact_log_every_range_is_logged(tmp_path):
+    source = ManyPartitionsSource(3)
+    committer = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), source)
+    source.data = {1}
+    committer.next_batch(T0)
+    b1 = committer.next_batch(T0)  # per-partition outputs: a replay must keep each range's partition
+    assert b1 is None or committer.store.get_batch(b1.batch_id) == b1
+    source.data = {2}
+    b = committer.next_batch(T0)
+    assert b is not None and committer.store.get_batch(b.batch_id) == b and len(b.ranges) == 3
