@@ -28,6 +28,10 @@ shared machine took meanwhile.
   CPU-second, per-round ratios split into CPU efficiency and parallelism (a parallelism part above
   the core count is flagged); run first, before any service starts. ``python3 -m bench.files`` runs
   it alone.
+- B7 commit scale (``bench/commit_scale.py``, ``python3 -m bench.commit_scale``, run on its own):
+  the exactly-once commit with its offset log (both ``offset_log`` modes) vs the plain set-based
+  write of the same 1,000 keys, at 100 / 1,000 / 10,000 partitions, every partition with data
+  (dense) or 100 of them (sparse), interleaved, CPU time beside wall time.
 
 The soak run is separate (``python3 -m bench.soak --store … --minutes 30``, ``bench/soak.py``):
 a long exactly-once Kafka + rotating-file job whose memory, descriptors, threads, latency, store

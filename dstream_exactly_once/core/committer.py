@@ -102,6 +102,10 @@ class BatchCommitter(DriverOnly):
         self.failed: Optional[BaseException] = None
         #: write each new batch to the offset log before it runs (False: its commit logs it)
         self.log_ahead = True
+        #: log (and commit) each new batch in its stored form (:meth:`stored_form`): only for streams
+        #: whose outputs all commit whole batches. Per-partition outputs keep every range in the log, so a
+        #: replay gives each range the Spark partition it had (sink labels are made from partition ids).
+        self.compact_log = False
         self.purged = 0
         self.committed = 0
         self.replayed = 0
@@ -152,6 +156,11 @@ class BatchCommitter(DriverOnly):
         self._last_read: Dict[str, int] = {}
         self._loaded: Set[str] = set(positions)
         self._logged_at_start = state[2]
+        # position keys stored, or read by a batch planned since: their empty ranges are left out of the log
+        self._known: Set[str] = set(positions)
+        for b in pending:
+            self._known.update(r.position_key for r in b.ranges)
+        self._stored_forms: Dict[int, PlannedBatch] = {}
         return state
 
     def __repr__(self) -> str:
@@ -180,9 +189,12 @@ class BatchCommitter(DriverOnly):
                         self._check_epoch()
                     else:
                         planned = PlannedBatch(self.next_batch_id, int(time.timestamp() * 1000), tuple(ranges))
+                        stored = planned.stored_form(self._known) if self.compact_log else planned
                         if self.log_ahead:
-                            self.call_store(lambda: self.store.log_batch(self.epoch, planned), "log_batch")
+                            self.call_store(lambda: self.store.log_batch(self.epoch, stored), "log_batch")
                         batch = planned
+                        self._stored_forms[planned.batch_id] = stored
+                        self._known.update(r.position_key for r in planned.ranges)
                         self.next_batch_id += 1
                         for r in planned.ranges:
                             self._last_read[r.position_key] = planned.batch_id
@@ -221,6 +233,12 @@ class BatchCommitter(DriverOnly):
                 self.failed = exc
                 self.progress.failed(exc)
 
+    def stored_form(self, batch: PlannedBatch) -> PlannedBatch:
+        """``batch`` as its offset-log entry holds it (:meth:`PlannedBatch.stored_form`): what a whole-batch
+        commit commits. A replayed batch was read from the log in that form already."""
+        with self._lock:
+            return self._stored_forms.get(batch.batch_id, batch)
+
     def is_replay(self, batch: PlannedBatch) -> bool:
         """Whether ``batch`` was planned by an earlier driver (found uncommitted at start)."""
         return batch.batch_id in self.replay_ids
@@ -257,10 +275,14 @@ class BatchCommitter(DriverOnly):
         """Count ``batch``'s outcome, let the source forget the positions its commit ``dropped`` (when
         it applied), run the source's post-commit hook and purge old log entries."""
         self.last_committed_id = batch.batch_id
+        with self._lock:
+            for bid in [b for b in self._stored_forms if b <= batch.batch_id]:
+                del self._stored_forms[bid]
         if outcome is CommitOutcome.APPLIED:
             self.committed += 1
             if dropped:
                 with self._lock:
+                    self._known.difference_update(dropped)
                     for k in dropped:
                         self._last_read.pop(k, None)
                     self.source.forget_positions(list(dropped))

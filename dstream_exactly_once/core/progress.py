@@ -35,7 +35,9 @@ fields (all JSON; ``docs/operations.md`` has the same table):
     one entry: ``description``, ``startOffset``/``endOffset`` (Kafka: ``{topic: {partition:
     offset}}`` as Structured Streaming writes them; other sources ``{position key: position}``),
     ``latestOffset`` (the newest positions the source saw while planning, ``null`` if unknown),
-    ``numInputRows``, and ``metrics`` ``avgOffsetsBehindLatest``/``maxOffsetsBehindLatest``/
+    ``numInputRows``, ``numRanges`` (the batch's ranges with data), ``numTasks`` (the Spark tasks
+    that read them: the task planner's plan for the batch, :mod:`.tasks`; ``-1`` when not known),
+    and ``metrics`` ``avgOffsetsBehindLatest``/``maxOffsetsBehindLatest``/
     ``minOffsetsBehindLatest`` (``latestOffset - endOffset`` over the batch's partitions; numbers,
     where Structured Streaming writes strings), plus the source's event counters since this driver
     started (the file source: ``renames``, ``truncations``, ``losses``, ``unreadable`` …).
@@ -249,14 +251,15 @@ class ProgressTracker:
 
     def finished(self, batch: Any, outcome: str, *, sink: str, num_input_rows: Optional[int] = None,
                  num_output_rows: int = -1, replays_skipped: int = 0,
-                 losses: Sequence[DataLoss] = ()) -> Optional[Dict[str, Any]]:
+                 losses: Sequence[DataLoss] = (), num_tasks: int = -1) -> Optional[Dict[str, Any]]:
         """Build, record and publish the progress of ``batch`` (a committed
         :class:`~dstream_exactly_once.stores.PlannedBatch`); returns the record (``None`` if it could
         not be built: logged, the batch is committed and the stream goes on). ``losses``: the parts of
-        its ranges skipped because their data was gone (recorded beside the commit)."""
+        its ranges skipped because their data was gone (recorded beside the commit); ``num_tasks``: the
+        Spark tasks that read the batch (the task planner's plan; -1 when not known)."""
         try:
             record, listeners, path = self._record(batch, outcome, sink, num_input_rows, num_output_rows,
-                                                   replays_skipped, losses)
+                                                   replays_skipped, losses, num_tasks)
         except Exception as exc:  # noqa: BLE001 - progress output must never stop a committed stream
             self._warn_once(("record", type(exc).__name__), "could not build the progress record of batch %s "
                             "(%s: %s); the batch is committed and the stream goes on",
@@ -266,8 +269,8 @@ class ProgressTracker:
         return record
 
     def _record(self, batch: Any, outcome: str, sink: str, num_input_rows: Optional[int], num_output_rows: int,
-                replays_skipped: int, losses: Sequence[DataLoss]) -> Tuple[Dict[str, Any], List[ProgressListener],
-                                                                     Optional[str]]:
+                replays_skipped: int, losses: Sequence[DataLoss],
+                num_tasks: int = -1) -> Tuple[Dict[str, Any], List[ProgressListener], Optional[str]]:
         end = _time.monotonic()
         ranges: Sequence[SourceRange] = batch.ranges
         with self._lock:
@@ -314,6 +317,8 @@ class ProgressTracker:
                     "endOffset": offsets_json(ranges, "end"),
                     "latestOffset": _latest_json(ranges, p.latest),
                     "numInputRows": num_input_rows,
+                    "numRanges": sum(1 for r in ranges if r.end > r.start),
+                    "numTasks": num_tasks,
                     "metrics": {
                         **self._safe_source_counters(),
                         "avgOffsetsBehindLatest": round(sum(behind) / len(behind), 1) if behind else None,

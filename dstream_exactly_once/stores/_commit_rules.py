@@ -12,7 +12,7 @@ source: ranges are :class:`~dstream_exactly_once.core.ranges.SourceRange` values
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange, check_ranges
 from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
@@ -59,6 +59,8 @@ class CommitPlan(NamedTuple):
     part: str
     complete_batch: bool
     log_entry: bool = False
+    #: a whole-batch commit (every range of the batch, commit-log entry included): the flat rule applies
+    whole: bool = False
 
 
 def batch_ranges(batch: PlannedBatch) -> List[SourceRange]:
@@ -116,7 +118,7 @@ def plan_commit(epoch: object, batch: object, writes: object, ranges: Optional[S
                                  f"ranges store them; drop a position only when no range of the commit has it")
     metas = {r.position_key: meta_json(r) for r in todo + empty}
     return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(todo + empty, complete_batch),
-                      complete_batch, log_entry)
+                      complete_batch, log_entry, complete_batch and ranges is None)
 
 
 def part_name(ranges: Sequence[SourceRange], complete_batch: bool) -> str:
@@ -177,3 +179,87 @@ def decide(batch_id: int, ranges: Sequence[SourceRange], stored: Mapping[str, in
     if done and applied:
         raise mixed_error(batch_id, applied, done, ranges)
     return not done
+
+
+# ---------------------------------------------------------------- the flat rule of whole-batch commits
+#: Reserved-namespace key (SQL ``deo_values``) of the flat-commit marker; Redis keeps it in ``:flat``.
+FLAT_KEY = "flat"
+
+
+def flat_marker(epoch: int, batch_id: int) -> str:
+    """The marker a whole-batch commit leaves: the positions are exactly those of ``batch_id``'s commit
+    under ``epoch`` (``"<epoch>:<batch id>"``)."""
+    return f"{epoch}:{batch_id}"
+
+
+def parse_flat_marker(text: Any) -> Optional[Tuple[int, int]]:
+    """``(epoch, batch id)`` of a stored marker; ``None`` for none (or one this version cannot read:
+    the per-range rule then decides, which is always safe)."""
+    if isinstance(text, bytes):
+        text = text.decode("ascii", "replace")
+    if not isinstance(text, str):
+        return None
+    if text.startswith('"') and text.endswith('"'):  # SQL keeps it as a JSON string
+        text = text[1:-1]
+    epoch, _, batch_id = text.partition(":")
+    return (int(epoch), int(batch_id)) if epoch.isdigit() and batch_id.isdigit() else None
+
+
+def decide_flat(app_id: str, batch_id: int, epoch: int, marker: Optional[Tuple[int, int]]) -> bool:
+    """The flat rule of a whole-batch commit whose ``batch_id`` is not in the commit log yet: ``True`` →
+    apply without comparing positions; ``False`` → the per-range compare-and-set (:func:`decide`) decides.
+
+    The marker names the last batch committed whole under the committer's epoch, and only whole-batch
+    commits of that epoch leave one: per-partition commits, :meth:`mark_committed` and
+    :meth:`reset_positions` delete it, and an operator (skip, reset) or another driver takes a new epoch.
+    So the stored positions are exactly those that batch's commit left, and the committer of the epoch
+    planned the next batch from them: the batch right after it applies as is. Any other batch under
+    the same epoch is a gap (or a batch older than the marker whose commit-log entry is gone) and is
+    refused, naming what the store holds. Without a marker of this epoch (the first commit of a
+    driver, or positions moved outside the batch sequence) the per-range rule decides.
+    """
+    if marker is None or marker[0] != epoch:
+        return False
+    if batch_id == marker[1] + 1:
+        return True
+    raise OffsetConflictError(
+        f"app {app_id!r}: batch {batch_id} does not follow batch {marker[1]}, the last batch committed under epoch "
+        f"{epoch} (the store holds the positions that batch {marker[1]} left); batches commit in id order, one "
+        f"after the other; nothing was written")
+
+
+class FlatMemo:
+    """The position keys stored after one whole-batch commit ``(epoch, batch id)`` of this store
+    instance; ``None`` keys: not known (the commit applied flat without reading them).
+
+    It spares a flat commit the insert-if-absent of its empty ranges (the positions of partitions
+    without data, stored only for a partition that has none yet): valid only while the store's
+    marker still names that commit, which the backend checks inside the commit's transaction.
+    """
+
+    __slots__ = ("marker", "keys")
+
+    def __init__(self) -> None:
+        self.marker: Optional[Tuple[int, int]] = None
+        self.keys: Optional[FrozenSet[str]] = None
+
+    def empties_to_store(self, marker: Optional[Tuple[int, int]], empty: List[SourceRange]) -> List[SourceRange]:
+        """The empty ranges whose position may be absent (and is then stored), given the marker read in
+        the transaction: all of them unless the memo is of that very commit."""
+        if self.keys is None or marker is None or marker != self.marker:
+            return empty
+        return [r for r in empty if r.position_key not in self.keys]
+
+    def after(self, plan: CommitPlan, before: Optional[FrozenSet[str]]) -> Tuple[Tuple[int, int],
+                                                                                   Optional[FrozenSet[str]]]:
+        """The memo after ``plan`` applied whole, from the keys known before it (``None``: unknown)."""
+        keys = before
+        if before is not None:
+            added = [k for ranges in (plan.todo, plan.empty) for r in ranges if (k := r.position_key) not in before]
+            dropped = plan.writes.dropped_positions
+            if added or dropped:
+                keys = before.union(added).difference(dropped)
+        return (plan.epoch, plan.batch.batch_id), keys
+
+    def known_before(self, marker: Optional[Tuple[int, int]]) -> Optional[FrozenSet[str]]:
+        return self.keys if marker is not None and marker == self.marker else None

@@ -16,7 +16,13 @@ Commit protocol, all inside ONE backend transaction:
 2. **Commit log** — a batch id already in the commit log is an idempotent replay → nothing
    written, :attr:`CommitOutcome.REPLAYED` (for per-partition commits too: once the batch is
    committed whole, a late replay of one of its partitions must not conflict with later offsets).
-3. **Position compare-and-set**, per non-empty range: stored position absent or ``== start`` →
+3. **Flat rule** (a whole batch: ``ranges=None``, ``complete_batch=True``): the marker of the last
+   batch committed whole under this epoch decides — the next batch id applies without comparing
+   positions, any other is refused (:class:`~dstream_exactly_once.errors.OffsetConflictError`);
+   without such a marker (the first commit of an epoch, or positions moved by a per-partition
+   commit, :meth:`mark_committed` or :meth:`reset_positions`) step 3b decides
+   (:func:`._commit_rules.decide_flat`).
+3b. **Position compare-and-set**, per non-empty range: stored position absent or ``== start`` →
    apply; ``== end`` → already committed; anything else →
    :class:`~dstream_exactly_once.errors.OffsetConflictError` naming the partition and both offsets.
    All non-empty ranges already at ``end`` → REPLAYED; a mix of applied and committed ranges →

@@ -11,6 +11,8 @@ so they share one Redis Cluster hash slot and a script may touch all of them::
     {deo:<app>}:commits       zset    commit log: score batch_id, member batch_id
     {deo:<app>}:labels        set     labels applied
     {deo:<app>}:heartbeat     string  the live driver's heartbeat (JSON document; epoch-checked writes)
+    {deo:<app>}:flat          string  "<epoch>:<batch id>": the last batch committed whole under that
+                                      epoch (the flat rule of ``_commit_rules.decide_flat``)
     {deo:<app>}:vi:<ns>       hash    key -> int part of a value (HINCRBY)
     {deo:<app>}:vf:<ns>       hash    key -> float part of a value (HINCRBYFLOAT)
     {deo:<app>}:vj:<ns>       hash    key -> JSON document (non-numeric puts)
@@ -35,7 +37,7 @@ import json
 import os
 import threading
 from importlib import resources
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, TypeVar
 
 from ..core.ranges import Position, SourceRange
 from ..errors import (
@@ -79,6 +81,10 @@ def _shown(ranges: Sequence[SourceRange], limit: int = 5) -> str:
     """The first ``limit`` of ``ranges`` as ``key [start, end)`` for a message."""
     text = ", ".join(f"{r.position_key} [{r.start}, {r.end})" for r in ranges[:limit])
     return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "") if ranges else "no ranges"
+
+
+#: Reads the flat marker and the stored position keys at one instant (no write; same hash slot).
+_KEYS_AT = "return {redis.call('GET', KEYS[1]), redis.call('HKEYS', KEYS[2])}"
 
 
 class RedisStore(TransactionalStore):
@@ -132,6 +138,7 @@ class RedisStore(TransactionalStore):
         self._prefix = "{deo:" + app_id + "}:"
         self._lock = threading.RLock()
         self._client_obj: Any = None
+        self._flat = rules.FlatMemo()  # position keys known after this instance's last whole-batch commit
         self._pid = 0
 
     def _configure(self, parsed: StoreURL, db: int) -> None:
@@ -258,7 +265,7 @@ class RedisStore(TransactionalStore):
         return dict(rules.stored_position(self.app_id, k, v, metas.get(k)) for k, v in offsets.items())
 
     def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
-        self._run_script("reset", [self._key("offsets"), self._key("pmeta")],
+        self._run_script("reset", [self._key("offsets"), self._key("pmeta"), self._key("flat")],
                          {"keys": list(positions), "values": [str(v) for v in positions.values()],
                           "docs": [documents.get(k, "") for k in positions]}, epoch)
 
@@ -298,7 +305,37 @@ class RedisStore(TransactionalStore):
                                      "put_batch_rows, or a sqlite:// or postgresql:// store")
 
     def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
+        memo, expected = self._flat, (plan.epoch, plan.batch.batch_id - 1)
+        known = memo.known_before(expected) if plan.whole else None
+        try:
+            outcome = self._commit_once(plan, known)
+            if outcome is None:  # the marker moved since this instance's last commit: every empty range goes
+                memo.marker, memo.keys = None, None
+                return self._commit(plan)
+            if outcome is CommitOutcome.APPLIED and plan.whole:
+                memo.marker, memo.keys = memo.after(plan, known)
+                if memo.keys is None and plan.empty:  # batches with empty ranges: learn which keys are stored
+                    memo.keys = self._keys_at(memo.marker)
+            elif outcome is CommitOutcome.APPLIED:
+                memo.marker, memo.keys = None, None
+            return outcome
+        except BaseException:
+            memo.marker, memo.keys = None, None
+            raise
+
+    def _keys_at(self, marker: Tuple[int, int]) -> Optional[FrozenSet[str]]:
+        """The stored position keys, if the marker still names ``marker`` (both read by one script)."""
+        flat, keys = self._call(lambda c: c.eval(_KEYS_AT, 2, self._key("flat"), self._key("offsets")))
+        if rules.parse_flat_marker(flat) != marker:
+            return None
+        return frozenset(k.decode() if isinstance(k, bytes) else str(k) for k in keys)
+
+    def _commit_once(self, plan: rules.CommitPlan, known: Optional[FrozenSet[str]]) -> Optional[CommitOutcome]:
+        """One run of the commit script; ``known``: the position keys stored after the batch before, if
+        this instance knows them (the empty ranges of those keys are left out of the payload). ``None``:
+        the store's marker is not the one ``known`` is of; nothing was written."""
         batch, writes, todo = plan.batch, plan.writes, plan.todo
+        empty = plan.empty if known is None else [r for r in plan.empty if r.position_key not in known]
         groups, largest = self._value_groups(writes)
         namespaces = list(dict.fromkeys([ns for ns, _ in groups] + list(writes.batch_rows)))
         index = {ns: i for i, ns in enumerate(namespaces)}
@@ -307,12 +344,14 @@ class RedisStore(TransactionalStore):
         for ns in namespaces:
             keys += [self._key("vi", ns), self._key("vf", ns), self._key("vj", ns), self._key("rows", ns),
                      self._key("vb", ns)]
+        keys.append(self._key("flat"))  # the flat marker: last, wherever the namespaces end
         metas = plan.metas
         payload = {
-            "batch": str(batch.batch_id), "complete": plan.complete_batch,
+            "batch": str(batch.batch_id), "complete": plan.complete_batch, "whole": plan.whole,
+            "prev": str(batch.batch_id - 1),
             "ranges": [[r.position_key for r in todo], [str(r.start) for r in todo], [str(r.end) for r in todo],
                        [metas[r.position_key] or "" for r in todo]],
-            "empty": [[r.position_key, str(r.end), metas[r.position_key] or ""] for r in plan.empty],
+            "empty": [[r.position_key, str(r.end), metas[r.position_key] or ""] for r in empty],
             "groups": [[index[ns], kind, keys_, texts] + ([largest[ns]] if kind == "ai" else [])
                        for (ns, kind), (keys_, texts) in groups.items()],
             "rows": [[index[ns], f"{batch.batch_id}/{plan.part}", "[" + ",".join(rows) + "]"]
@@ -322,6 +361,8 @@ class RedisStore(TransactionalStore):
         }
         if plan.log_entry:
             payload["entry"] = batch.to_json()
+        if known is not None:
+            payload["known"] = rules.flat_marker(plan.epoch, batch.batch_id - 1)
         status = self._run_script("commit", keys, payload, plan.epoch,
                                   f"commit of batch {batch.batch_id} ({_shown(todo)})")
         if status[0] == "replayed":
@@ -330,7 +371,11 @@ class RedisStore(TransactionalStore):
             existing = PlannedBatch.from_json(status[1])
             if existing != batch:
                 raise rules.logged_conflict_error(batch, existing)
-            return self._commit(plan._replace(log_entry=False))  # the same entry, encoded by another version
+            return self._commit_once(plan._replace(log_entry=False), known)  # the same entry, encoded otherwise
+        if status[0] == "stale":
+            return None
+        if status[0] == "gap":
+            rules.decide_flat(self.app_id, batch.batch_id, plan.epoch, (plan.epoch, int(status[1])))
         if status[0] == "conflict":
             r = next(r for r in todo if r.position_key == status[1])
             raise rules.conflict_error(batch.batch_id, r, status[2])
@@ -375,7 +420,8 @@ class RedisStore(TransactionalStore):
                         drop: Sequence[str] = ()) -> CommitOutcome:
         payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo],
                    "drop": list(drop)}
-        status = self._run_script("mark", [self._key("commits"), self._key("offsets"), self._key("pmeta")], payload,
+        status = self._run_script("mark", [self._key("commits"), self._key("offsets"), self._key("pmeta"),
+                                           self._key("flat")], payload,
                                   epoch, f"commit-log entry of batch {batch.batch_id} ({_shown(todo)})")
         if status[0] == "uncommitted":
             r = next(r for r in todo if r.position_key == status[1])

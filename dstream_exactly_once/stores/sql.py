@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from ..core.ranges import Position, SourceRange
 from ..errors import DStreamExactlyOnceError, StoreError
 from . import _commit_rules as rules
+from . import _sql_flat as flat
 from . import _value_codec as codec
 from ._sql_operators import SQLOperatorMixin
 from ._sql_schema import ABSENT, ensure_layout, read_layout
@@ -42,7 +43,7 @@ from ._sql_statements import (
     Cursor,
 )
 from ._sql_text import parse_sql, render
-from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .url import redact_url
 
 __all__ = ["SQLStore"]
@@ -84,6 +85,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         self._writable = False
         self._layout: Optional[int] = None  # SCHEMA_VERSION once seen or made on this connection
         self._ready = False  # this connection created/checked the layout and this app's meta row
+        self._flat = rules.FlatMemo()  # position keys known after this instance's last whole-batch commit
 
     # ---------------------------------------------------------------- dialect hooks
     @abstractmethod
@@ -241,6 +243,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
             self._write_positions(cur, SET_POSITION, [(key, pos, documents.get(key)) for key, pos in positions.items()])
+            flat.clear_marker(self, cur)  # positions moved outside the whole-batch sequence
 
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
         with self._transaction() as cur:
@@ -301,29 +304,53 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         batch, writes = plan.batch, plan.writes
         sets, adds, counters = self._value_rows(writes)  # raises on bad values before the transaction
         statements = [(render(parse_sql(sql), self.placeholder), params) for sql, params in writes.statements]
-        with self._transaction() as cur:
-            committed, stored = self._commit_state(cur, plan.epoch, batch.batch_id)
-            if committed or not rules.decide(batch.batch_id, plan.todo, stored):
-                return CommitOutcome.REPLAYED
-            if statements:  # first: a statement that ended the transaction finds nothing of the commit's in it
-                self._run_user_statements(cur, batch, statements)
-            self._write_values(cur, sets, adds, counters)
-            for ns, rows in writes.batch_rows.items():
-                cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
-                        (self.app_id, ns, batch.batch_id, plan.part))
-                self._bulk(cur, BATCH_ROWS, [(self.app_id, ns, batch.batch_id, plan.part, i, row)
-                                              for i, row in enumerate(rows)])
-            self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
-            self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
-            self._write_positions(cur, INIT_POSITION, self._position_rows(plan, plan.empty))
-            for key in writes.dropped_positions:
-                cur.run("DELETE FROM deo_positions WHERE app = ? AND pkey = ?", (self.app_id, key))
-            if plan.log_entry:
-                self._write_log_entry(cur, batch)
-            if plan.complete_batch:
-                cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
-                        (self.app_id, batch.batch_id, plan.epoch))
+        memo: Any = None
+        try:
+            with self._transaction() as cur:
+                committed, marker = flat.commit_state(self, cur, plan.epoch, batch.batch_id)
+                if committed:
+                    return CommitOutcome.REPLAYED
+                empty, known = plan.empty, self._flat.known_before(marker)
+                if plan.whole and rules.decide_flat(self.app_id, batch.batch_id, plan.epoch, marker):
+                    empty = self._flat.empties_to_store(marker, empty)
+                else:
+                    stored = flat.stored_positions(self, cur)
+                    if not rules.decide(batch.batch_id, plan.todo, stored):
+                        return CommitOutcome.REPLAYED
+                    known = frozenset(stored)
+                self._apply(cur, plan, statements, sets, adds, counters, empty)
+                if plan.whole:
+                    flat.write_marker(self, cur, plan.epoch, batch.batch_id)
+                    memo = self._flat.after(plan, known)
+                elif marker is not None:
+                    flat.clear_marker(self, cur)
+        finally:  # the memo holds only what a finished transaction left
+            self._flat.marker, self._flat.keys = memo if memo is not None else (None, None)
         return CommitOutcome.APPLIED
+
+    def _apply(self, cur: Cursor, plan: rules.CommitPlan, statements: List[Tuple[str, Tuple[Any, ...]]],
+               sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]], counters: List[Counters],
+               empty: Sequence[SourceRange]) -> None:
+        """The writes of an applied commit (``empty``: the empty ranges whose position may be absent)."""
+        batch, writes = plan.batch, plan.writes
+        if statements:  # first: a statement that ended the transaction finds nothing of the commit's in it
+            self._run_user_statements(cur, batch, statements)
+        self._write_values(cur, sets, adds, counters)
+        for ns, rows in writes.batch_rows.items():
+            cur.run("DELETE FROM deo_batch_rows WHERE app = ? AND ns = ? AND batch_id = ? AND part = ?",
+                    (self.app_id, ns, batch.batch_id, plan.part))
+            self._bulk(cur, BATCH_ROWS, [(self.app_id, ns, batch.batch_id, plan.part, i, row)
+                                          for i, row in enumerate(rows)])
+        self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
+        self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
+        self._write_positions(cur, INIT_POSITION, self._position_rows(plan, empty))
+        for key in writes.dropped_positions:
+            cur.run("DELETE FROM deo_positions WHERE app = ? AND pkey = ?", (self.app_id, key))
+        if plan.log_entry:
+            self._write_log_entry(cur, batch)
+        if plan.complete_batch:
+            cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
+                    (self.app_id, batch.batch_id, plan.epoch))
 
     def _run_user_statements(self, cur: Cursor, batch: PlannedBatch,
                              statements: List[Tuple[str, Tuple[Any, ...]]]) -> None:
@@ -362,33 +389,6 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         return (f"Batch {batch.batch_id} (ranges {ranges}) is not committed and fails again on every replay until "
                 f"the SQL is fixed; to go on without this batch's output: dstream-eo batches skip --store "
                 f"{redact_url(self.url)} --app {self.app_id} --batch {batch.batch_id}")
-
-    def _commit_state(self, cur: Cursor, epoch: int, batch_id: int) -> Tuple[bool, Dict[str, int]]:
-        """In a commit's transaction: the epoch check (locking the app's meta row), whether
-        ``batch_id`` is in the commit log, and the stored positions — one statement on SQLite, two on
-        PostgreSQL (see below), three without JSON functions."""
-        if not self.json_pairs:  # an SQLite built without JSON functions: three statements
-            self._check_epoch(cur, epoch)
-            return self._is_committed(cur, batch_id), self._stored_positions(cur)
-        if self.lock_meta_sql:
-            # A row lock (PostgreSQL) is taken by a statement of its own, and the state is read by the
-            # next one: a statement that waited for the lock still reads with the snapshot it started
-            # with (READ COMMITTED), so reading in the locking statement would miss the commit of the
-            # transaction it waited for, and apply a range twice (tests/integration/test_store_concurrency.py).
-            self._check_epoch(cur, epoch)
-            row = cur.one("SELECT 0, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = ? AND c.batch_id = ?), "
-                          f"(SELECT {self.positions_agg} FROM deo_positions p WHERE p.app = ?)",
-                          (self.app_id, batch_id, self.app_id))
-        else:  # SQLite: BEGIN IMMEDIATE already holds the write lock; one statement reads it all
-            row = cur.one("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND "
-                          f"c.batch_id = ?), (SELECT {self.positions_agg} FROM deo_positions p WHERE p.app = m.app) "
-                          "FROM deo_meta m WHERE m.app = ?", (batch_id, self.app_id))
-            rules.check_epoch(self.app_id, int(row[0]) if row else 0, epoch)
-        assert row is not None
-        stored = row[2]
-        if isinstance(stored, (str, bytes)):
-            stored = json.loads(stored)
-        return bool(row[1]), {str(k): int(o) for k, o in (stored or {}).items()}
 
     @staticmethod
     def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
@@ -493,6 +493,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                     raise rules.uncommitted_error(batch.batch_id, r, stored.get(r.position_key))
             for key in drop:
                 cur.run("DELETE FROM deo_positions WHERE app = ? AND pkey = ?", (self.app_id, key))
+            flat.clear_marker(self, cur)  # positions moved outside the whole-batch sequence
             cur.run("INSERT INTO deo_commits (app, batch_id, epoch) VALUES (?, ?, ?)",
                     (self.app_id, batch.batch_id, epoch))
         return CommitOutcome.APPLIED
@@ -509,7 +510,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         with self._read() as (cur, _):
             rows = cur.all("SELECT k, inum, fnum, doc FROM deo_values WHERE app = ? AND ns = ? ORDER BY k",
                            (self.app_id, namespace)) if cur else []
-        return {k: codec.decode_value(i, f, d) for k, i, f, d in rows}
+        return {k: codec.decode_value(i, f, d) for k, i, f, d in rows
+                if not (namespace == RESERVED_NAMESPACE and k == rules.FLAT_KEY)}  # the commit marker is no value
 
     def get_batch_rows(self, namespace: str) -> Dict[int, List[Any]]:
         with self._read() as (cur, _):

@@ -10,7 +10,7 @@ import enum
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .._checks import is_int, is_number
 from ..core.ranges import SourceRange, check_ranges, decode_range, encode_range
@@ -80,6 +80,19 @@ class PlannedBatch:
         ranges = tuple(check_ranges(self.ranges, f"the ranges of batch {self.batch_id}"))
         if not isinstance(self.ranges, tuple):
             object.__setattr__(self, "ranges", ranges)
+
+    def stored_form(self, known: AbstractSet[str]) -> PlannedBatch:
+        """The batch as the offset log keeps it and a whole-batch commit commits it: the ranges with data,
+        and the empty ranges of the partitions not in ``known`` (the position keys stored, or read by a
+        batch planned before this one). An empty range of a known partition starts and ends at the
+        position its partition holds when this batch commits, so leaving it out changes nothing that is
+        stored; a partition new to the stream keeps its empty range, whose commit stores its first
+        position. The log and the commit then cost what the batch's data costs, not its partition count.
+        A replay of the stored form has fewer ranges (and Spark partitions) than the batch had: only
+        for outputs that commit whole batches (``BatchCommitter.compact_log``).
+        """
+        kept = tuple(r for r in self.ranges if r.end > r.start or r.position_key not in known)
+        return self if len(kept) == len(self.ranges) else PlannedBatch(self.batch_id, self.batch_time_ms, kept)
 
     def to_json(self) -> str:
         """The whole entry as JSON (Redis offset log); :meth:`from_json` reads it back."""

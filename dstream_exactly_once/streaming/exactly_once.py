@@ -171,6 +171,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 f"{', '.join(self._outputs)} and {pattern} was added (use offset_log='ahead' for several outputs)")
         self._outputs.append(pattern)
         self.committer.log_ahead = log_ahead
+        # whole-batch commits only: the offset log keeps the ranges with data (see BatchCommitter.compact_log)
+        self.committer.compact_log = all(p == "commit_each_batch" for p in self._outputs)
 
     def await_termination(self, timeout: Optional[float] = None) -> bool:
         """``ssc.awaitTermination()`` with the library's typed error: see
@@ -236,13 +238,15 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                     record_losses(committed, batch.batch_id, losses)
                 committer.progress.commit_started(batch.batch_id)
                 outcome = committer.call_store(
-                    lambda: committer.store.commit(committer.epoch, batch, committed, log_entry=log_entry), "commit")
+                    lambda: committer.store.commit(committer.epoch, committer.stored_form(batch), committed,
+                                                   log_entry=log_entry), "commit")
                 committer.committed_batch(outcome, batch, drops)
                 if outcome is CommitOutcome.APPLIED:
                     log_losses(batch, losses, "beside the batch's commit")
                 committer.progress.finished(batch, outcome.value, sink="commit_each_batch",
                                             num_output_rows=writes_size(writes),
-                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED), losses=losses)
+                                            replays_skipped=int(outcome is CommitOutcome.REPLAYED), losses=losses,
+                                            num_tasks=_num_tasks(rdd))
             except BaseException as exc:
                 committer.fail(exc)
                 raise
@@ -399,6 +403,15 @@ def _with_loss_records(records: Iterable[Any], r: SourceRange, batch_id: int, wr
         record_losses(writes, batch_id, losses)
 
 
+def _num_tasks(rdd: Any) -> int:
+    """The Spark tasks reading the batch: the task planner's plan of a range RDD (-1 when not known)."""
+    try:
+        tasks = getattr(rdd, "tasks", None)
+        return len(tasks) if isinstance(tasks, list) else int(rdd.getNumPartitions())
+    except Exception:  # noqa: BLE001 - progress output must never stop a committed stream
+        return -1
+
+
 def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: RangeRDD,
                        per_partition: Callable[[int, Iterable[Any]], Iterable[Any]],
                        before: Optional[Callable[[], Any]] = None, sink: str = "partitions") -> None:
@@ -423,7 +436,7 @@ def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: Rang
         if outcome is CommitOutcome.APPLIED:
             log_losses(batch, losses, "beside each range's commit")
         committer.progress.finished(batch, outcome.value, sink=sink, num_input_rows=rows_in, num_output_rows=rows_out,
-                                    replays_skipped=replayed, losses=losses)
+                                    replays_skipped=replayed, losses=losses, num_tasks=_num_tasks(rdd))
     except Exception as exc:  # noqa: BLE001 - a Spark job failure arrives as Py4JJavaError
         err: BaseException
         lost = loss_failure(exc, batch, committer.store)

@@ -162,8 +162,9 @@ class StoreContract(ContractFixtures):
         store.commit(epoch, B0, full_writes())
         before = snapshot(store)
         stale = batch(1, OffsetRange("t", 0, 4, 12), OffsetRange("t", 1, 5, 9))
+        restarted = store.start_epoch()  # the first commit of an epoch compares every range
         with pytest.raises(OffsetConflictError) as info:
-            store.commit(epoch, stale, full_writes("b"))
+            store.commit(restarted, stale, full_writes("b"))
         message = str(info.value)
         assert "t-0" in message and "10" in message and "4" in message and "12" in message
         assert snapshot(store) == before
@@ -175,6 +176,94 @@ class StoreContract(ContractFixtures):
         with pytest.raises(OffsetConflictError, match=r"t/0.*t/1|t/1.*t/0"):
             store.commit(epoch, B0, full_writes("b", 5))
         assert snapshot(store) == before
+
+    # ---------------------------------------------------------------- the flat rule of whole-batch commits
+    def test_flat_rule_applies_the_next_batch_of_the_epoch_without_comparing_positions(
+            self, store: TransactionalStore, epoch: int) -> None:
+        assert store.commit(epoch, B0, Writes().incr("counts", "n")) is APPLIED  # per range: first of the epoch
+        # the next batch of the epoch is applied on the batch sequence alone: the committer of the epoch
+        # planned it from the positions batch 0 left (this one does not start there, and still applies)
+        odd = batch(1, OffsetRange("t", 0, 12, 20), OffsetRange("t", 1, 5, 5))
+        assert store.commit(epoch, odd, Writes().incr("counts", "n")) is APPLIED
+        assert store.load_offsets() == {P0: 20, P1: 5}
+        assert store.commit(epoch, odd, Writes().incr("counts", "n")) is REPLAYED  # the commit log decides
+        assert store.get_value("counts", "n") == 2 and store.last_committed_batch_id() == 1
+
+    def test_flat_rule_refuses_a_gap_and_an_older_batch(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "n"))
+        store.commit(epoch, B1, Writes().incr("counts", "n"))
+        before = snapshot(store)
+        gap = batch(3, OffsetRange("t", 0, 15, 20))
+        with pytest.raises(OffsetConflictError, match=rf"batch 3 does not follow batch 1.*epoch {epoch}.*nothing "
+                                                      r"was written"):
+            store.commit(epoch, gap, Writes().incr("counts", "n"))
+        store.purge_logs(epoch, 1)  # batch 0 leaves the commit log: a replay of it is an older batch, refused
+        with pytest.raises(OffsetConflictError, match=r"batch 0 does not follow batch 1"):
+            store.commit(epoch, B0, Writes().incr("counts", "n"))
+        assert snapshot(store) == before and not store.is_committed(3)
+
+    def test_first_commit_of_an_epoch_compares_every_range(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "n"))
+        later = store.start_epoch()
+        before = snapshot(store)
+        with pytest.raises(OffsetConflictError, match=r"t-0.*stored offset 10"):
+            store.commit(later, batch(1, OffsetRange("t", 0, 12, 20)), Writes().incr("counts", "n"))
+        assert snapshot(store) == before
+        assert store.commit(later, B1, Writes().incr("counts", "n")) is APPLIED
+        assert store.load_offsets() == {P0: 15, P1: 5}
+
+    def test_positions_moved_outside_the_batch_sequence_bring_back_the_per_range_rule(
+            self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes().incr("counts", "n"))
+        # an operator reset (same epoch here, to show the reset alone is enough): the next commit compares
+        store.reset_positions(epoch, {"t/0": 3})
+        with pytest.raises(OffsetConflictError, match=r"t-0.*stored offset 3"):
+            store.commit(epoch, B1, Writes().incr("counts", "n"))
+        assert store.commit(epoch, batch(1, OffsetRange("t", 0, 3, 15), OffsetRange("t", 1, 5, 5)),
+                            Writes().incr("counts", "n")) is APPLIED
+        # a per-partition commit of the next batch: its whole-batch commit finds one range done, one not
+        b2 = batch(2, OffsetRange("t", 0, 15, 18), OffsetRange("t", 1, 5, 7))
+        store.commit(epoch, b2, Writes().incr("counts", "n"), ranges=[b2.ranges[0]], complete_batch=False)
+        with pytest.raises(OffsetConflictError, match=r"already at the range untilOffset"):
+            store.commit(epoch, b2, Writes().incr("counts", "n"))
+        store.commit(epoch, b2, Writes().incr("counts", "n"), ranges=[b2.ranges[1]], complete_batch=False)
+        assert store.mark_committed(epoch, b2) is APPLIED
+        # after mark_committed the next whole batch compares too
+        with pytest.raises(OffsetConflictError, match=r"t-1.*stored offset 7"):
+            store.commit(epoch, batch(3, OffsetRange("t", 1, 6, 9)), Writes().incr("counts", "n"))
+        assert store.get_value("counts", "n") == 4 and store.load_offsets() == {P0: 18, P1: 7}
+
+    def test_flat_commits_keep_empty_ranges_exact(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, batch(0, OffsetRange("t", 0, 0, 5)), Writes())
+        # flat commits: a partition new in the batch gets its empty range's position, a known one keeps its own
+        store.commit(epoch, batch(1, OffsetRange("t", 0, 5, 5), OffsetRange("t", 1, 7, 7)), Writes())
+        store.commit(epoch, batch(2, OffsetRange("t", 0, 5, 9), OffsetRange("t", 1, 7, 7),
+                                  OffsetRange("t", 2, 4, 4)), Writes())
+        store.commit(epoch, batch(3, OffsetRange("t", 0, 9, 9), OffsetRange("t", 1, 7, 8),
+                                  OffsetRange("t", 2, 4, 4)), Writes())
+        assert store.load_offsets() == {P0: 9, P1: 8, TopicAndPartition("t", 2): 4}
+        # another instance (no memory of the earlier commits) commits flat as well
+        with open_store(store.url, store.app_id) as other:
+            other.commit(epoch, batch(4, OffsetRange("t", 3, 1, 1), OffsetRange("t", 0, 9, 11)), Writes())
+        store.commit(epoch, batch(5, OffsetRange("t", 3, 1, 1), OffsetRange("t", 4, 2, 2)), Writes())
+        assert store.load_offsets() == {P0: 11, P1: 8, TopicAndPartition("t", 2): 4, TopicAndPartition("t", 3): 1,
+                                        TopicAndPartition("t", 4): 2}
+
+    def test_a_reset_after_a_flat_commit_with_empty_ranges_is_seen_by_the_next_commit(
+            self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, batch(0, OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 0, 0)), Writes())
+        store.commit(epoch, batch(1, OffsetRange("t", 0, 10, 12), OffsetRange("t", 1, 0, 0)), Writes())
+        store.reset_positions(epoch, {"t/1": 3})  # this instance's memory of the stored keys is now stale
+        with pytest.raises(OffsetConflictError, match=r"t-0.*stored offset 12"):
+            store.commit(epoch, batch(2, OffsetRange("t", 0, 10, 15), OffsetRange("t", 1, 3, 3)), Writes())
+        assert store.commit(epoch, batch(2, OffsetRange("t", 0, 12, 15), OffsetRange("t", 1, 3, 3)),
+                            Writes()) is APPLIED
+        assert store.load_offsets() == {P0: 15, P1: 3}
+
+    def test_flat_commit_marker_is_no_value(self, store: TransactionalStore, epoch: int) -> None:
+        store.commit(epoch, B0, Writes())
+        store.commit(epoch, B1, Writes())
+        assert store.get_values(RESERVED_NAMESPACE) == {}
 
     def test_absent_offset_is_applied_from_any_start(self, store: TransactionalStore, epoch: int) -> None:
         b = batch(0, OffsetRange("t", 0, 42, 50))
@@ -575,8 +664,9 @@ class SQLContract:
 
     def test_user_sql_commits_with_offsets_and_not_on_replay(self, store: TransactionalStore, epoch: int) -> None:
         table = "user_" + store.app_id.replace("-", "_")
-        store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)),
-                     Writes().execute(f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, n INTEGER)"))
+        store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)),  # a setup commit outside the batch sequence
+                     Writes().execute(f"CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, n INTEGER)"),
+                     complete_batch=False)
         store.log_batch(epoch, B0)
         w = Writes().execute(f"INSERT INTO {table} (k, n) VALUES (?, ?)", ("a", 7))
         assert store.commit(epoch, B0, w) is APPLIED
@@ -605,6 +695,7 @@ class SQLContract:
         assert store.get_values("other") == {"c": 4}
         assert store.load_offsets() == {P0: 15, P1: 5}
         assert store.commit(epoch, B1, Writes().incr("counts", "a")) is REPLAYED
+        epoch = store.start_epoch()  # the first commit of an epoch compares every range
         with pytest.raises(OffsetConflictError):
             store.commit(epoch, batch(2, OffsetRange("t", 0, 16, 17)), Writes().incr("counts", "a"))
         before = snapshot(store)
@@ -654,7 +745,8 @@ class SQLContract:
             self, store: TransactionalStore, epoch: int) -> None:
         table = "lit_" + store.app_id.replace("-", "_").replace(".", "_").replace(":", "_")
         store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)), Writes().execute(
-            f'CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, "odd?%col" TEXT, n INTEGER)'))
+            f'CREATE TABLE IF NOT EXISTS {table} (k TEXT PRIMARY KEY, "odd?%col" TEXT, n INTEGER)'),
+            complete_batch=False)  # a setup commit outside the batch sequence
         w = (Writes()
              .execute(f"INSERT INTO {table} (k, \"odd?%col\", n) VALUES ('a%', 'what? 100%', ?)", (1,))
              .execute(f"INSERT INTO {table} (k, n) VALUES (?, ?) -- a comment with ? and %", ("ab?", 2))
@@ -745,7 +837,8 @@ class TestPostgresStore(SQLContract, StoreContract):
     def test_jsonb_operators_work_in_user_sql(self, store: TransactionalStore, epoch: int) -> None:
         table = "js_" + store.app_id.replace("-", "_").replace(".", "_").replace(":", "_")
         store.commit(epoch, batch(9, OffsetRange("u", 0, 0, 0)), Writes().execute(
-            f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, doc JSONB, hits TEXT DEFAULT '')"))
+            f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, doc JSONB, hits TEXT DEFAULT '')"),
+            complete_batch=False)  # a setup commit outside the batch sequence
         w = (Writes()
              .execute(f"INSERT INTO {table} (id, doc) VALUES (1, ?::jsonb), (2, ?::jsonb)",
                       ('{"a": 1, "b": "x%"}', '{"c": 2}'))
@@ -830,7 +923,7 @@ class TestRedisStore(StoreContract):
         client = raw_redis_client(store_url, decode_responses=True)
         keys = set(client.scan_iter(match="{deo:" + store.app_id + "}:*"))
         prefix = "{deo:" + store.app_id + "}:"
-        assert {prefix + k for k in ("schema", "epoch", "offsets", "batches", "commits", "labels", "vi:counts",
+        assert {prefix + k for k in ("schema", "epoch", "offsets", "batches", "commits", "labels", "flat", "vi:counts",
                                      "vf:counts", "vb:counts", "vj:docs", "rows:rows")} == keys
         assert len({key_slot(k.encode()) for k in keys}) == 1
         assert client.zrange(prefix + "batches", 0, -1) == [B0.to_json()]

@@ -349,5 +349,6 @@ def test_offset_log_in_commit_logs_each_batch_with_its_commit(kafka, topic_name,
     assert pending_seen[0] == [0] and all(p == [] for p in pending_seen[1:])  # new batches: not logged ahead
     assert store.pending_batches() == []
     assert store.last_logged_batch_id() == store.last_committed_batch_id() == len(seen) - 1
-    assert store.get_batch(1).ranges == seen[1][1]
+    # the entry keeps the ranges with data (both partitions have positions from batch 0 on)
+    assert store.get_batch(1).ranges == tuple(r for r in seen[1][1] if r.count())
     assert store.load_offsets() == {TopicAndPartition(topic_name, 0): 50, TopicAndPartition(topic_name, 1): 50}

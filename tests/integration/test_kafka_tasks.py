@@ -85,10 +85,13 @@ def test_exactly_once_stream_packs_forty_partitions_into_few_tasks(kafka, forty,
         assert len(s.load_positions()) == PARTITIONS
     assert values["count"] == N and values["sum"] == N * (N + 1) // 2
     assert read_rows() == N
+    first = next(p for p in stream.recentProgress if p["numInputRows"] > 0)["sources"][0]
+    assert first["numRanges"] == PARTITIONS and 1 <= first["numTasks"] < PARTITIONS // 4  # the task plan's size
     if pattern == "commit_each_batch":
         partitions, ranges = shapes[0]
         assert ranges == PARTITIONS  # offsetRanges() lists every range
         assert partitions < PARTITIONS // 4  # packed: about sc.defaultParallelism tasks
+        assert partitions == first["numTasks"]
     else:
         assert values["ranges"] == PARTITIONS and values["tasks"] < PARTITIONS // 4
 

@@ -168,3 +168,89 @@ def test_a_store_of_another_source_is_refused_before_the_epoch(tmp_path):
     with pytest.raises(ConfigurationError, match="uncommitted batch 1 of another source"):
         BatchCommitter(open_store(url, "app"), other)
     assert open_store(url, "app").current_epoch() == 1
+
+
+class ManyPartitionsSource(CountingSource):
+    """Partitions "wide/0" .. "wide/<n-1>"; ``data`` says which of them get 10 records in the next batch."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n, self.data = n, set()  # type: ignore[var-annotated]
+        self.pos = {p: 0 for p in range(n)}
+
+    def start(self, positions: Mapping[str, Position]) -> None:
+        for key, pos in positions.items():
+            self.pos[int(key.split("/")[1])] = pos.offset
+
+    def advance(self, ranges: Sequence[SourceRange]) -> None:
+        for r in ranges:
+            self.pos[r.partition] = r.end  # type: ignore[attr-defined]
+
+    def plan(self, time: datetime) -> List[SourceRange]:
+        out: List[SourceRange] = []
+        for p in range(self.n):
+            end = self.pos[p] + (10 if p in self.data else 0)
+            out.append(OffsetRange("wide", p, self.pos[p], end))
+            self.pos[p] = end
+        return out
+
+
+def test_the_offset_log_keeps_ranges_with_data_and_first_positions_and_replays_exactly(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    source = ManyPartitionsSource(6)
+    first = BatchCommitter(open_store(url, "app"), source)
+    first.compact_log = True  # as commit_each_batch / foreach_batch set it
+    source.data = {0}
+    b0 = first.next_batch(T0)
+    assert b0 is not None and len(b0.ranges) == 6  # offsetRanges() sees every partition
+    # the log holds the range with data and the empty ranges of partitions without a position yet
+    assert first.store.get_batch(0) == first.stored_form(b0) == b0
+    first.store.commit(first.epoch, first.stored_form(b0), Writes().incr("n", "rows", 10))
+    first.committed_batch(CommitOutcome.APPLIED, b0)
+    source.data = {3}
+    b1 = first.next_batch(T0)
+    assert b1 is not None and len(b1.ranges) == 6
+    logged = first.store.get_batch(1)
+    assert logged == first.stored_form(b1) and logged is not None
+    assert logged.ranges == (OffsetRange("wide", 3, 0, 10),)  # the other five are where the store has them
+    first.store.commit(first.epoch, first.stored_form(b1), Writes().incr("n", "rows", 10))
+    first.committed_batch(CommitOutcome.APPLIED, b1)
+    source.data = {1, 5}
+    b2 = first.next_batch(T0)  # logged, never committed: the driver dies here
+    assert b2 is not None
+
+    again = ManyPartitionsSource(6)
+    second = BatchCommitter(open_store(url, "app"), again)
+    second.compact_log = True
+    replay = second.next_batch(T0)
+    assert replay is not None and replay.batch_id == 2
+    assert replay.ranges == (OffsetRange("wide", 1, 0, 10), OffsetRange("wide", 5, 0, 10))
+    assert second.store.commit(second.epoch, second.stored_form(replay), Writes()) is CommitOutcome.APPLIED
+    again.data = {2}
+    b3 = second.next_batch(T0)
+    assert b3 is not None and b3.batch_id == 3
+    assert {r.position_key: (r.start, r.end) for r in b3.ranges} == {
+        "wide/0": (10, 10), "wide/1": (10, 10), "wide/2": (0, 10), "wide/3": (10, 10), "wide/4": (0, 0),
+        "wide/5": (10, 10)}
+    second.store.commit(second.epoch, second.stored_form(b3), Writes())
+    assert {k: p.offset for k, p in second.store.load_positions().items()} == {
+        f"wide/{p}": end for p, end in enumerate([10, 10, 10, 10, 0, 10])}
+
+
+def test_stored_form_leaves_out_only_empty_ranges_of_known_partitions():
+    b = PlannedBatch(4, 1_000, (OffsetRange("t", 0, 5, 9), OffsetRange("t", 1, 3, 3), OffsetRange("t", 2, 0, 0)))
+    assert b.stored_form(set()) is b
+    assert b.stored_form({"t/0", "t/1"}).ranges == (OffsetRange("t", 0, 5, 9), OffsetRange("t", 2, 0, 0))
+    assert b.stored_form({"t/0", "t/1", "t/2"}) == PlannedBatch(4, 1_000, (OffsetRange("t", 0, 5, 9),))
+
+
+def test_without_compact_log_every_range_is_logged(tmp_path):
+    source = ManyPartitionsSource(3)
+    committer = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), source)
+    source.data = {1}
+    committer.next_batch(T0)
+    b1 = committer.next_batch(T0)  # per-partition outputs: a replay must keep each range's partition
+    assert b1 is None or committer.store.get_batch(b1.batch_id) == b1
+    source.data = {2}
+    b = committer.next_batch(T0)
+    assert b is not None and committer.store.get_batch(b.batch_id) == b and len(b.ranges) == 3

@@ -112,3 +112,13 @@ def test_source_counters_are_in_the_record_and_the_file(tmp_path):
     tracker.finished(_batch(0), "applied", sink="s")
     metrics = json.loads(path.read_text())["sources"][0]["metrics"]
     assert metrics["unreadable"] == 2 and metrics["losses"] == 0 and metrics["maxOffsetsBehindLatest"] is None
+
+
+def test_a_record_reports_the_batch_ranges_with_data_and_its_tasks():
+    from dstream_exactly_once import OffsetRange
+
+    tracker = ProgressTracker("app", "numbers")
+    batch = PlannedBatch(0, 1_000, (OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 4, 4), OffsetRange("t", 2, 0, 3)))
+    source = tracker.finished(batch, "applied", sink="s", num_tasks=1)["sources"][0]  # type: ignore[index]
+    assert (source["numRanges"], source["numTasks"]) == (2, 1)
+    assert tracker.finished(PlannedBatch(1, 2_000, ()), "applied", sink="s")["sources"][0]["numTasks"] == -1  # type: ignore[index]

@@ -1,5 +1,8 @@
 -- commit. KEYS: schema, epoch, commits, offsets, pmeta, labels, batches (the offset log), then per
--- namespace i (0-based): vi, vf, vj, rows, vb at 8+5i..12+5i. vb holds an upper bound of the
+-- namespace i (0-based): vi, vf, vj, rows, vb at 8+5i..12+5i, and last the flat marker (string).
+-- p.whole: the commit covers the whole batch (p.prev = its id - 1, as text); p.known (optional): the
+-- marker p.empty was cut for (only the empty ranges whose position may be absent): another marker
+-- returns {'stale'} and nothing is written. vb holds an upper bound of the
 -- magnitudes in vi (absent: not known yet; made from HVALS by the next increment of the namespace),
 -- so an increment needs the exact per-key overflow check (one HMGET) only when bound + its largest
 -- amount could reach 9.0e18.
@@ -22,16 +25,31 @@ if p.entry then
   elseif existing[1] ~= p.entry then return {'logged', existing[1]} end
 end
 local fields, from, untl, metas = p.ranges[1], p.ranges[2], p.ranges[3], p.ranges[4]
-local applied, done = {}, {}
-local stored = hmget(KEYS[4], fields)
-for i, cur in ipairs(stored) do
-  if cur == false or cur == from[i] then applied[#applied + 1] = fields[i]
-  elseif cur == untl[i] then done[#done + 1] = fields[i]
-  else return {'conflict', fields[i], cur} end
+-- The flat rule (_commit_rules.decide_flat): the marker "<epoch>:<batch id>" names the last batch
+-- committed whole under this epoch; the batch right after it applies without comparing positions,
+-- any other is refused; without a marker of this epoch the per-range compare-and-set decides.
+local marker = redis.call('GET', KEYS[#KEYS])
+local flat = false
+if p.whole and marker then
+  local m_epoch, m_batch = string.match(marker, '^(%d+):(%d+)$')
+  if m_epoch == p.epoch then
+    if m_batch ~= p.prev then return {'gap', m_batch} end
+    flat = true
+  end
 end
-if #done > 0 then
-  if #applied == 0 then return {'replayed'} end
-  return {'mixed', cjson.encode(applied), cjson.encode(done)}
+if p.known and not flat then return {'stale'} end  -- p.empty was cut for the marker p.known
+if not flat then
+  local applied, done = {}, {}
+  local stored = hmget(KEYS[4], fields)
+  for i, cur in ipairs(stored) do
+    if cur == false or cur == from[i] then applied[#applied + 1] = fields[i]
+    elseif cur == untl[i] then done[#done + 1] = fields[i]
+    else return {'conflict', fields[i], cur} end
+  end
+  if #done > 0 then
+    if #applied == 0 then return {'replayed'} end
+    return {'mixed', cjson.encode(applied), cjson.encode(done)}
+  end
 end
 local function largest(texts)  -- the largest magnitude of some integers given as text
   local m = 0
@@ -121,4 +139,6 @@ if p.drop and #p.drop > 0 then
 end
 if log_it then redis.call('ZADD', KEYS[7], p.batch, p.entry) end
 if p.complete then redis.call('ZADD', KEYS[3], p.batch, p.batch) end
+if p.whole then redis.call('SET', KEYS[#KEYS], p.epoch .. ':' .. p.batch)
+elseif marker then redis.call('DEL', KEYS[#KEYS]) end
 return {'applied'}

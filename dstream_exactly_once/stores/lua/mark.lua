@@ -1,4 +1,4 @@
--- mark_committed. KEYS: schema, epoch, commits, offsets, pmeta. Every non-empty range must be at its
+-- mark_committed. KEYS: schema, epoch, commits, offsets, pmeta, flat (the marker, deleted). Every non-empty range must be at its
 -- end (p.ranges = {{position key, end}}); p.drop = position keys whose position and document are deleted.
 local f = fenced()
 if f then return f end
@@ -12,5 +12,6 @@ if p.drop and #p.drop > 0 then
   chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
   chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
 end
+redis.call('DEL', KEYS[6])  -- positions moved outside the whole-batch sequence
 redis.call('ZADD', KEYS[3], p.batch, p.batch)
 return {'applied'}

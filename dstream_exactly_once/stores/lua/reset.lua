@@ -1,4 +1,4 @@
--- reset_positions. KEYS: schema, epoch, offsets, pmeta. Sets p.keys[i] to p.values[i] with the
+-- reset_positions. KEYS: schema, epoch, offsets, pmeta, flat (the marker, deleted). Sets p.keys[i] to p.values[i] with the
 -- document p.docs[i] beside it ('' drops the key's document).
 local f = fenced()
 if f then return f end
@@ -12,4 +12,5 @@ end
 chunks(pairs_, 2000, function(...) redis.call('HSET', KEYS[3], ...) end)
 chunks(docs, 2000, function(...) redis.call('HSET', KEYS[4], ...) end)
 chunks(drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
+redis.call('DEL', KEYS[5])  -- positions moved outside the whole-batch sequence
 return {'applied'}

@@ -1,0 +1,65 @@
+"""The SQL stores' side of the flat rule of whole-batch commits (see :func:`._commit_rules.decide_flat`).
+
+The marker is a row of the reserved value namespace (``deo_values``, key :data:`._commit_rules.FLAT_KEY`,
+a JSON string ``"<epoch>:<batch id>"``): no layout change, and a version of the library without it
+never reads it (such a process cannot hold the epoch a marker names: an operator, or a driver, takes
+a new one before it writes). A whole-batch commit replaces it; a per-partition commit,
+``mark_committed`` and ``reset_positions`` delete it in their own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional, Tuple
+
+from . import _commit_rules as rules
+from .writes import RESERVED_NAMESPACE
+
+__all__ = ["clear_marker", "commit_state", "stored_positions", "write_marker"]
+
+_MARKER = "(SELECT v.doc FROM deo_values v WHERE v.app = {app} AND v.ns = ? AND v.k = ?)"
+
+
+def commit_state(store: Any, cur: Any, epoch: int, batch_id: int) -> Tuple[bool, Optional[Tuple[int, int]]]:
+    """In a commit's transaction: the epoch check (locking the app's meta row), whether ``batch_id`` is
+    in the commit log, and the flat marker — one statement on SQLite, two on PostgreSQL."""
+    app, ns, key = store.app_id, RESERVED_NAMESPACE, rules.FLAT_KEY
+    if store.lock_meta_sql or not store.json_pairs:
+        # A row lock (PostgreSQL) is taken by a statement of its own, and the state is read by the
+        # next one: a statement that waited for the lock still reads with the snapshot it started
+        # with (READ COMMITTED), so reading in the locking statement would miss the commit of the
+        # transaction it waited for, and apply a range twice (tests/integration/test_store_concurrency.py).
+        store._check_epoch(cur, epoch)
+        row = cur.one("SELECT EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = ? AND c.batch_id = ?), "
+                      + _MARKER.format(app="?"), (app, batch_id, app, ns, key))
+        assert row is not None
+        return bool(row[0]), rules.parse_flat_marker(row[1])
+    # SQLite: BEGIN IMMEDIATE already holds the write lock; one statement reads it all
+    row = cur.one("SELECT m.epoch, EXISTS (SELECT 1 FROM deo_commits c WHERE c.app = m.app AND c.batch_id = ?), "
+                  + _MARKER.format(app="m.app") + " FROM deo_meta m WHERE m.app = ?", (batch_id, ns, key, app))
+    rules.check_epoch(app, int(row[0]) if row else 0, epoch)
+    assert row is not None
+    return bool(row[1]), rules.parse_flat_marker(row[2])
+
+
+def stored_positions(store: Any, cur: Any) -> Dict[str, int]:
+    """The app's stored positions (for the per-range rule), as one JSON object where the dialect can."""
+    if not store.json_pairs:
+        rows = cur.all("SELECT pkey, next_pos FROM deo_positions WHERE app = ?", (store.app_id,))
+        return {str(k): int(o) for k, o in rows}
+    row = cur.one(f"SELECT {store.positions_agg} FROM deo_positions p WHERE p.app = ?", (store.app_id,))
+    stored = None if row is None else row[0]
+    if isinstance(stored, (str, bytes)):
+        stored = json.loads(stored)
+    return {str(k): int(o) for k, o in (stored or {}).items()}
+
+
+def write_marker(store: Any, cur: Any, epoch: int, batch_id: int) -> None:
+    cur.run("INSERT INTO deo_values (app, ns, k, inum, fnum, doc) VALUES (?, ?, ?, NULL, NULL, ?) "
+            "ON CONFLICT (app, ns, k) DO UPDATE SET inum = NULL, fnum = NULL, doc = excluded.doc",
+            (store.app_id, RESERVED_NAMESPACE, rules.FLAT_KEY, json.dumps(rules.flat_marker(epoch, batch_id))))
+
+
+def clear_marker(store: Any, cur: Any) -> None:
+    cur.run("DELETE FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
+            (store.app_id, RESERVED_NAMESPACE, rules.FLAT_KEY))
