@@ -4,7 +4,7 @@ launch order (validate the source against the store's state before taking an epo
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
@@ -135,15 +135,15 @@ def test_a_new_driver_replays_the_uncommitted_batch_and_plans_after_it(tmp_path)
     assert b0 is not None
     first.store.commit(first.epoch, b0, Writes().incr("n", "sum", 6))
     first.source.log_end = 9  # type: ignore[attr-defined]
-    b1 = first.next_batch(T0)  # logged, never committed: the driver dies here
+    b1 = first.next_batch(T0 + timedelta(seconds=1))  # logged, never committed: the driver dies here
     assert b1 is not None and b1.ranges == (OffsetRange("numbers", 0, 4, 9),)
 
     source = CountingSource()
     source.log_end = 12
     second = BatchCommitter(open_store(url, "app"), source)
     assert second.epoch == 2 and source.started[-1] == {"numbers/0": Position(4)}
-    assert second.next_batch(T0) == b1  # replayed with its id and ranges
-    nxt = second.next_batch(T0)
+    assert second.next_batch(T0 + timedelta(seconds=2)) == b1  # replayed with its id and ranges
+    nxt = second.next_batch(T0 + timedelta(seconds=3))
     assert nxt is not None and nxt.batch_id == 2 and nxt.ranges == (OffsetRange("numbers", 0, 9, 12),)
     with pytest.raises(FencedError):
         first.store.commit(first.epoch, b1, Writes().incr("n", "sum", 1))
@@ -168,3 +168,56 @@ def test_a_store_of_another_source_is_refused_before_the_epoch(tmp_path):
     with pytest.raises(ConfigurationError, match="uncommitted batch 1 of another source"):
         BatchCommitter(open_store(url, "app"), other)
     assert open_store(url, "app").current_epoch() == 1
+
+
+def _at(seconds: int) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_batches_planned_ahead_of_their_commits_chain_and_replay_in_order(tmp_path):
+    """Spark generates (plans and logs) batch n+1 while batch n still runs: each plan starts where the
+    previous plan ended, and a restart replays every uncommitted batch in id order."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    first = BatchCommitter(open_store(url, "app"), CountingSource())
+    planned = []
+    for t, end in ((1, 3), (2, 7), (3, 10)):
+        first.source.log_end = end  # type: ignore[attr-defined]
+        b = first.next_batch(_at(t))
+        assert b is not None
+        planned.append(b)
+    assert [(b.batch_id, b.ranges[0].start, b.ranges[0].end) for b in planned] == [(0, 0, 3), (1, 3, 7), (2, 7, 10)]
+    assert first.next_batch(_at(2)) is planned[1]  # asked again for a generated time: the same batch
+    assert first.batch_at(_at(2)) is planned[1]
+    assert first.store.commit(first.epoch, planned[0], Writes().incr("n", "sum", 3)) is CommitOutcome.APPLIED
+    assert [b.batch_id for b in first.store.pending_batches()] == [1, 2]
+
+    source = CountingSource()
+    source.log_end = 12
+    second = BatchCommitter(open_store(url, "app"), source)
+    assert source.started[-1] == {"numbers/0": Position(3)}
+    assert [second.next_batch(_at(t)) for t in (4, 5)] == planned[1:]
+    nxt = second.next_batch(_at(6))
+    assert nxt is not None and (nxt.batch_id, nxt.ranges) == (3, (OffsetRange("numbers", 0, 10, 12),))
+
+
+def test_a_failed_batch_stops_the_batches_planned_after_it(tmp_path):
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), CountingSource())
+    c.source.log_end = 4  # type: ignore[attr-defined]
+    assert c.next_batch(_at(1)) is not None
+    c.source.log_end = 8  # type: ignore[attr-defined]
+    assert c.next_batch(_at(2)) is not None  # planned while batch 0 runs
+    c.fail(OutputError("batch 0 failed"))
+    with pytest.raises(Exception, match="stopped committing after an earlier failure: batch 0 failed"):
+        c.batch_at(_at(2))
+    c.source.log_end = 12  # type: ignore[attr-defined]
+    assert c.next_batch(_at(3)) is None and c.source.next == 8  # type: ignore[attr-defined]
+
+
+def test_an_older_batch_time_no_longer_remembered_is_never_planned_again(tmp_path):
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), CountingSource())
+    c.source.log_end = 4  # type: ignore[attr-defined]
+    assert c.next_batch(_at(5)) is not None
+    c.source.log_end = 9  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="was planned but is no longer remembered"):
+        c.next_batch(_at(1))
+    assert c.failed is not None and c.source.next == 4  # type: ignore[attr-defined]
