@@ -112,3 +112,21 @@ def test_source_counters_are_in_the_record_and_the_file(tmp_path):
     tracker.finished(_batch(0), "applied", sink="s")
     metrics = json.loads(path.read_text())["sources"][0]["metrics"]
     assert metrics["unreadable"] == 2 and metrics["losses"] == 0 and metrics["maxOffsetsBehindLatest"] is None
+
+
+def test_the_wait_between_planning_and_output_is_in_no_duration(monkeypatch):
+    """A batch is planned when Spark generates it and output once the batches before it are done:
+    that wait (Spark's scheduling delay) is not counted as the batch's execution."""
+    clock = [100.0]
+    monkeypatch.setattr("dstream_exactly_once.core.progress._time.monotonic", lambda: clock[0])
+    tracker = ProgressTracker("app", "files")
+    tracker.planned(0, 0.2, 0.05, {})  # planned and logged at t=100 (it took 0.25 s)
+    clock[0] = 130.0  # 30 s in the job queue behind a slow batch
+    tracker.output_started(0)
+    clock[0] = 131.0
+    tracker.commit_started(0)
+    clock[0] = 131.5
+    record = tracker.finished(_batch(0), "applied", sink="commit_each_batch")
+    assert record is not None
+    assert record["durationMs"] == {"latestOffset": 200, "walCommit": 50, "addBatch": 1000, "commitOffsets": 500,
+                                    "triggerExecution": 1750}
