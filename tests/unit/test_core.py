@@ -221,3 +221,44 @@ def test_an_older_batch_time_no_longer_remembered_is_never_planned_again(tmp_pat
     with pytest.raises(Exception, match="was planned but is no longer remembered"):
         c.next_batch(_at(1))
     assert c.failed is not None and c.source.next == 4  # type: ignore[attr-defined]
+
+
+class RetiringSource(CountingSource):
+    """Partitions "numbers/0" and "numbers/1"; partition 1 is retired until the test brings it back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.retired = ["numbers/1"]
+        self.read_again = False
+        self.forgotten: List[str] = []
+
+    def plan(self, time: datetime) -> List[SourceRange]:
+        ranges = super().plan(time)
+        return ranges + ([OffsetRange("numbers", 1, 7, 9)] if self.read_again else [])
+
+    def retired_positions(self) -> List[str]:
+        return list(self.retired)
+
+    def forget_positions(self, keys: Any) -> None:
+        self.forgotten.extend(keys)
+
+
+def test_a_dropped_position_a_newer_plan_reads_is_not_forgotten_by_the_source(tmp_path):
+    """The commit of batch 0 drops the stored position of a retired partition; batch 1, planned while
+    batch 0 ran, reads that partition again: the source keeps following it."""
+    source = RetiringSource()
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), source, retain_batches=1)
+    source.log_end = 4
+    b0 = c.next_batch(_at(1))
+    assert b0 is not None and c.position_drops(b0) == ["numbers/1"]
+    source.retired, source.read_again, source.log_end = [], True, 6  # the partition came back
+    b1 = c.next_batch(_at(2))
+    assert b1 is not None and "numbers/1" in {r.position_key for r in b1.ranges}
+    c.committed_batch(CommitOutcome.APPLIED, b0, ["numbers/1"])
+    assert source.forgotten == []
+    source.retired, source.read_again = ["numbers/1"], False
+    c.source.log_end = 8
+    b2 = c.next_batch(_at(3))
+    assert b2 is not None and c.position_drops(b2) == ["numbers/1"]  # batch 1 is out of the retained window
+    c.committed_batch(CommitOutcome.APPLIED, b2, ["numbers/1"])
+    assert source.forgotten == ["numbers/1"]
