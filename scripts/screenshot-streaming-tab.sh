@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Takes the documentation's pictures of Spark's Streaming tab (docs/images/streaming-tab.png) and of
-# one batch page with its offset ranges (docs/images/streaming-batch.png): a local Kafka broker, a
-# direct stream with Spark's UI on (tests/integration/streaming_tab_driver.py), headless Chromium.
+# one batch page with its offset ranges (docs/images/streaming-batch.png): a local Kafka broker, an
+# exactly-once stream (createExactlyOnceStream into a SQLite store) with Spark's UI on
+# (tests/integration/streaming_tab_driver.py), headless Chromium.
 # Installs Chromium (Debian package) if needed; not part of `make test`. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +34,8 @@ with LocalKafka() as kafka, tempfile.TemporaryDirectory() as tmp:
     kafka.create_topic(topic, 3)
     kafka.produce(topic, range(3000), partitions=3)
     port, out, log = str(free_port()), Path(tmp) / "tab.json", Path(tmp) / "driver.log"
-    driver = subprocess.Popen([sys.executable, "-m", "tests.integration.streaming_tab_driver", "kafka",
-                               kafka.bootstrap, topic, "1500", port, str(out), "60"],
+    driver = subprocess.Popen([sys.executable, "-m", "tests.integration.streaming_tab_driver", "eo-kafka",
+                               kafka.bootstrap, topic, "1500", f"sqlite:///{tmp}/tab.db", port, str(out), "60"],
                               stdout=subprocess.PIPE, stderr=log.open("w"), text=True)
     try:
         assert driver.stdout is not None

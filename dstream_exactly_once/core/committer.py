@@ -16,6 +16,15 @@ Driver lifecycle:
 6. the output commits results + new positions (+ commit-log entry) in one transaction with a
    compare-and-set on the positions; a replayed, already-committed batch is skipped.
 
+Batches are planned (step 4's replays and step 5) when Spark *generates* them, on its JobGenerator
+thread, as Spark's own direct Kafka stream plans its ranges; their output jobs run later, one after
+the other (``spark.streaming.concurrentJobs`` = 1). So batch ``n + 1`` may be planned — and logged
+ahead — while batch ``n`` still runs: each plan starts from the source's in-memory planned
+positions (where the previous planned batch ends, not where the last commit ended), the offset log
+may hold several uncommitted batches (a restart replays them all, in id order), and once a batch
+fails (:meth:`BatchCommitter.fail`) the batches planned after it never commit
+(:meth:`BatchCommitter.batch_at` raises) and no new ones are planned.
+
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of truth.
 This module knows sources only through :class:`~dstream_exactly_once.core.source.BatchSource`.
 """
@@ -169,8 +178,23 @@ class BatchCommitter(DriverOnly):
     # ------------------------------------------------------------ planning (JobGenerator thread)
     def next_batch(self, time: datetime) -> Optional[PlannedBatch]:
         """The batch at ``time``: a replayed one, a newly planned and logged one, or ``None`` when
-        there is nothing to read (or the stream already failed)."""
+        there is nothing to read (or the stream already failed).
+
+        Called when Spark generates the batch at ``time`` (batch times only grow). Asked again for a
+        time it answered, it returns the same batch (it never plans a time twice); asked for an older
+        time it no longer remembers (more than 1024 batches between planning and output), it fails
+        the stream rather than plan other ranges for a time that has its batch already.
+        """
         with self._lock:
+            if time in self._by_time:
+                return self._by_time[time]
+            if self._by_time and time < next(reversed(self._by_time)):
+                err = DStreamExactlyOnceError(
+                    f"the batch at {time} was planned but is no longer remembered (only the last "
+                    f"{_REMEMBERED_TIMES} batch times are): planning it again would read other ranges than the "
+                    f"batch already planned for it; the stream stops (a restart replays the logged batches)")
+                self.fail(err)
+                raise err
             batch: Optional[PlannedBatch]
             if self.failed is not None:
                 batch = None
@@ -283,9 +307,14 @@ class BatchCommitter(DriverOnly):
             if dropped:
                 with self._lock:
                     self._known.difference_update(dropped)
-                    for k in dropped:
+                    # a batch planned since position_drops() may read a key again (a gone file came back):
+                    # the source keeps following it; its next commit stores the position afresh
+                    horizon = batch.batch_id - self.retain_batches
+                    retired = set(self.source.retired_positions())
+                    forget = [k for k in dropped if k in retired and self._last_read.get(k, -1) <= horizon]
+                    for k in forget:
                         self._last_read.pop(k, None)
-                    self.source.forget_positions(list(dropped))
+                    self.source.forget_positions(forget)
                 log.info("batch %d dropped the stored positions of %d retired partition(s) of %s: %s",
                          batch.batch_id, len(dropped), self.source.describe(), ", ".join(dropped))
         else:

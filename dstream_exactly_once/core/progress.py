@@ -30,7 +30,10 @@ fields (all JSON; ``docs/operations.md`` has the same table):
     ``walCommit`` (writing the offset-log entry), ``addBatch`` (reading and the user's output,
     including per-partition store commits on executors), ``commitOffsets`` (the driver's commit:
     results + positions + commit log for ``commit_each_batch``; the commit-log entry for the
-    per-partition patterns), ``triggerExecution`` (from planning to the end of the commit).
+    per-partition patterns), ``triggerExecution`` (planning and the offset-log write, then from the
+    start of the output to the end of the commit). A batch is planned when Spark generates it and its
+    output runs once the batches before it are done: the wait in between (Spark's scheduling delay)
+    is in none of these.
 ``sources``
     one entry: ``description``, ``startOffset``/``endOffset`` (Kafka: ``{topic: {partition:
     offset}}`` as Structured Streaming writes them; other sources ``{position key: position}``),
@@ -225,7 +228,7 @@ class ProgressTracker:
         with self._lock:
             self._pending[batch_id] = _Pending(now - planning_s - wal_s, planning_s * 1000, wal_s * 1000, latest,
                                                replayed)
-            while len(self._pending) > 64:  # batches planned but never output (the stream stopped)
+            while len(self._pending) > 1024:  # batches planned but never output (the stream stopped)
                 self._pending.pop(min(self._pending))
 
     def output_started(self, batch_id: int) -> None:
@@ -286,11 +289,11 @@ class ProgressTracker:
                 records = bool(ranges) and all(r.counts_records for r in ranges)
                 lost = sum(d.lost for d in losses if d.unit == "offsets")  # skipped, never read
                 num_input_rows = sum(r.count() for r in ranges) - lost if records else -1
-            out_start = p.output_started
-            if out_start is None:
-                out_start = p.started + (p.planning_ms + p.wal_ms) / 1e3
+            planned_end = p.started + (p.planning_ms + p.wal_ms) / 1e3
+            out_start = p.output_started if p.output_started is not None else planned_end
             commit_start = p.commit_started if p.commit_started is not None else end
-            total_ms = (end - p.started) * 1000
+            queued = max(out_start - planned_end, 0.0)  # in Spark's job queue, behind earlier batches
+            total_ms = (end - p.started - queued) * 1000
             since = None if self._last_batch_ms is None else (batch.batch_time_ms - self._last_batch_ms) / 1000.0
             self._last_batch_ms = batch.batch_time_ms
             behind = [p.latest[r.position_key] - r.end for r in ranges if r.position_key in p.latest]

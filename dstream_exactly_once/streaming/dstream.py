@@ -71,7 +71,7 @@ class RangeDStream(DriverOnly, TransformedDStream):
     does), not when its first output job runs; a stream recoverable from a Spark checkpoint needs
     this, so that every batch Spark checkpoints as pending has its ranges in the checkpoint; and
     only such a stream reports its batches' records and ranges to Spark's Streaming tab
-    (:mod:`.input_info`).
+    (:mod:`.input_info`). Every stream the library builds sets it (direct and exactly-once).
 
     Pickled (Spark writes DStream functions into its checkpoint), a stream becomes the recipe
     :meth:`_recovery_recipe` returns, or a refusal naming :attr:`_recovery_refusal` when it has none.

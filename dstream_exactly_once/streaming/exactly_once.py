@@ -9,6 +9,13 @@ and :meth:`~ExactlyOnceDStream.write_each_partition` (label-idempotent sinks). U
 the one error boundary (:func:`~dstream_exactly_once.core.boundary.user_code`); nothing is committed
 for a batch whose output raised, and no later batch commits either.
 
+Each batch is planned — or replayed from the offset log — when Spark generates it, on Spark's
+JobGenerator thread, as Spark's own direct Kafka stream plans its ranges: Spark's Streaming tab
+counts its records and shows its ranges (:mod:`.input_info`). Its output job runs later, after the
+batches before it (``spark.streaming.concurrentJobs`` = 1), so a batch may be planned and logged
+while the previous one still runs; the committer's module docstring
+(:mod:`dstream_exactly_once.core.committer`) says what keeps that exact.
+
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of
 truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators (``updateStateByKey``,
 windows with an inverse function), but offsets are never taken from it and a stream cannot be
@@ -103,7 +110,9 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
     at-least-once.
 
     Batches with no new records are not logged, not committed and do not call the output
-    function. Use exactly one output pattern per stream.
+    function. Use exactly one output pattern per stream. Each batch is planned when Spark
+    generates it (its records and ranges show in Spark's Streaming tab); its output runs once the
+    batches before it are done.
 
     ``StreamingContext.getOrCreate`` refuses to recover it from a Spark checkpoint (see
     :attr:`_recovery_refusal`): the store is the stream's one source of truth.
@@ -118,7 +127,10 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         "that must survive restarts in the store with Writes.incr / Writes.put)")
 
     def __init__(self, ssc: StreamingContext, committer: BatchCommitter, make_rdd: Callable[..., RangeRDD],
-                 tasks: Optional[TaskOptions] = None) -> None:
+                 tasks: Optional[TaskOptions] = None, *, plan_on_generate: bool = True) -> None:
+        """``plan_on_generate=False`` plans each batch when its first output job runs, after the batch
+        before it committed (Spark's Streaming tab then counts 0 records for it): only the teaching
+        demo uses it, to place each crash point of its at-least-once pipeline inside one batch."""
         self.committer = committer
         self._make_rdd = make_rdd
         self._outputs: list[str] = []
@@ -132,7 +144,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 return make_rdd(ranges)
             return make_rdd(ranges, self._task_shape(tasks, batch))
 
-        super().__init__(ssc, compute)
+        super().__init__(ssc, compute, plan_on_generate=plan_on_generate)
         close_on_stop(ssc, committer.close)
         register_committer(ssc, committer)
         attach_monitoring(ssc, committer)
@@ -147,7 +159,12 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         """How the batch's ranges become tasks for the stream's output patterns: packed and split for
         whole-batch commits; packed, never split, for per-task commits (a task commits whole ranges;
         a replayed batch gives no task to a range an earlier attempt committed, so no task mixes
-        committed and uncommitted ranges); one task per range for label-idempotent sinks."""
+        committed and uncommitted ranges); one task per range for label-idempotent sinks.
+
+        Called when Spark generates the batch, possibly before the batches ahead of it ran: the
+        stored positions read here for a replayed batch are still the ones its job finds, since only
+        that batch's own job commits its ranges (an earlier batch moves a position to where this
+        batch's range starts, never to where it ends)."""
         if "write_each_partition" in self._outputs:
             return tasks.with_shape(pack=False, split=False)
         if "commit_each_partition" not in self._outputs:

@@ -17,11 +17,13 @@ stream's driver-side function runs on it, while the batch is generated):
 - file ranges: records = **bytes** (lines are not known before the ranges are read), described
   per file (path, identity, byte range) under a first line saying the unit.
 
-Only batches planned while Spark generates them can be reported (``createDirectStream``,
-``createDirectFileStream``): streams that plan when the batch's output job runs (the exactly-once
-streams, which plan after the previous batch committed) keep the tick's 0; their progress records
-(:mod:`dstream_exactly_once.core.progress`) count the input. Reporting is monitoring: a failure is
-logged once and never fails the batch.
+Every range stream of this library plans its batches while Spark generates them — the direct
+streams (``createDirectStream``, ``createDirectFileStream``) and the exactly-once ones
+(``createExactlyOnceStream``, ``createExactlyOnceFileStream``, ``exactly_once(...)``), whose committer
+plans (or replays from its offset log) each batch then — so each batch is reported with its ranges;
+a replayed batch with its logged ranges. An exactly-once stream that stopped after a failure plans
+nothing more: its later batches report 0. Reporting is monitoring: a failure is logged once and
+never fails the batch.
 """
 
 from __future__ import annotations

@@ -75,13 +75,28 @@ def _add(a: Tuple[int, int], b: Tuple[int, int]) -> Tuple[int, int]:
 
 def attach(ssc: Any, params: Dict[str, Any], topic: str, plain: PlainSumStore, eo_store: Any,
            state: RunState, target: Dict[Any, int]) -> Any:
-    """Create both streams and their three output operations (in the order of :mod:`.points`)."""
+    """Create both streams and their three output operations (in the order of :mod:`.points`).
+
+    The exactly-once stream plans each batch when its output job runs (``plan_on_generate=False``),
+    not when Spark generates the batch as ``createExactlyOnceStream`` does: so its planning, too, lies
+    between the at-least-once output and its offset write, and ``before-planning`` is a kill before
+    the batch is planned."""
+    from ..core.retry import check_retry_policy
+    from ..kafka.offsets import utf8_decoder
+    from ..streaming.direct import build_direct_batches
+    from ..streaming.exactly_once import ExactlyOnceDStream
+    from ..streaming.factory import open_committer
     from ..streaming.kafka_utils import KafkaUtils
 
     from_offsets = plain.offsets() or None
     alo = KafkaUtils.createDirectStream(ssc, [topic], params, fromOffsets=from_offsets, poll_timeout_ms=30000)
-    eo = KafkaUtils.createExactlyOnceStream(ssc, params, [topic], store=eo_store, failOnDataLoss=True,
-                                            poll_timeout_ms=30000)
+    # createExactlyOnceStream(ssc, params, [topic], store=eo_store, failOnDataLoss=True, poll_timeout_ms=30000)
+    batches = build_direct_batches(ssc, [topic], params, fromOffsets=None, keyDecoder=utf8_decoder,
+                                   valueDecoder=utf8_decoder, messageHandler=None, strategy=None,
+                                   failOnDataLoss=True, poll_timeout_ms=30000, discovery_interval_s=5.0)
+    committer = open_committer(eo_store, APP_ID, batches, retain_batches=100, retry=check_retry_policy(None),
+                               close_source=batches.close)
+    eo = ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks(), plan_on_generate=False)
     has_data = {"alo": False}
 
     def alo_output(rdd: Any) -> None:  # 1. at-least-once: the output, a plain write

@@ -1,7 +1,12 @@
 """A driver with Spark's UI on, whose Streaming tab a test reads (``python -m tests.integration.streaming_tab_driver``).
 
 - ``kafka BOOTSTRAP TOPIC EXPECTED UI_PORT OUT [HOLD]``: ``createDirectStream`` (maxRatePerPartition 50, 1 s batches);
-- ``files GLOB EXPECTED UI_PORT OUT [HOLD]``: ``createDirectFileStream`` (1 s batches, ``bytes.max`` 200).
+- ``files GLOB EXPECTED UI_PORT OUT [HOLD]``: ``createDirectFileStream`` (1 s batches, ``bytes.max`` 200);
+- ``eo-kafka BOOTSTRAP TOPIC EXPECTED STORE_URL UI_PORT OUT [HOLD]`` and
+  ``eo-files GLOB EXPECTED STORE_URL UI_PORT OUT [HOLD]``: the same streams made exactly-once
+  (``createExactlyOnceStream``, ``createExactlyOnceFileStream``) into the store at STORE_URL (app id
+  ``tab``): ``commit_each_batch`` adds each batch's record count (``counts/records``) and the sum of its
+  values (``counts/sum``; a file line's value is its number) to the store.
 
 Once Spark's REST API (``/api/v1/applications/<id>/streaming/batches``) lists completed batches whose
 ``inputSize`` adds up to EXPECTED (records for Kafka, bytes for files) — or after 90 s — it writes OUT
@@ -28,33 +33,53 @@ def _get(url: str) -> Any:
 def main(mode: str, args: List[str]) -> None:
     from pyspark.streaming import StreamingContext
 
-    from dstream_exactly_once import FileUtils, KafkaUtils
+    from dstream_exactly_once import FileUtils, KafkaUtils, Writes
     from dstream_exactly_once.testing.spark import make_spark_context
 
-    if mode == "kafka":
-        bootstrap, topic, expected, port, out, *rest = args
+    exactly_once = mode.startswith("eo-")
+    source = mode[3:] if exactly_once else mode
+    store = ""
+    if source == "kafka":
+        bootstrap, topic, expected, *args = args
         conf = {"spark.streaming.kafka.maxRatePerPartition": 50}
     else:
-        glob, expected, port, out, *rest = args
+        glob, expected, *args = args
         conf = {}
+    if exactly_once:
+        store, *args = args
+    port, out, *rest = args
     hold = float(rest[0]) if rest else 0.0
     sc = make_spark_context("local[2]", f"deo-streaming-tab-{mode}",
                             {"spark.ui.enabled": "true", "spark.ui.port": port, **conf})
     ssc = StreamingContext(sc, 1)
-    if mode == "kafka":
-        stream = KafkaUtils.createDirectStream(ssc, [topic], {"bootstrap.servers": bootstrap,
-                                                              "auto.offset.reset": "smallest"})
-    else:
-        stream = FileUtils.createDirectFileStream(ssc, glob, {"bytes.max": 200})
     seen: List[int] = []
     lock = threading.Lock()
+    params = {"bootstrap.servers": bootstrap, "auto.offset.reset": "smallest"} if source == "kafka" else {}
+    if exactly_once:
+        if source == "kafka":
+            eo = KafkaUtils.createExactlyOnceStream(ssc, params, [topic], store=store, app_id="tab")
+        else:
+            eo = FileUtils.createExactlyOnceFileStream(ssc, glob, {"bytes.max": 200}, store=store, app_id="tab")
 
-    def count(rdd: Any) -> None:
-        n = rdd.count()
-        with lock:
-            seen.append(n)
+        def commit(_batch: Any, rdd: Any) -> Writes:
+            values = rdd.map(lambda r: int(r[1] if isinstance(r, tuple) else r)).collect()
+            with lock:
+                seen.append(len(values))
+            return Writes().incr("counts", "records", len(values)).incr("counts", "sum", sum(values))
 
-    stream.foreachRDD(count)
+        eo.commit_each_batch(commit)
+    else:
+        if source == "kafka":
+            stream = KafkaUtils.createDirectStream(ssc, [topic], params)
+        else:
+            stream = FileUtils.createDirectFileStream(ssc, glob, {"bytes.max": 200})
+
+        def count(rdd: Any) -> None:
+            n = rdd.count()
+            with lock:
+                seen.append(n)
+
+        stream.foreachRDD(count)
     ui = f"http://127.0.0.1:{port}"
     ssc.start()
     result: Dict[str, Any] = {}

@@ -4,7 +4,7 @@ launch order (validate the source against the store's state before taking an epo
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
@@ -135,15 +135,15 @@ def test_a_new_driver_replays_the_uncommitted_batch_and_plans_after_it(tmp_path)
     assert b0 is not None
     first.store.commit(first.epoch, b0, Writes().incr("n", "sum", 6))
     first.source.log_end = 9  # type: ignore[attr-defined]
-    b1 = first.next_batch(T0)  # logged, never committed: the driver dies here
+    b1 = first.next_batch(T0 + timedelta(seconds=1))  # logged, never committed: the driver dies here
     assert b1 is not None and b1.ranges == (OffsetRange("numbers", 0, 4, 9),)
 
     source = CountingSource()
     source.log_end = 12
     second = BatchCommitter(open_store(url, "app"), source)
     assert second.epoch == 2 and source.started[-1] == {"numbers/0": Position(4)}
-    assert second.next_batch(T0) == b1  # replayed with its id and ranges
-    nxt = second.next_batch(T0)
+    assert second.next_batch(T0 + timedelta(seconds=2)) == b1  # replayed with its id and ranges
+    nxt = second.next_batch(T0 + timedelta(seconds=3))
     assert nxt is not None and nxt.batch_id == 2 and nxt.ranges == (OffsetRange("numbers", 0, 9, 12),)
     with pytest.raises(FencedError):
         first.store.commit(first.epoch, b1, Writes().incr("n", "sum", 1))
@@ -201,14 +201,14 @@ def test_the_offset_log_keeps_ranges_with_data_and_first_positions_and_replays_e
     first = BatchCommitter(open_store(url, "app"), source)
     first.compact_log = True  # as commit_each_batch / foreach_batch set it
     source.data = {0}
-    b0 = first.next_batch(T0)
+    b0 = first.next_batch(T0 + timedelta(seconds=1))
     assert b0 is not None and len(b0.ranges) == 6  # offsetRanges() sees every partition
     # the log holds the range with data and the empty ranges of partitions without a position yet
     assert first.store.get_batch(0) == first.stored_form(b0) == b0
     first.store.commit(first.epoch, first.stored_form(b0), Writes().incr("n", "rows", 10))
     first.committed_batch(CommitOutcome.APPLIED, b0)
     source.data = {3}
-    b1 = first.next_batch(T0)
+    b1 = first.next_batch(T0 + timedelta(seconds=2))
     assert b1 is not None and len(b1.ranges) == 6
     logged = first.store.get_batch(1)
     assert logged == first.stored_form(b1) and logged is not None
@@ -216,18 +216,18 @@ def test_the_offset_log_keeps_ranges_with_data_and_first_positions_and_replays_e
     first.store.commit(first.epoch, first.stored_form(b1), Writes().incr("n", "rows", 10))
     first.committed_batch(CommitOutcome.APPLIED, b1)
     source.data = {1, 5}
-    b2 = first.next_batch(T0)  # logged, never committed: the driver dies here
+    b2 = first.next_batch(T0 + timedelta(seconds=3))  # logged, never committed: the driver dies here
     assert b2 is not None
 
     again = ManyPartitionsSource(6)
     second = BatchCommitter(open_store(url, "app"), again)
     second.compact_log = True
-    replay = second.next_batch(T0)
+    replay = second.next_batch(T0 + timedelta(seconds=4))
     assert replay is not None and replay.batch_id == 2
     assert replay.ranges == (OffsetRange("wide", 1, 0, 10), OffsetRange("wide", 5, 0, 10))
     assert second.store.commit(second.epoch, second.stored_form(replay), Writes()) is CommitOutcome.APPLIED
     again.data = {2}
-    b3 = second.next_batch(T0)
+    b3 = second.next_batch(T0 + timedelta(seconds=5))
     assert b3 is not None and b3.batch_id == 3
     assert {r.position_key: (r.start, r.end) for r in b3.ranges} == {
         "wide/0": (10, 10), "wide/1": (10, 10), "wide/2": (0, 10), "wide/3": (10, 10), "wide/4": (0, 0),
@@ -248,9 +248,103 @@ def test_without_compact_log_every_range_is_logged(tmp_path):
     source = ManyPartitionsSource(3)
     committer = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), source)
     source.data = {1}
-    committer.next_batch(T0)
-    b1 = committer.next_batch(T0)  # per-partition outputs: a replay must keep each range's partition
+    committer.next_batch(T0 + timedelta(seconds=6))
+    b1 = committer.next_batch(T0 + timedelta(seconds=7))  # per-partition outputs: a replay must keep each range's partition
     assert b1 is None or committer.store.get_batch(b1.batch_id) == b1
     source.data = {2}
-    b = committer.next_batch(T0)
+    b = committer.next_batch(T0 + timedelta(seconds=8))
     assert b is not None and committer.store.get_batch(b.batch_id) == b and len(b.ranges) == 3
+
+
+def _at(seconds: int) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_batches_planned_ahead_of_their_commits_chain_and_replay_in_order(tmp_path):
+    """Spark generates (plans and logs) batch n+1 while batch n still runs: each plan starts where the
+    previous plan ended, and a restart replays every uncommitted batch in id order."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    first = BatchCommitter(open_store(url, "app"), CountingSource())
+    planned = []
+    for t, end in ((1, 3), (2, 7), (3, 10)):
+        first.source.log_end = end  # type: ignore[attr-defined]
+        b = first.next_batch(_at(t))
+        assert b is not None
+        planned.append(b)
+    assert [(b.batch_id, b.ranges[0].start, b.ranges[0].end) for b in planned] == [(0, 0, 3), (1, 3, 7), (2, 7, 10)]
+    assert first.next_batch(_at(2)) is planned[1]  # asked again for a generated time: the same batch
+    assert first.batch_at(_at(2)) is planned[1]
+    assert first.store.commit(first.epoch, planned[0], Writes().incr("n", "sum", 3)) is CommitOutcome.APPLIED
+    assert [b.batch_id for b in first.store.pending_batches()] == [1, 2]
+
+    source = CountingSource()
+    source.log_end = 12
+    second = BatchCommitter(open_store(url, "app"), source)
+    assert source.started[-1] == {"numbers/0": Position(3)}
+    assert [second.next_batch(_at(t)) for t in (4, 5)] == planned[1:]
+    nxt = second.next_batch(_at(6))
+    assert nxt is not None and (nxt.batch_id, nxt.ranges) == (3, (OffsetRange("numbers", 0, 10, 12),))
+
+
+def test_a_failed_batch_stops_the_batches_planned_after_it(tmp_path):
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), CountingSource())
+    c.source.log_end = 4  # type: ignore[attr-defined]
+    assert c.next_batch(_at(1)) is not None
+    c.source.log_end = 8  # type: ignore[attr-defined]
+    assert c.next_batch(_at(2)) is not None  # planned while batch 0 runs
+    c.fail(OutputError("batch 0 failed"))
+    with pytest.raises(Exception, match="stopped committing after an earlier failure: batch 0 failed"):
+        c.batch_at(_at(2))
+    c.source.log_end = 12  # type: ignore[attr-defined]
+    assert c.next_batch(_at(3)) is None and c.source.next == 8  # type: ignore[attr-defined]
+
+
+def test_an_older_batch_time_no_longer_remembered_is_never_planned_again(tmp_path):
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), CountingSource())
+    c.source.log_end = 4  # type: ignore[attr-defined]
+    assert c.next_batch(_at(5)) is not None
+    c.source.log_end = 9  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="was planned but is no longer remembered"):
+        c.next_batch(_at(1))
+    assert c.failed is not None and c.source.next == 4  # type: ignore[attr-defined]
+
+
+class RetiringSource(CountingSource):
+    """Partitions "numbers/0" and "numbers/1"; partition 1 is retired until the test brings it back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.retired = ["numbers/1"]
+        self.read_again = False
+        self.forgotten: List[str] = []
+
+    def plan(self, time: datetime) -> List[SourceRange]:
+        ranges = super().plan(time)
+        return ranges + ([OffsetRange("numbers", 1, 7, 9)] if self.read_again else [])
+
+    def retired_positions(self) -> List[str]:
+        return list(self.retired)
+
+    def forget_positions(self, keys: Any) -> None:
+        self.forgotten.extend(keys)
+
+
+def test_a_dropped_position_a_newer_plan_reads_is_not_forgotten_by_the_source(tmp_path):
+    """The commit of batch 0 drops the stored position of a retired partition; batch 1, planned while
+    batch 0 ran, reads that partition again: the source keeps following it."""
+    source = RetiringSource()
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), source, retain_batches=1)
+    source.log_end = 4
+    b0 = c.next_batch(_at(1))
+    assert b0 is not None and c.position_drops(b0) == ["numbers/1"]
+    source.retired, source.read_again, source.log_end = [], True, 6  # the partition came back
+    b1 = c.next_batch(_at(2))
+    assert b1 is not None and "numbers/1" in {r.position_key for r in b1.ranges}
+    c.committed_batch(CommitOutcome.APPLIED, b0, ["numbers/1"])
+    assert source.forgotten == []
+    source.retired, source.read_again = ["numbers/1"], False
+    c.source.log_end = 8
+    b2 = c.next_batch(_at(3))
+    assert b2 is not None and c.position_drops(b2) == ["numbers/1"]  # batch 1 is out of the retained window
+    c.committed_batch(CommitOutcome.APPLIED, b2, ["numbers/1"])
+    assert source.forgotten == ["numbers/1"]

@@ -122,3 +122,21 @@ def test_a_record_reports_the_batch_ranges_with_data_and_its_tasks():
     source = tracker.finished(batch, "applied", sink="s", num_tasks=1)["sources"][0]  # type: ignore[index]
     assert (source["numRanges"], source["numTasks"]) == (2, 1)
     assert tracker.finished(PlannedBatch(1, 2_000, ()), "applied", sink="s")["sources"][0]["numTasks"] == -1  # type: ignore[index]
+
+
+def test_the_wait_between_planning_and_output_is_in_no_duration(monkeypatch):
+    """A batch is planned when Spark generates it and output once the batches before it are done:
+    that wait (Spark's scheduling delay) is not counted as the batch's execution."""
+    clock = [100.0]
+    monkeypatch.setattr("dstream_exactly_once.core.progress._time.monotonic", lambda: clock[0])
+    tracker = ProgressTracker("app", "files")
+    tracker.planned(0, 0.2, 0.05, {})  # planned and logged at t=100 (it took 0.25 s)
+    clock[0] = 130.0  # 30 s in the job queue behind a slow batch
+    tracker.output_started(0)
+    clock[0] = 131.0
+    tracker.commit_started(0)
+    clock[0] = 131.5
+    record = tracker.finished(_batch(0), "applied", sink="commit_each_batch")
+    assert record is not None
+    assert record["durationMs"] == {"latestOffset": 200, "walCommit": 50, "addBatch": 1000, "commitOffsets": 500,
+                                    "triggerExecution": 1750}

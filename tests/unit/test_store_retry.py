@@ -6,7 +6,7 @@ A "lost reply" is simulated by a store that applies the operation and then raise
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, List
 
 import pytest
@@ -189,5 +189,5 @@ def test_an_outage_longer_than_the_budget_stops_with_the_typed_error(tmp_path):
     store.calls.clear()
     store.down = True
     with pytest.raises(StoreUnavailableError, match="store down during current_epoch"):
-        committer.next_batch(T0)  # idle: the epoch check is the store call
+        committer.next_batch(T0 + timedelta(seconds=1))  # idle: the epoch check is the store call
     assert store.calls["current_epoch"] == 3
