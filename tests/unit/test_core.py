@@ -249,7 +249,8 @@ def test_without_compact_log_every_range_is_logged(tmp_path):
     committer = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), source)
     source.data = {1}
     committer.next_batch(T0 + timedelta(seconds=6))
-    b1 = committer.next_batch(T0 + timedelta(seconds=7))  # per-partition outputs: a replay must keep each range's partition
+    # per-partition outputs: a replay must keep each range's partition
+    b1 = committer.next_batch(T0 + timedelta(seconds=7))
     assert b1 is None or committer.store.get_batch(b1.batch_id) == b1
     source.data = {2}
     b = committer.next_batch(T0 + timedelta(seconds=8))
