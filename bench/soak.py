@@ -45,6 +45,8 @@ from contextlib import ExitStack
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from dstream_exactly_once.testing.logs import logrotate
+
 from .common import log
 from .soak_report import chart, print_slopes, slopes, windows
 
@@ -193,14 +195,7 @@ class LogWriter(threading.Thread):
         open(self.log, "a").close()
 
     def rotate(self) -> None:
-        oldest = f"{self.log}.{KEEP_ROTATED}"
-        if os.path.exists(oldest):
-            os.remove(oldest)
-        for i in range(KEEP_ROTATED - 1, 0, -1):
-            if os.path.exists(f"{self.log}.{i}"):
-                os.rename(f"{self.log}.{i}", f"{self.log}.{i + 1}")
-        os.rename(self.log, f"{self.log}.1")
-        open(self.log, "w").close()
+        logrotate(os.path.dirname(self.log), KEEP_ROTATED, os.path.basename(self.log))
         self.rotations += 1
 
     def run(self) -> None:

@@ -7,10 +7,11 @@ waited for. :func:`run_cli` runs ``dstream-eo`` in-process; :func:`logrotate` ro
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from typing import Any, Callable, Optional, Tuple, Type, TypeVar
+
+from dstream_exactly_once.testing.logs import logrotate  # noqa: F401 - the tests import it from here
 
 T = TypeVar("T")
 
@@ -71,17 +72,3 @@ def run_cli(capsys: Any, *argv: str) -> Tuple[int, str, str]:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def logrotate(directory: str, keep: int, name: str = "service.log") -> None:
-    """Rotate ``directory/name`` as logrotate does, keeping ``keep`` rotated files: the oldest
-    (``name.<keep>``) is deleted, the others move up one, ``name`` becomes ``name.1`` and a new empty
-    ``name`` is created."""
-    log = os.path.join(directory, name)
-    if os.path.exists(f"{log}.{keep}"):
-        os.remove(f"{log}.{keep}")
-    for i in range(keep - 1, 0, -1):
-        if os.path.exists(f"{log}.{i}"):
-            os.rename(f"{log}.{i}", f"{log}.{i + 1}")
-    os.rename(log, f"{log}.1")
-    open(log, "w").close()
