@@ -39,7 +39,7 @@ from .recovery import batch_ms
 
 log = logging.getLogger(__name__)
 
-__all__ = ["InputInfoReporter", "describe_ranges", "input_stream_id"]
+__all__ = ["InputInfoReporter", "describe_ranges", "input_stream_id", "jvm_safe"]
 
 #: ``StreamInputInfo.METADATA_KEY_DESCRIPTION``: the metadata entry the batch page shows
 DESCRIPTION_KEY = "Description"
@@ -64,6 +64,16 @@ def describe_ranges(ranges: Sequence[SourceRange]) -> Tuple[int, str]:
         else:
             lines.append(f"{r.describe()}\tpositions: {r.start} to {r.end}")
     return total, "\n".join(lines)
+
+
+def jvm_safe(text: str) -> str:
+    """``text`` as valid UTF-8 for py4j: a file name that is not UTF-8 (decoded by Python with
+    surrogate escapes) keeps its odd bytes as ``\\xff`` escapes. py4j cannot send a lone surrogate
+    and a failed send breaks its connection for the whole driver."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no file name decodes to
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def input_stream_id(jdstream: Any) -> int:
@@ -117,7 +127,7 @@ class InputInfoReporter:
         jvm = self._ssc.sparkContext._jvm
         tracker = self._ssc._jssc.ssc().scheduler().inputInfoTracker()
         metadata = jvm.java.util.HashMap()
-        metadata.put(DESCRIPTION_KEY, description)
+        metadata.put(DESCRIPTION_KEY, jvm_safe(description))
         info = jvm.org.apache.spark.streaming.scheduler.StreamInputInfo(
             self.stream_id, records, jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(metadata))
         jtime = jvm.org.apache.spark.streaming.Time(ms)

@@ -188,8 +188,10 @@ def test_copytruncate_gap_fails_once_names_the_way_out_and_the_replay_follows_th
         _stop(ssc)
     assert isinstance(failed, DataLossError)
     with open_store(url, app) as store:
-        (pending,) = store.pending_batches()
-    n = pending.batch_id
+        pending = store.pending_batches()
+    # batches are planned while Spark generates them: later batches may be logged behind the failed one
+    n = pending[0].batch_id
+    assert [b.batch_id for b in pending] == list(range(n, n + len(pending)))
     text = str(failed)
     assert f"batch {n} cannot be read" in text and f"[{X} -> {Y})" in text and "service.log" in text
     assert f"dstream-eo batches skip --store {url} --app {app} --batch {n} --execute" in text
@@ -245,7 +247,8 @@ def test_copytruncate_gap_after_a_sigkill_between_planning_and_reading(kind, sc,
     n = int(planned.split()[1])
     TruncateOnce(live)([type("R", (), {"start": X, "end": Y})()])  # logrotate's truncate while no driver runs
     with open_store(url, app) as store:
-        assert [b.batch_id for b in store.pending_batches()] == [n]
+        # later batches planned while the output function blocked may be logged behind it
+        assert [b.batch_id for b in store.pending_batches()][:1] == [n]
     caplog.set_level(logging.INFO)
     ssc, stream = _start(sc, pattern, url, app, False)
     try:

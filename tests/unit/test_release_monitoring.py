@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 
 import pytest
@@ -12,7 +13,7 @@ from dstream_exactly_once.core.loss_totals import DataLossTotals
 from dstream_exactly_once.core.progress import ProgressTracker
 from dstream_exactly_once.files import FileRange
 from dstream_exactly_once.stores.writes import PlannedBatch
-from dstream_exactly_once.streaming.input_info import describe_ranges
+from dstream_exactly_once.streaming.input_info import describe_ranges, jvm_safe
 
 
 def test_kafka_ranges_are_records_described_as_sparks_direct_stream():
@@ -33,6 +34,16 @@ def test_file_ranges_are_bytes_and_say_so():
     assert lines[0].startswith("records counted in bytes")
     assert lines[1:] == ["file: /var/log/a.log\tidentity: file:f1 fingerprint abababababababab dev/inode 5/7\t"
                          "bytes: 0 to 200"]
+
+
+def test_a_file_name_that_is_not_utf8_reaches_the_jvm_as_escapes():
+    odd = os.fsdecode(b"/var/log/service.log.\xff")  # how Python names it: a lone surrogate
+    _, text = describe_ranges([FileRange("f1", odd, 0, 10)])
+    with pytest.raises(UnicodeEncodeError):
+        text.encode("utf-8")  # what py4j does with it, which breaks its connection
+    safe = jvm_safe(text)
+    assert "file: /var/log/service.log.\\xff\t" in safe and safe.encode("utf-8")
+    assert jvm_safe("\ud800 plain") == "\\ud800 plain" and jvm_safe("tab\tü") == "tab\tü"
 
 
 def test_an_empty_batch_is_zero_records():
