@@ -11,14 +11,14 @@ import os
 import random
 import shutil
 from collections import Counter
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Iterable, List, Optional
 
 import pytest
 
 from dstream_exactly_once.errors import OffsetRangeError
 from dstream_exactly_once.files import FileRange
 
-from ._files_harness import Harness, lines, names, write
+from ._files_harness import Harness, lines, names, on_inode, until_on_inode, write
 
 HEADER = "#" * 1100 + "\n"  # longer than md5.sample.length (1024): files that share it share a fingerprint
 
@@ -27,37 +27,6 @@ def _once(seen: Counter[str], expected: Iterable[str]) -> None:
     expected = list(expected)
     assert sorted(seen) == sorted(expected), sorted(set(seen) ^ set(expected))[:10]
     assert {k: n for k, n in seen.items() if n != 1} == {}
-
-
-def _on_inode(path: str, text: str, inode: int, scratch: str) -> bool:
-    """Create ``path`` holding ``text`` on ``inode``, just freed by a delete: the file system hands a
-    freed inode to the next new file; should another process take it first, park the file we got
-    (keeping its inode busy) and try again. ``False`` when the inode stayed taken (another process
-    holds it): the caller plays its case again on new files."""
-    parked = []
-    landed = False
-    for i in range(50):
-        write(path, text, mode="w")
-        if os.stat(path).st_ino == inode:
-            landed = True
-            break
-        parked.append(os.path.join(scratch, f"parked-{i}"))
-        os.rename(path, parked[-1])
-    for p in parked:
-        os.remove(p)
-    return landed
-
-
-def _until_on_inode(case: Callable[[str], Optional[Any]], tmp_path: Any, tries: int = 5) -> Any:
-    """Run ``case(directory)`` in a new directory until it gets its freed inode back (``None``: it did not;
-    other processes creating files on the same file system may take a freed inode first)."""
-    for attempt in range(tries):
-        directory = tmp_path / f"try-{attempt}"
-        directory.mkdir()
-        result = case(str(directory))
-        if result is not None:
-            return result
-    raise AssertionError(f"another process took the freed inode in each of {tries} tries")
 
 
 # ---------------------------------------------------------------- 1. copy in small pieces
@@ -147,11 +116,11 @@ def test_new_file_on_a_deleted_files_inode_with_the_same_header_is_read_from_zer
         seen: Counter[str] = Counter(h.drain())
         inode = os.stat(old).st_ino
         os.remove(old)  # while the driver is down
-        if not _on_inode(new, HEADER + lines("new", 0, 3), inode, directory):  # shorter than old.log's position
+        if not on_inode(new, HEADER + lines("new", 0, 3), inode, directory):  # shorter than old.log's position
             return None
         return old, new, h, seen
 
-    old, new, h, seen = _until_on_inode(case, tmp_path)
+    old, new, h, seen = until_on_inode(case, tmp_path)
     h.restart()
     with caplog.at_level("INFO"):
         seen.update(h.drain())
@@ -176,11 +145,11 @@ def test_next_service_log_on_a_deleted_rotated_files_inode_is_reported_as_a_new_
         inode = os.stat(log + ".1").st_ino
         os.remove(log + ".1")  # rotate count reached: the oldest file goes
         os.rename(log, log + ".1")  # the next rotation; its new service.log lands on the freed inode
-        if not _on_inode(log, lines("c", 0, 5), inode, directory):
+        if not on_inode(log, lines("c", 0, 5), inode, directory):
             return None
         return log, h, seen
 
-    log, h, seen = _until_on_inode(case, tmp_path)
+    log, h, seen = until_on_inode(case, tmp_path)
     with caplog.at_level("INFO"):
         seen.update(h.drain())
     _once(seen, names("a", 0, 5) + names("b", 0, 5) + names("c", 0, 5))
