@@ -86,6 +86,18 @@ class Window:
                     "machine_cpu_s": cpu.machine}
 
 
+def _while(window: Window, meter: CpuMeter, body: Any) -> Dict[str, Any]:
+    """``window.wait(meter)`` while ``body(stop)`` runs in a thread of its own (stopped and joined after)."""
+    stop = threading.Event()
+    thread = threading.Thread(target=body, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        return window.wait(meter)
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _ours(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
     from pyspark.streaming import StreamingContext
 
@@ -161,9 +173,8 @@ def _jvm(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any
              .option("checkpointLocation", os.path.join(workdir, "checkpoint"))
              .trigger(processingTime=f"{spec['batch_s']} seconds").start())
     seen: set = set()
-    stop = threading.Event()
 
-    def follow() -> None:  # the query's progress records, as they come
+    def follow(stop: threading.Event) -> None:  # the query's progress records, as they come
         while not stop.is_set():
             for p in query.recentProgress:
                 if p["batchId"] not in seen and p.get("numInputRows", 0) >= 0:
@@ -174,13 +185,9 @@ def _jvm(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any
                                 "tasks": -1, "records": p["numInputRows"]})
             stop.wait(0.05)
 
-    follower = threading.Thread(target=follow, daemon=True)
-    follower.start()
     try:
-        out = window.wait(meter)
+        out = _while(window, meter, follow)
     finally:
-        stop.set()
-        follower.join()
         last = query.lastProgress
         failed = query.exception()
         query.stop()
@@ -202,9 +209,8 @@ def _floor(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
 
     sc = make_spark_context("local[2]", "deo-bench-keepup-floor", {"spark.driver.memory": "2g"})
     tasks = max(1, int(spec["tasks"]))
-    stop = threading.Event()
 
-    def loop() -> None:
+    def loop(stop: threading.Event) -> None:
         while not stop.is_set():
             t0 = time.perf_counter()
             sc.parallelize(range(tasks), tasks).map(lambda i: (1, i)).fold((0, 0), lambda a, b: (a[0] + b[0],
@@ -212,13 +218,9 @@ def _floor(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
             ms = (time.perf_counter() - t0) * 1000
             window.add({"batch_ms": ms, "plan_ms": 0, "job_ms": ms, "commit_ms": 0, "tasks": tasks, "records": 0})
 
-    runner = threading.Thread(target=loop, daemon=True)
-    runner.start()
     try:
-        out = window.wait(meter)
+        out = _while(window, meter, loop)
     finally:
-        stop.set()
-        runner.join()
         sc.stop()
     out["lag_records"] = 0
     return out
