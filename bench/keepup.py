@@ -101,6 +101,36 @@ class Feed:
         self.proc.join(30)
 
 
+def _grow_files(directory: str, n: int, grow: int, interval: float, stop: Any, sent: Any) -> None:
+    """Writer process: every ``interval`` seconds one line appended to each of ``grow`` random files of the ``n``."""
+    import random
+
+    rng, k, t0 = random.Random(7), 0, time.monotonic()
+    while not stop.is_set():
+        for i in rng.sample(range(n), min(grow, n)):
+            with open(os.path.join(directory, f"f{i:05d}.log"), "a", encoding="ascii") as f:
+                f.write(f"line {k}\n")
+            k += 1
+        sent.value = k
+        ahead = (k / max(min(grow, n), 1)) * interval - (time.monotonic() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
+
+
+class FileFeed(Feed):
+    """``n`` one-line files in ``directory``, and a process growing ``grow`` of them per ``interval``."""
+
+    def __init__(self, directory: str, n: int, grow: int, interval: float) -> None:  # noqa: D107
+        for i in range(n):
+            with open(os.path.join(directory, f"f{i:05d}.log"), "w", encoding="ascii") as f:
+                f.write(f"first line of file {i}\n")
+        ctx = mp.get_context("spawn")
+        self.stop, self.sent = ctx.Event(), ctx.Value("q", 0)
+        self.proc = ctx.Process(target=_grow_files, args=(directory, n, grow, interval, self.stop, self.sent),
+                                daemon=True)
+        self.rate, self.t0 = int(grow / interval), 0.0
+
+
 def make_topic(kafka: Any, name: str, partitions: int) -> str:
     """``name`` with ``partitions`` partitions, created in steps of :data:`STEP`."""
     kafka.create_topic(name, partitions=min(partitions, STEP))
@@ -219,6 +249,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--window", type=float, default=60.0, help="measured seconds per peer run (default 60)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--peers", default=",".join(PEERS))
+    ap.add_argument("--files", default="100,1000,10000",
+                    help="N one-line files read by the file stream from earliest, then grown (0: skip; "
+                         "default 100,1000,10000)")
+    ap.add_argument("--grow", type=int, default=200, help="files growing by a line per batch interval (default 200)")
     ap.add_argument("--skew", action="store_true", help="also run the skewed-topic case")
     ap.add_argument("--skew-records", type=int, default=2_000_000)
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results", "keepup.json"))
@@ -278,6 +312,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             kafka.delete_topic(topic)
         if args.skew:
             report += skew_case(kafka, args, connector)
+    files = [int(x) for x in args.files.split(",") if x and int(x) > 0]
+    if files:
+        lines, found, raw = files_cases(files, args, timeout)
+        report += lines
+        verdicts += found
+        data["files"] = raw
     load1 = os.getloadavg()[0]
     head = [f"## {stamp} — B8 keeping up (`python3 -m bench.keepup {' '.join(argv or sys.argv[1:])}`)", "",
             f"1-minute load average {load0:.2f} at start, {load1:.2f} at end (2 CPUs); "
@@ -287,7 +327,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
     with open(args.results, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1, default=str)
-    chart(data["cases"], args.chart)
+    chart(data["cases"], data.get("files", []), args.chart)
     return 0
 
 
@@ -327,31 +367,87 @@ def skew_case(kafka: Any, args: argparse.Namespace, connector: Any) -> List[str]
     return lines + [""]
 
 
-def chart(cases: List[Dict[str, Any]], path: str) -> None:
-    """Batch, plan, job and commit p50 of ``ours`` by partitions (log-log), the JVM source's batch beside."""
+def files_cases(sizes: Sequence[int], args: argparse.Namespace, timeout: float) -> Any:
+    """The file stream over N one-line files: its first batch (every file from ``earliest``) and then
+    ``--grow`` files growing per batch interval."""
+    import tempfile
+
+    rows: List[str] = [f"File stream: N one-line files from `earliest`, then {args.grow} files growing by a line "
+                       f"every {args.interval:g} s (`local[2]`, SQLite, 0.5 s batches; lag in bytes)", "",
+                       "| N files | round | first batch ms | first batch tasks | committed batches/s "
+                       "| batch p50 / p99 ms | plan p50 ms | job p50 ms | commit p50 ms | tasks p50 | CPU s per batch "
+                       "| bytes behind |",
+                       "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+    found: List[str] = []
+    raw: List[Dict[str, Any]] = []
+    for n in sizes:
+        firsts, rates = [], []
+        for r in range(args.rounds):
+            with tempfile.TemporaryDirectory(prefix="deo-keepup-files-") as directory, \
+                    FileFeed(directory, n, args.grow, args.interval):
+                log(f"files N={n:,} round {r + 1}/{args.rounds}")
+                res = run_peer({"peer": "files", "dir": directory, "batch_s": args.interval, "warm_s": args.warm,
+                                "window_s": args.window}, timeout)
+            s = summarize(res, args.window)
+            raw.append({"files": n, "round": r + 1, "summary": s, "first_batch": res.get("first_batch")})
+            if "error" in s:
+                rows.append(f"| {n:,} | {r + 1} | error: {s['error'][:200]} |" + " |" * 9)
+                continue
+            first = res.get("first_batch") or {}
+            firsts.append(float(first.get("batch_ms", float("nan"))))
+            rates.append(s["batches_per_s"])
+            rows.append(f"| {n:,} | {r + 1} | {_fmt(first.get('batch_ms'))} | {_fmt(first.get('tasks'))} | "
+                        f"{s['batches_per_s']:.2f} | {_fmt(s['batch_ms_p50'])} / {_fmt(s['batch_ms_p99'])} | "
+                        f"{_fmt(s['plan_ms_p50'])} | {_fmt(s['job_ms_p50'])} | {_fmt(s['commit_ms_p50'])} | "
+                        f"{_fmt(s['tasks_p50'])} | {_fmt(s['cpu_per_batch_s'], 2)} | {_fmt(s['lag_records'])} |")
+        if n == 10_000 and firsts:
+            f50 = percentile(firsts, 50)
+            found.append(f"| file stream's first batch over {n:,} files | {f50:,.0f} ms | <= 15,000 ms | "
+                         f"{'PASS' if f50 <= 15_000 else '**FAIL**'} |")
+        if n == 10_000 and rates:
+            r50 = percentile(rates, 50)
+            found.append(f"| file stream holds {args.interval:g} s batches over {n:,} files, {args.grow} growing "
+                         f"| {r50:.2f} batches/s | >= {0.95 / args.interval:.2f} | "
+                         f"{'PASS' if r50 >= 0.95 / args.interval else '**FAIL**'} |")
+    return rows + [""], found, raw
+
+
+def _curve(ax: Any, points: List[Any], label: str) -> None:
+    pts = [(x, y) for x, y in points if y is not None and y == y and y > 0]
+    if pts:
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
+
+
+def chart(cases: List[Dict[str, Any]], files: List[Dict[str, Any]], path: str) -> None:
+    """Left: batch, plan, job and commit p50 of ``ours`` by partitions (log-log), the JVM source's batch
+    and the plain job beside. Right: the same for the file stream by files, and its first batch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 5))
     for peer, key, label in (("ours", "batch_ms_p50", "ours: batch"), ("ours", "plan_ms_p50", "ours: plan"),
                              ("ours", "job_ms_p50", "ours: Spark job"), ("ours", "commit_ms_p50", "ours: commit"),
                              ("jvm", "batch_ms_p50", "JVM source: batch"),
                              ("floor", "batch_ms_p50", "plain job floor")):
-        pts = []
-        for case in cases:
-            v = _median(case["runs"].get(peer, []), key)
-            if v is not None and v > 0:
-                pts.append((case["partitions"], v))
-        if pts:
-            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("partitions")
-    ax.set_ylabel("ms (p50)")
-    ax.legend(fontsize=8)
-    ax.set_title("B8: per-batch cost by partitions (2,000 records/s, local[2])")
+        _curve(left, [(c["partitions"], _median(c["runs"].get(peer, []), key)) for c in cases], label)
+    sizes = sorted({f["files"] for f in files})
+    for key, label in (("batch_ms_p50", "batch"), ("plan_ms_p50", "plan"), ("job_ms_p50", "Spark job"),
+                       ("commit_ms_p50", "commit")):
+        _curve(right, [(n, _median([f["summary"] for f in files if f["files"] == n], key)) for n in sizes], label)
+    _curve(right, [(n, _median([f["first_batch"] for f in files if f["files"] == n and f["first_batch"]],
+                               "batch_ms")) for n in sizes], "first batch (from earliest)")
+    for ax, what, title in ((left, "partitions", "Kafka: per-batch cost by partitions"),
+                            (right, "files", "Files: per-batch cost by files")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(what)
+        ax.set_ylabel("ms (p50)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+        ax.set_title(title)
+    fig.suptitle("B8 keeping up (local[2], 0.5 s batches)")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -12,6 +12,9 @@ Each peer gets a fresh JVM (its own SparkContext / SparkSession, ``local[2]``) a
   topic from its latest offsets, the same trigger, ``foreachBatch`` computing the same count and sum
   and writing them to SQLite in one transaction; per batch ``triggerExecution`` and ``addBatch`` from
   the query's progress;
+- ``files``: ``FileUtils.createExactlyOnceFileStream`` over ``dir/*.log`` from ``earliest`` with the same
+  count-and-sum commit (lines and their lengths), SQLite; its first batch (every file's existing lines)
+  is reported apart, and the lag at the end is in bytes;
 - ``floor``: a plain PySpark job of ``tasks`` tasks (``parallelize(range(tasks), tasks).map().fold()``),
   run back to back: what Spark itself charges for a job of that many tasks, the floor under any batch.
 
@@ -139,6 +142,51 @@ def _ours(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, An
     return out
 
 
+def _files(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
+    from pyspark.streaming import StreamingContext
+
+    from dstream_exactly_once import FileUtils, Writes
+    from dstream_exactly_once.stores import open_store
+    from dstream_exactly_once.testing import make_spark_context
+
+    sc = make_spark_context("local[2]", "deo-bench-keepup-files", {"spark.driver.memory": "2g",
+                                                                   **spec.get("conf", {})})
+    ssc = StreamingContext(sc, spec["batch_s"])
+    workdir = tempfile.mkdtemp(prefix="deo-keepup-files-")
+    url, app = f"sqlite:///{workdir}/keepup.db", f"keepup-files-{os.getpid()}"
+    stream = FileUtils.createExactlyOnceFileStream(ssc, os.path.join(spec["dir"], "*.log"),
+                                                   {"starting.offsets": "earliest"}, store=url, app_id=app)
+
+    def count_and_sum(_batch: Any, rdd: Any) -> Any:
+        n, total = rdd.map(lambda line: (1, len(line))).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
+        return Writes().incr("keepup", "count", n).incr("keepup", "sum", total)
+
+    first: List[Dict[str, float]] = []
+
+    def on_progress(record: Dict[str, Any]) -> None:
+        d = record["durationMs"]
+        row = {"batch_ms": d["triggerExecution"], "plan_ms": d["latestOffset"], "job_ms": d["addBatch"],
+               "commit_ms": d["commitOffsets"], "tasks": record["sources"][0].get("numTasks", -1),
+               "records": record["numInputRows"]}
+        if not first:
+            first.append(row)
+        window.add(row)
+
+    stream.commit_each_batch(count_and_sum)
+    stream.add_progress_listener(on_progress)
+    ssc.start()
+    try:
+        out = window.wait(meter)
+    finally:
+        ssc.stop(stopSparkContext=True, stopGraceFully=False)
+    with open_store(url, app) as store:
+        read = sum(int(p.offset) for p in store.load_positions().values())
+    size = sum(e.stat().st_size for e in os.scandir(spec["dir"]) if e.name.endswith(".log"))
+    out["lag_records"] = size - read  # bytes behind, for files
+    out["first_batch"] = first[0] if first else None
+    return out
+
+
 def _jvm(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
@@ -226,7 +274,7 @@ def _floor(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
     return out
 
 
-PEERS = {"ours": _ours, "jvm": _jvm, "floor": _floor}
+PEERS = {"ours": _ours, "jvm": _jvm, "floor": _floor, "files": _files}
 
 
 def main() -> int:
