@@ -11,12 +11,15 @@ chosen store (``--store sqlite|postgres|redis|redis-cluster``, started by
   steadily and rotated by rename every ``--rotate-seconds`` (20 s), the oldest of three rotated
   files deleted.
 
-Every ``--sample-seconds`` it samples the driver's RSS (the Python process and the JVM), open file
-descriptors and threads of both, the file planner's tracked identities and the file app's stored
-positions, the store's size (SQLite file + WAL, ``pg_database_size``, Redis ``used_memory`` summed
-over the nodes) and the number of completed batches; a StreamingListener records every batch's
+Every ``--sample-seconds`` it samples the driver's RSS (the Python process and the JVM), the JVM's
+heap (``jstat -gc``: survivor + old generation used, metaspace), open file descriptors and threads
+of both, the file planner's tracked identities and the file app's stored positions, the store's
+size (SQLite file + WAL, ``pg_database_size``, Redis ``used_memory`` summed over the nodes) and the
+number of completed batches; a StreamingListener records every batch's
 total delay (scheduling + processing, the commit included). Per window (``--window-minutes``,
-default 5): batch latency p50/p99 and the store's growth per 1,000 batches.
+default 5): batch latency p50/p99, the store's growth per 1,000 batches and the JVM heap retained
+(the lowest sample of the window: a JVM's RSS follows its heap's expansion and the collector's
+returns, the retained heap follows what the program keeps).
 
 At the end it drains (producer and writer stop; the committed count and sum must equal what was
 produced and written: exactly-once is checked, not assumed), prints each series' least-squares
@@ -36,6 +39,7 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -72,6 +76,23 @@ def _fds(pid: int) -> Optional[int]:
         return len(os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return None
+
+
+def _jvm_heap(pid: Optional[int]) -> Dict[str, Optional[float]]:
+    """The JVM's heap from ``jstat -gc`` (the JDK's own tool, read from the JVM's perf data: it does not
+    stop the JVM): survivor + old generation used and metaspace used, MiB; ``None`` when unknown."""
+    none: Dict[str, Optional[float]] = {"jvm_retained_mib": None, "jvm_metaspace_mib": None}
+    if pid is None:
+        return none
+    try:
+        jstat = os.path.join(os.path.dirname(os.path.realpath(f"/proc/{pid}/exe")), "jstat")
+        out = subprocess.run([jstat, "-gc", str(pid)], capture_output=True, text=True, timeout=10).stdout.split("\n")
+        names, values = out[0].split(), [float(x) for x in out[1].split()]
+        row = dict(zip(names, values, strict=True))
+        return {"jvm_retained_mib": (row["S0U"] + row["S1U"] + row["OU"]) / 1024.0,
+                "jvm_metaspace_mib": row["MU"] / 1024.0}
+    except (OSError, subprocess.SubprocessError, IndexError, KeyError, ValueError):
+        return none
 
 
 def _jvm_pid() -> Optional[int]:
@@ -298,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
                 "fds_python": _fds(os.getpid()), "fds_jvm": _fds(jvm) if jvm else None,
                 "threads_python": _proc_status(os.getpid(), "Threads"),
                 "threads_jvm": _proc_status(jvm, "Threads") if jvm else None,
+                **_jvm_heap(jvm),
                 "tracked_files": _retry(lambda: len(fstream.committer.source.tracked())),
                 "stored_file_positions": len(positions.load_positions()),
                 "store_bytes": store.size(), "rotations": writer.rotations,

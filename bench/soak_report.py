@@ -7,9 +7,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .common import percentile
 
 #: Per series: (label, unit, the |slope| per hour at or below which the series counts as flat).
+#: A JVM's RSS climbs while its heap expands towards ``-Xmx`` and drops when the collector returns
+#: memory, so the JVM's leak check is the heap it *retains*: survivor + old generation after the
+#: collections of a window, taken as the lowest sample of the window.
 SERIES: Dict[str, Tuple[str, str, float]] = {
     "rss_python_mib": ("driver RSS, Python", "MiB", 16.0),
     "rss_jvm_mib": ("driver RSS, JVM", "MiB", 64.0),
+    "jvm_retained_low_mib": ("JVM heap retained (survivor + old), lowest per window", "MiB", 32.0),
+    "jvm_metaspace_mib": ("JVM metaspace", "MiB", 8.0),
     "fds_python": ("open fds, Python", "fds", 2.0),
     "fds_jvm": ("open fds, JVM", "fds", 8.0),
     "threads_python": ("threads, Python", "threads", 2.0),
@@ -20,6 +25,9 @@ SERIES: Dict[str, Tuple[str, str, float]] = {
     "latency_p99_ms": ("batch latency p99 (per window)", "ms", 200.0),
     "store_bytes_per_1k_batches": ("store size growth per 1,000 batches (per window)", "KiB", 64.0),
 }
+
+#: The series computed per window (the rest are samples).
+PER_WINDOW = ("latency_p50_ms", "latency_p99_ms", "store_bytes_per_1k_batches", "jvm_retained_low_mib")
 
 
 def slope_per_hour(points: Sequence[Tuple[float, float]]) -> Optional[float]:
@@ -50,10 +58,13 @@ def windows(latencies: Sequence[Tuple[float, float]], samples: Sequence[Dict[str
         if len(inside) >= 2 and inside[-1]["batches"] > inside[0]["batches"]:
             growth = ((inside[-1]["store_bytes"] - inside[0]["store_bytes"]) / 1024.0
                       / (inside[-1]["batches"] - inside[0]["batches"]) * 1000.0)
+        retained = [float(s["jvm_retained_mib"]) for s in samples
+                    if lo <= s["t"] < hi and s.get("jvm_retained_mib") is not None]
         out.append({"t": (lo + min(hi, duration_s)) / 2, "start_s": lo, "batches": len(lat),
                     "latency_p50_ms": percentile(lat, 50) if lat else None,
                     "latency_p99_ms": percentile(lat, 99) if lat else None,
-                    "store_bytes_per_1k_batches": growth})
+                    "store_bytes_per_1k_batches": growth,
+                    "jvm_retained_low_mib": min(retained) if retained else None})
         k += 1
     return out
 
@@ -63,7 +74,7 @@ def slopes(samples: Sequence[Dict[str, Any]], per_window: Sequence[Dict[str, Any
     """Each series' slope per hour over the samples (or windows) after ``warmup_s``, and whether it is flat."""
     out: Dict[str, Dict[str, Any]] = {}
     for key, (label, unit, flat) in SERIES.items():
-        rows = per_window if key in ("latency_p50_ms", "latency_p99_ms", "store_bytes_per_1k_batches") else samples
+        rows = per_window if key in PER_WINDOW else samples
         points = [(r["t"], float(r[key])) for r in rows if r["t"] >= warmup_s and r.get(key) is not None]
         s = slope_per_hour(points)
         out[key] = {"label": label, "unit": unit, "slope_per_hour": s, "flat_threshold_per_hour": flat,
@@ -91,7 +102,7 @@ def chart(samples: Sequence[Dict[str, Any]], per_window: Sequence[Dict[str, Any]
     keys = list(SERIES)
     fig, axes = plt.subplots((len(keys) + 2) // 3, 3, figsize=(15, 3 * ((len(keys) + 2) // 3)))
     for ax, key in zip(axes.flat, keys, strict=False):
-        rows = per_window if key in ("latency_p50_ms", "latency_p99_ms", "store_bytes_per_1k_batches") else samples
+        rows = per_window if key in PER_WINDOW else samples
         pts = [(r["t"] / 60.0, r[key]) for r in rows if r.get(key) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="." if rows is per_window else None)

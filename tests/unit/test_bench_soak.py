@@ -33,3 +33,14 @@ def test_bad_flags_are_refused(argv, capsys):
     with pytest.raises(SystemExit):
         parse(argv)
     assert "--" in capsys.readouterr().err
+
+
+def test_the_jvm_leak_check_is_the_lowest_retained_heap_of_each_window():
+    # a sawtooth: the heap grows between collections and falls back to what the program keeps (100 MiB)
+    saw = [{"t": t, "batches": t, "jvm_retained_mib": 100.0 + (t % 60) * 5.0} for t in range(0, 600, 5)]
+    w = windows([], saw, 120.0, 600.0)
+    assert [x["jvm_retained_low_mib"] for x in w] == [100.0] * 5
+    assert slopes(saw, w, warmup_s=120.0)["jvm_retained_low_mib"]["flat"] is True
+    leak = [{**s, "jvm_retained_mib": s["jvm_retained_mib"] + s["t"] * 0.05} for s in saw]  # +180 MiB / hour
+    w = windows([], leak, 120.0, 600.0)
+    assert slopes(leak, w, warmup_s=120.0)["jvm_retained_low_mib"]["flat"] is False
