@@ -19,7 +19,9 @@ number of completed batches; a StreamingListener records every batch's
 total delay (scheduling + processing, the commit included). Per window (``--window-minutes``,
 default 5): batch latency p50/p99, the store's growth per 1,000 batches and the JVM heap retained
 (the lowest sample of the window: a JVM's RSS follows its heap's expansion and the collector's
-returns, the retained heap follows what the program keeps).
+returns, the retained heap follows what the program keeps). Every ``--full-gc-seconds`` (150) the
+driver's JVM runs a full collection (``jcmd <pid> GC.run``), so each window's lowest sample is its
+live set rather than garbage promoted to the old generation and not yet collected.
 
 At the end it drains (producer and writer stop; the committed count and sum must equal what was
 produced and written: exactly-once is checked, not assumed), prints each series' least-squares
@@ -93,6 +95,17 @@ def _jvm_heap(pid: Optional[int]) -> Dict[str, Optional[float]]:
                 "jvm_metaspace_mib": row["MU"] / 1024.0}
     except (OSError, subprocess.SubprocessError, IndexError, KeyError, ValueError):
         return none
+
+
+def _full_gc(pid: Optional[int]) -> None:
+    """``jcmd <pid> GC.run``: a full collection in the driver's JVM (best effort)."""
+    if pid is None:
+        return
+    try:
+        jcmd = os.path.join(os.path.dirname(os.path.realpath(f"/proc/{pid}/exe")), "jcmd")
+        subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def _jvm_pid() -> Optional[int]:
@@ -308,8 +321,12 @@ def run(args: argparse.Namespace) -> int:
         jvm = _jvm_pid()
         log(f"running {args.minutes:g} min on {args.store} (JVM pid {jvm}); samples every {args.sample_seconds:g} s")
         next_report = t0 + 60
+        next_gc = t0 + args.full_gc_seconds if args.full_gc_seconds > 0 else float("inf")
         while time.monotonic() - t0 < duration:
             time.sleep(args.sample_seconds)
+            if time.monotonic() >= next_gc:  # a full collection: the next sample's heap is what the program keeps
+                next_gc += args.full_gc_seconds
+                _full_gc(jvm)
             with lock:
                 batches = len(latencies)
             s: Dict[str, Any] = {
@@ -388,6 +405,9 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--sample-seconds", type=float, default=5.0, help="sampling interval (default 5)")
     p.add_argument("--batch-seconds", type=float, default=0.5, help="batch interval (default 0.5)")
     p.add_argument("--rate", type=int, default=200, help="Kafka records and log lines per second (default 200)")
+    p.add_argument("--full-gc-seconds", type=float, default=150.0,
+                   help="a full collection in the driver's JVM this often, so the retained heap is the live set "
+                        "(0: never; default 150)")
     p.add_argument("--rotate-seconds", type=float, default=20.0, help="log rotation interval (default 20)")
     p.add_argument("--out", help="directory for soak.json and soak.png")
     args = p.parse_args(argv)
@@ -396,6 +416,8 @@ def parse(argv: Optional[List[str]] = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be > 0, got {getattr(args, name)!r}")
     if args.rate <= 0:
         p.error(f"--rate must be > 0, got {args.rate!r}")
+    if args.full_gc_seconds < 0:
+        p.error(f"--full-gc-seconds must be >= 0 (0: never), got {args.full_gc_seconds!r}")
     return args
 
 

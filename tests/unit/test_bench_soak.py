@@ -28,7 +28,8 @@ def test_windows_and_flat_verdicts():
     assert result["latency_p99_ms"]["flat"] is None  # one window after the warm-up: no slope
 
 
-@pytest.mark.parametrize("argv", [["--minutes", "0"], ["--rate", "-1"], ["--store", "mysql"]])
+@pytest.mark.parametrize("argv", [["--minutes", "0"], ["--rate", "-1"], ["--store", "mysql"],
+                                  ["--full-gc-seconds", "-5"]])
 def test_bad_flags_are_refused(argv, capsys):
     with pytest.raises(SystemExit):
         parse(argv)
