@@ -9,7 +9,8 @@ leave gaps, so ``count()`` is an upper bound on the records a range yields, not 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from operator import attrgetter
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, register_range_kind
@@ -166,6 +167,38 @@ class OffsetRange(SourceRange):
     def from_json_obj(cls, obj: Any) -> OffsetRange:
         topic, partition, from_offset, until_offset = obj
         return cls(topic, int(partition), int(from_offset), int(until_offset))
+
+    @classmethod
+    def encode_many(cls, ranges: Sequence[SourceRange]) -> List[List[Any]]:
+        """Columns per run of consecutive ranges of one topic: ``[[topic, partitions, fromOffsets,
+        untilOffsets], …]`` (one run per topic for a batch planned topic by topic)."""
+        topics: List[str] = list(map(attrgetter("topic"), ranges))
+        if topics.count(topics[0]) == len(topics):  # one topic: columns straight from the ranges
+            return [[topics[0], list(map(attrgetter("partition"), ranges)),
+                     list(map(attrgetter("fromOffset"), ranges)), list(map(attrgetter("untilOffset"), ranges))]]
+        runs: List[List[Any]] = []
+        for r, topic in zip(ranges, topics, strict=True):
+            if not runs or runs[-1][0] != topic:
+                runs.append([topic, [], [], []])
+            run = runs[-1]
+            run[1].append(r.partition)  # type: ignore[attr-defined]
+            run[2].append(r.fromOffset)  # type: ignore[attr-defined]
+            run[3].append(r.untilOffset)  # type: ignore[attr-defined]
+        return runs
+
+    @classmethod
+    def decode_many(cls, obj: Any) -> List[SourceRange]:
+        out: List[SourceRange] = []
+        if not isinstance(obj, list):
+            raise OffsetRangeError(f"Kafka ranges in the offset log must be a list of topic runs, got {obj!r:.200}")
+        for run in obj:
+            if not (isinstance(run, list) and len(run) == 4 and all(isinstance(c, list) for c in run[1:])
+                    and len(run[1]) == len(run[2]) == len(run[3])):
+                raise OffsetRangeError(f"a Kafka topic run in the offset log must be [topic, partitions, fromOffsets, "
+                                       f"untilOffsets] with columns of one length, got {run!r:.200}")
+            topic = run[0]
+            out.extend(cls(topic, p, f, u) for p, f, u in zip(run[1], run[2], run[3], strict=True))
+        return out
 
     def describe(self) -> str:
         return f"{self.topic}-{self.partition} [{self.fromOffset} -> {self.untilOffset})"
