@@ -60,7 +60,7 @@ __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatc
 
 #: Version of the on-store layout this library writes; a store with a higher one is refused, one
 #: with a lower one is upgraded on its first write (see the module docstring).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class TransactionalStore(parts.HeartbeatStore, parts.EpochStore, parts.PositionStore, parts.BatchLog,

@@ -1,0 +1,96 @@
+"""The position log: how a flat whole-batch commit stores its positions without a row per partition.
+
+A whole-batch commit that the flat rule applies (:func:`._commit_rules.decide_flat`) writes the
+positions it moves as **one entry** of the app's position log (SQL: a ``deo_pos_log`` row; Redis: a
+field of the ``plog`` hash), keyed by its batch id, instead of one position row (hash field) per
+partition. An entry is the JSON array ``[sets, inits, documents]``:
+
+- ``sets`` — ``{position key: next position}`` of the commit's non-empty ranges (stored whatever
+  was there);
+- ``inits`` — ``{position key: next position}`` of its empty ranges whose position may be absent
+  (stored only for a partition without a position, as an empty range's commit does);
+- ``documents`` — ``{position key: JSON text}`` of those with a document
+  (:meth:`SourceRange.position_meta`); a key of ``sets`` without one has no document.
+
+The stored positions are the position rows, then the entries applied over them in batch order
+(:func:`merge` then :func:`apply`). Every writer outside the flat sequence — a per-range
+commit, a whole-batch commit the per-range rule decides, a commit that drops positions,
+``mark_committed``, ``reset_positions`` — first **folds** the log into the rows (the merged entries
+written as rows, the entries deleted) in its own transaction, so it reads and writes rows as if
+there were no log; a flat commit folds too once the log holds :data:`FOLD_AT` entries. Folding
+changes no stored position, so a crash before, during or after it leaves the same positions.
+"""
+
+from __future__ import annotations
+
+import json
+from operator import attrgetter
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..core.ranges import Position, SourceRange
+from ._commit_rules import CommitPlan, stored_position
+
+__all__ = ["FOLD_AT", "Merged", "apply", "entry_json", "merge"]
+
+#: A flat commit finding this many entries in the log folds them into the rows (and writes its own
+#: positions as rows): the log, and what a read merges, stays bounded.
+FOLD_AT = 32
+
+_KEY, _END = attrgetter("position_key"), attrgetter("end")
+
+#: ``(sets, inits)``: ``{position key: (next position, document JSON text or None)}`` each.
+Merged = Tuple[Dict[str, Tuple[int, Optional[str]]], Dict[str, Tuple[int, Optional[str]]]]
+
+
+def entry_json(plan: CommitPlan, empty: Sequence[SourceRange]) -> str:
+    """The position-log entry of ``plan`` applied flat; ``empty``: its empty ranges whose position
+    may be absent."""
+    sets = dict(zip(map(_KEY, plan.todo), map(_END, plan.todo), strict=True))
+    inits = dict(zip(map(_KEY, empty), map(_END, empty), strict=True))
+    docs = plan.metas
+    if docs and len(empty) != len(plan.empty):
+        docs = {k: v for k, v in docs.items() if k in sets or k in inits}
+    return json.dumps([sets, inits, docs], ensure_ascii=False, separators=(",", ":"))
+
+
+def merge(entries: Iterable[str]) -> Merged:
+    """The entries (JSON texts, in batch order) as one change: the last set of each key wins; an init
+    counts only for a key no entry sets or inits before it."""
+    set_pos: Dict[str, int] = {}
+    set_doc: Dict[str, str] = {}
+    init_pos: Dict[str, int] = {}
+    init_doc: Dict[str, str] = {}
+    for text in entries:
+        sets, inits, docs = json.loads(text)
+        if init_pos:
+            for k in init_pos.keys() & sets.keys():
+                del init_pos[k]
+                init_doc.pop(k, None)
+        set_pos.update(sets)
+        if set_doc or docs:
+            for k in set_doc.keys() & sets.keys():
+                del set_doc[k]
+            set_doc.update((k, v) for k, v in docs.items() if k in sets)
+        for k, pos in inits.items():
+            if k not in set_pos and k not in init_pos:
+                init_pos[k] = pos
+                if k in docs:
+                    init_doc[k] = docs[k]
+    return ({k: (int(v), set_doc.get(k)) for k, v in set_pos.items()},
+            {k: (int(v), init_doc.get(k)) for k, v in init_pos.items()})
+
+
+def rows_of(change: Dict[str, Tuple[int, Optional[str]]]) -> List[Tuple[str, int, Optional[str]]]:
+    """``(key, next position, document)`` rows of one side of :func:`merge`."""
+    return [(k, pos, doc) for k, (pos, doc) in change.items()]
+
+
+def apply(app_id: str, positions: Dict[str, Position], merged: Merged) -> Dict[str, Position]:
+    """``positions`` (read from the rows) with the merged log applied over them."""
+    sets, inits = merged
+    for k, (pos, doc) in sets.items():
+        positions[k] = stored_position(app_id, k, pos, doc)[1]
+    for k, (pos, doc) in inits.items():
+        if k not in positions:
+            positions[k] = stored_position(app_id, k, pos, doc)[1]
+    return positions
