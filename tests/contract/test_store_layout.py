@@ -25,7 +25,14 @@ from dstream_exactly_once.errors import (
     StoreUnavailableError,
 )
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.stores import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
+from dstream_exactly_once.stores import (
+    SCHEMA_VERSION,
+    CommitOutcome,
+    PlannedBatch,
+    TransactionalStore,
+    Writes,
+    open_store,
+)
 
 from ..conftest import raw_redis_client
 from .fixtures import ContractFixtures

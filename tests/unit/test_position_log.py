@@ -9,7 +9,7 @@ from dstream_exactly_once.stores._position_log import apply, merge
 
 
 def entry(sets: dict, inits: dict, docs: dict) -> str:
-    return json.dumps([sets, inits, docs])
+    return json.dumps([list(sets), list(sets.values()), list(inits), list(inits.values()), docs])
 
 
 def test_the_last_set_wins_and_an_init_counts_only_for_a_key_not_seen_before() -> None:
