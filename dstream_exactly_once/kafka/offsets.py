@@ -9,7 +9,8 @@ leave gaps, so ``count()`` is an upper bound on the records a range yields, not 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import groupby
+from operator import attrgetter, sub
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from .._checks import is_int
@@ -91,6 +92,10 @@ class TopicAndPartition:
         return f"{self.topic}-{self.partition}"
 
 
+_TOPIC, _PARTITION = attrgetter("topic"), attrgetter("partition")
+_FROM, _UNTIL = attrgetter("fromOffset"), attrgetter("untilOffset")
+
+
 @register_range_kind
 @dataclass(frozen=True, order=True)
 class OffsetRange(SourceRange):
@@ -166,20 +171,24 @@ class OffsetRange(SourceRange):
 
     @classmethod
     def encode_many(cls, ranges: Sequence[SourceRange]) -> List[List[Any]]:
-        """Columns per run of consecutive ranges of one topic: ``[[topic, partitions, fromOffsets,
-        untilOffsets], …]`` (one run per topic for a batch planned topic by topic)."""
-        topics: List[str] = list(map(attrgetter("topic"), ranges))
+        """Columns per run of consecutive ranges of one topic (one run per topic for a batch planned
+        topic by topic): ``[[topic, partitions, fromOffsets, lengths], …]`` with ``lengths`` =
+        ``untilOffset - fromOffset``, and ``partitions`` written ``{"first": p, "count": n}`` when they
+        are ``p, p + 1, …, p + n - 1`` with ``n > 1`` (every partition of a topic, in order)."""
+        topics: List[str] = list(map(_TOPIC, ranges))
         if topics.count(topics[0]) == len(topics):  # one topic: columns straight from the ranges
-            return [[topics[0], list(map(attrgetter("partition"), ranges)),
-                     list(map(attrgetter("fromOffset"), ranges)), list(map(attrgetter("untilOffset"), ranges))]]
+            groups: List[Tuple[str, Sequence[SourceRange]]] = [(topics[0], ranges)]
+        else:
+            groups = [(topic, list(run)) for topic, run in groupby(ranges, key=_TOPIC)]
         runs: List[List[Any]] = []
-        for r, topic in zip(ranges, topics, strict=True):
-            if not runs or runs[-1][0] != topic:
-                runs.append([topic, [], [], []])
-            run = runs[-1]
-            run[1].append(r.partition)  # type: ignore[attr-defined]
-            run[2].append(r.fromOffset)  # type: ignore[attr-defined]
-            run[3].append(r.untilOffset)  # type: ignore[attr-defined]
+        for topic, run in groups:
+            partitions: List[int] = list(map(_PARTITION, run))
+            froms: List[int] = list(map(_FROM, run))
+            first = partitions[0]
+            runs.append([topic, {"first": first, "count": len(partitions)}
+                         if len(partitions) > 1 and partitions == list(range(first, first + len(partitions)))
+                         else partitions,
+                         froms, list(map(sub, map(_UNTIL, run), froms))])
         return runs
 
     @classmethod
@@ -188,12 +197,15 @@ class OffsetRange(SourceRange):
         if not isinstance(obj, list):
             raise OffsetRangeError(f"Kafka ranges in the offset log must be a list of topic runs, got {obj!r:.200}")
         for run in obj:
-            if not (isinstance(run, list) and len(run) == 4 and all(isinstance(c, list) for c in run[1:])
-                    and len(run[1]) == len(run[2]) == len(run[3])):
+            parts = run[1] if isinstance(run, list) and len(run) == 4 else None
+            if isinstance(parts, dict) and set(parts) == {"first", "count"} and all(map(is_int, parts.values())):
+                parts = range(parts["first"], parts["first"] + parts["count"])
+            if not (isinstance(parts, (list, range)) and isinstance(run[2], list) and isinstance(run[3], list)
+                    and len(parts) == len(run[2]) == len(run[3]) and all(map(is_int, run[3]))):
                 raise OffsetRangeError(f"a Kafka topic run in the offset log must be [topic, partitions, fromOffsets, "
-                                       f"untilOffsets] with columns of one length, got {run!r:.200}")
+                                       f"lengths] with columns of one length, got {run!r:.200}")
             topic = run[0]
-            out.extend(cls(topic, p, f, u) for p, f, u in zip(run[1], run[2], run[3], strict=True))
+            out.extend(cls(topic, p, f, f + n) for p, f, n in zip(parts, run[2], run[3], strict=True))
         return out
 
     def describe(self) -> str:

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import json
 from operator import attrgetter
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
+from ..errors import StoreError
 from ._commit_rules import CommitPlan, stored_position
 
 __all__ = ["FOLD_AT", "Merged", "apply", "entry_json", "merge"]
@@ -42,8 +43,14 @@ FOLD_AT = 32
 
 _KEY, _END = attrgetter("position_key"), attrgetter("end")
 
-#: ``(sets, inits)``: ``{position key: (next position, document JSON text or None)}`` each.
-Merged = Tuple[Dict[str, Tuple[int, Optional[str]]], Dict[str, Tuple[int, Optional[str]]]]
+class Merged(NamedTuple):
+    """Entries merged into one change: next positions and document texts of the keys set (stored
+    whatever was there) and of the keys initialised (stored only where no position is)."""
+
+    set_pos: Dict[str, int]
+    set_doc: Dict[str, str]
+    init_pos: Dict[str, int]
+    init_doc: Dict[str, str]
 
 
 def entry_json(plan: CommitPlan, empty: Sequence[SourceRange]) -> str:
@@ -57,17 +64,19 @@ def entry_json(plan: CommitPlan, empty: Sequence[SourceRange]) -> str:
                        list(map(_END, empty)), docs], separators=(",", ":"))
 
 
-def merge(entries: Iterable[str]) -> Merged:
+def merge(app_id: str, entries: Iterable[str]) -> Merged:
     """The entries (JSON texts, in batch order) as one change: the last set of each key wins; an init
-    counts only for a key no entry sets or inits before it."""
-    set_pos: Dict[str, int] = {}
-    set_doc: Dict[str, str] = {}
-    init_pos: Dict[str, int] = {}
-    init_doc: Dict[str, str] = {}
+    counts only for a key no entry sets or inits before it. A damaged entry raises :class:`StoreError`."""
+    out = Merged({}, {}, {}, {})
+    set_pos, set_doc, init_pos, init_doc = out
     for text in entries:
-        set_keys, set_ends, init_keys, init_ends, docs = json.loads(text)
-        sets = dict(zip(set_keys, set_ends, strict=True))
-        inits = dict(zip(init_keys, init_ends, strict=True))
+        try:
+            set_keys, set_ends, init_keys, init_ends, docs = json.loads(text)
+            sets = dict(zip(set_keys, set_ends, strict=True))
+            inits = dict(zip(init_keys, init_ends, strict=True))
+            docs = dict(docs)
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"app {app_id!r}: a position-log entry is damaged ({text!r:.200}): {exc}") from exc
         if init_pos:
             for k in init_pos.keys() & sets.keys():
                 del init_pos[k]
@@ -82,21 +91,19 @@ def merge(entries: Iterable[str]) -> Merged:
                 init_pos[k] = pos
                 if k in docs:
                     init_doc[k] = docs[k]
-    return ({k: (int(v), set_doc.get(k)) for k, v in set_pos.items()},
-            {k: (int(v), init_doc.get(k)) for k, v in init_pos.items()})
+    return out
 
 
-def rows_of(change: Dict[str, Tuple[int, Optional[str]]]) -> List[Tuple[str, int, Optional[str]]]:
-    """``(key, next position, document)`` rows of one side of :func:`merge`."""
-    return [(k, pos, doc) for k, (pos, doc) in change.items()]
+def rows_of(pos: Dict[str, int], doc: Dict[str, str]) -> List[Tuple[str, int, Optional[str]]]:
+    """``(key, next position, document or None)`` rows of one side of a :class:`Merged`."""
+    return list(zip(pos, pos.values(), map(doc.get, pos), strict=True))
 
 
 def apply(app_id: str, positions: Dict[str, Position], merged: Merged) -> Dict[str, Position]:
     """``positions`` (read from the rows) with the merged log applied over them."""
-    sets, inits = merged
-    for k, (pos, doc) in sets.items():
+    for k, pos, doc in rows_of(merged.set_pos, merged.set_doc):
         positions[k] = stored_position(app_id, k, pos, doc)[1]
-    for k, (pos, doc) in inits.items():
+    for k, pos, doc in rows_of(merged.init_pos, merged.init_doc):
         if k not in positions:
             positions[k] = stored_position(app_id, k, pos, doc)[1]
     return positions

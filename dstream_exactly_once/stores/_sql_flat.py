@@ -59,9 +59,9 @@ def fold(store: Any, cur: Any) -> None:
     entries = cur.all("SELECT doc FROM deo_pos_log WHERE app = ? ORDER BY batch_id", (store.app_id,))
     if not entries:
         return
-    sets, inits = plog.merge(str(e[0]) for e in entries)
-    store._write_positions(cur, SET_POSITION, plog.rows_of(sets))
-    store._write_positions(cur, INIT_POSITION, plog.rows_of(inits))
+    merged = plog.merge(store.app_id, (str(e[0]) for e in entries))
+    store._write_positions(cur, SET_POSITION, plog.rows_of(merged.set_pos, merged.set_doc))
+    store._write_positions(cur, INIT_POSITION, plog.rows_of(merged.init_pos, merged.init_doc))
     cur.run("DELETE FROM deo_pos_log WHERE app = ?", (store.app_id,))
 
 
@@ -76,7 +76,9 @@ def load_positions(store: Any, cur: Any) -> Dict[str, Position]:
                    "SELECT NULL, batch_id, doc FROM deo_pos_log WHERE app = ?", (store.app_id, store.app_id))
     entries = sorted((int(o), str(m)) for k, o, m in rows if k is None)
     positions = dict(rules.stored_position(store.app_id, k, o, m) for k, o, m in rows if k is not None)
-    return plog.apply(store.app_id, positions, plog.merge(e for _, e in entries)) if entries else positions
+    if not entries:
+        return positions
+    return plog.apply(store.app_id, positions, plog.merge(store.app_id, (e for _, e in entries)))
 
 
 def stored_positions(store: Any, cur: Any) -> Dict[str, int]:

@@ -270,7 +270,8 @@ class RedisStore(TransactionalStore):
         positions = dict(rules.stored_position(self.app_id, k, v, metas.get(k)) for k, v in offsets.items())
         if not entries:
             return positions
-        return plog.apply(self.app_id, positions, plog.merge(entries[f] for f in sorted(entries, key=int)))
+        merged = plog.merge(self.app_id, (entries[f] for f in sorted(entries, key=int)))
+        return plog.apply(self.app_id, positions, merged)
 
     def _fold(self) -> None:
         """Fold the position log into the offsets and pmeta hashes (see :mod:`._position_log`): read and
@@ -280,10 +281,11 @@ class RedisStore(TransactionalStore):
             if not entries:
                 return
             fields = sorted(entries, key=int)
-            sets, inits = plog.merge(entries[f] for f in fields)
+            merged = plog.merge(self.app_id, (entries[f] for f in fields))
+            sets = merged.set_pos
             payload = {"fields": fields,
-                       "sets": [list(sets), [str(p) for p, _ in sets.values()], [d or "" for _, d in sets.values()]],
-                       "inits": [[k, str(p), d or ""] for k, (p, d) in inits.items()]}
+                       "sets": [list(sets), list(map(str, sets.values())), [merged.set_doc.get(k, "") for k in sets]],
+                       "inits": [[k, str(p), d or ""] for k, p, d in plog.rows_of(merged.init_pos, merged.init_doc)]}
             keys = [self._key("offsets"), self._key("pmeta"), self._key("plog")]
             if self._run_script("fold", keys, payload, what="fold of the position log")[0] == "applied":
                 return

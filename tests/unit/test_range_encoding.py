@@ -27,8 +27,14 @@ def file_range(file_id: str, start: int, end: int, **kw: Any) -> FileRange:
 
 
 def test_kafka_ranges_are_stored_as_columns_per_topic() -> None:
-    b = PlannedBatch(4, 5_000, tuple(OffsetRange("t", p, 10 * p, 10 * p + 3) for p in range(3)))
-    assert json.loads(b.ranges_json()) == {"kind": "kafka", "many": [["t", [0, 1, 2], [0, 10, 20], [3, 13, 23]]]}
+    b = PlannedBatch(4, 5_000, tuple(OffsetRange("t", p, 10 * p, 10 * p + p) for p in (0, 2, 1)))
+    assert json.loads(b.ranges_json()) == {"kind": "kafka", "many": [["t", [0, 2, 1], [0, 20, 10], [0, 2, 1]]]}
+    round_trip(b)
+
+
+def test_consecutive_partitions_are_stored_as_first_and_count() -> None:
+    b = PlannedBatch(4, 5_000, tuple(OffsetRange("t", p, 10 * p, 10 * p + 3) for p in range(3, 6)))
+    assert json.loads(b.ranges_json())["many"] == [["t", {"first": 3, "count": 3}, [30, 40, 50], [3, 3, 3]]]
     round_trip(b)
 
 
@@ -36,8 +42,8 @@ def test_kafka_ranges_keep_their_order_across_interleaved_topics() -> None:
     ranges = (OffsetRange("a", 1, 0, 5), OffsetRange("b", 0, 7, 7), OffsetRange("a", 0, 2, 9),
               OffsetRange("b", 3, 1, 2))
     b = PlannedBatch(0, 1, ranges)
-    assert json.loads(b.ranges_json())["many"] == [["a", [1], [0], [5]], ["b", [0], [7], [7]], ["a", [0], [2], [9]],
-                                                   ["b", [3], [1], [2]]]
+    assert json.loads(b.ranges_json())["many"] == [["a", [1], [0], [5]], ["b", [0], [7], [0]], ["a", [0], [2], [7]],
+                                                   ["b", [3], [1], [1]]]
     round_trip(b)
 
 
@@ -77,6 +83,10 @@ def test_entries_of_the_per_range_encoding_still_read() -> None:
 
 @pytest.mark.parametrize("stored", [
     {"kind": "kafka", "many": [["t", [0, 1], [0], [1, 2]]]},  # columns of different lengths
+    {"kind": "kafka", "many": [["t", {"first": 0, "count": 2}, [0, 1], [1]]]},
+    {"kind": "kafka", "many": [["t", {"first": 0}, [0], [1]]]},
+    {"kind": "kafka", "many": [["t", [0], [5], [-1]]]},  # until before from
+    {"kind": "kafka", "many": [["t", [0], [5], [1.5]]]},
     {"kind": "kafka", "many": [["t", [0], [0]]]},
     {"kind": "kafka", "many": {"t": 1}},
     {"kind": "file", "many": {"n": 2, "file_id": ["a"], "path": ["/a", "/b"], "from_byte": [0, 0],
