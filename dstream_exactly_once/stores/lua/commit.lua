@@ -127,20 +127,8 @@ for _, r in ipairs(p.rows) do
 end
 chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[6], ...) end)
 if p.plog then redis.call('HSET', plog, p.batch, p.plog) end
-local offsets, docs, nodocs = {}, {}, {}
-for i, key in ipairs(fields) do
-  offsets[#offsets + 1] = key; offsets[#offsets + 1] = untl[i]
-  if metas[i] ~= '' then docs[#docs + 1] = key; docs[#docs + 1] = metas[i]
-  else nodocs[#nodocs + 1] = key end
-end
-chunks(offsets, 2000, function(...) redis.call('HSET', KEYS[4], ...) end)
-chunks(docs, 2000, function(...) redis.call('HSET', KEYS[5], ...) end)
-if #nodocs > 0 and redis.call('EXISTS', KEYS[5]) == 1 then  -- a position without a document drops its old one
-  chunks(nodocs, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
-end
-for _, r in ipairs(p.empty) do
-  if redis.call('HSETNX', KEYS[4], r[1], r[2]) == 1 and r[3] ~= '' then redis.call('HSET', KEYS[5], r[1], r[3]) end
-end
+set_positions(KEYS[4], KEYS[5], fields, untl, metas)
+init_positions(KEYS[4], KEYS[5], p.empty)
 if p.drop and #p.drop > 0 then
   chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
   chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
