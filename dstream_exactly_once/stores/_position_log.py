@@ -21,7 +21,8 @@ The stored positions are the position rows, then the entries applied over them i
 commit, a whole-batch commit the per-range rule decides, a commit that drops positions,
 ``mark_committed``, ``reset_positions`` — first **folds** the log into the rows (the merged entries
 written as rows, the entries deleted) in its own transaction, so it reads and writes rows as if
-there were no log; a flat commit folds too once the log holds :data:`FOLD_AT` entries. Folding
+there were no log; a flat commit folds too once the log holds :data:`FOLD_AT` entries, and a
+flat commit that sets every stored position replaces the entries instead (:func:`supersedes`). Folding
 changes no stored position, so a crash before, during or after it leaves the same positions.
 """
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import json
 from operator import attrgetter
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..errors import StoreError
@@ -62,6 +63,13 @@ def entry_json(plan: CommitPlan, empty: Sequence[SourceRange]) -> str:
         docs = {k: v for k, v in docs.items() if k not in left_out}
     return json.dumps([list(map(_KEY, plan.todo)), list(map(_END, plan.todo)), list(map(_KEY, empty)),
                        list(map(_END, empty)), docs], separators=(",", ":"))
+
+
+def supersedes(plan: CommitPlan, known: Optional[FrozenSet[str]]) -> bool:
+    """Whether the entry of ``plan`` sets every position stored before it (``known``: the position
+    keys stored then, if known): the log's earlier entries then change nothing a reader sees, and
+    the entry replaces them (a batch in which every partition moves keeps the log at one entry)."""
+    return known is not None and len(plan.todo) >= len(known) and known.issubset(map(_KEY, plan.todo))
 
 
 def merge(app_id: str, entries: Iterable[str]) -> Merged:

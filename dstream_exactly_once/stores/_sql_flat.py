@@ -14,7 +14,7 @@ reads or writes a position row, and :func:`load_positions` reads both in one sta
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Optional, Tuple
 
 from ..core.ranges import Position
 from . import _commit_rules as rules
@@ -22,7 +22,8 @@ from . import _position_log as plog
 from ._sql_statements import INIT_POSITION, SET_POSITION
 from .writes import RESERVED_NAMESPACE
 
-__all__ = ["append", "clear_marker", "commit_state", "fold", "load_positions", "stored_positions", "write_marker"]
+__all__ = ["append", "clear_marker", "commit_state", "fold", "load_positions", "stored_keys", "stored_positions",
+           "write_marker"]
 
 _MARKER = "(SELECT v.doc FROM deo_values v WHERE v.app = {app} AND v.ns = ? AND v.k = ?)"
 _LOGGED = "(SELECT COUNT(*) FROM deo_pos_log l WHERE l.app = {app})"
@@ -65,9 +66,20 @@ def fold(store: Any, cur: Any) -> None:
     cur.run("DELETE FROM deo_pos_log WHERE app = ?", (store.app_id,))
 
 
-def append(store: Any, cur: Any, batch_id: int, entry: str) -> None:
-    """In a flat commit's transaction: its positions as one position-log entry."""
+def append(store: Any, cur: Any, batch_id: int, entry: str, replace: bool = False) -> None:
+    """In a flat commit's transaction: its positions as one position-log entry (``replace``: instead of
+    the log's entries, which it supersedes)."""
+    if replace:
+        cur.run("DELETE FROM deo_pos_log WHERE app = ?", (store.app_id,))
     cur.run("INSERT INTO deo_pos_log (app, batch_id, doc) VALUES (?, ?, ?)", (store.app_id, batch_id, entry))
+
+
+def stored_keys(store: Any, cur: Any) -> FrozenSet[str]:
+    """The stored position keys: of the rows and of the position log's entries."""
+    rows = cur.all("SELECT pkey, NULL FROM deo_positions WHERE app = ? UNION ALL "
+                   "SELECT NULL, doc FROM deo_pos_log WHERE app = ?", (store.app_id, store.app_id))
+    merged = plog.merge(store.app_id, (str(d) for k, d in rows if k is None))
+    return frozenset(str(k) for k, _ in rows if k is not None).union(merged.set_pos, merged.init_pos)
 
 
 def load_positions(store: Any, cur: Any) -> Dict[str, Position]:

@@ -87,8 +87,9 @@ def _shown(ranges: Sequence[SourceRange], limit: int = 5) -> str:
     return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "") if ranges else "no ranges"
 
 
-#: Reads the flat marker and the stored position keys at one instant (no write; same hash slot).
-_KEYS_AT = "return {redis.call('GET', KEYS[1]), redis.call('HKEYS', KEYS[2])}"
+#: Reads the flat marker, the position keys of the offsets hash and the position log's entries at one
+#: instant (no write; same hash slot).
+_KEYS_AT = "return {redis.call('GET', KEYS[1]), redis.call('HKEYS', KEYS[2]), redis.call('HVALS', KEYS[3])}"
 
 
 class RedisStore(TransactionalStore):
@@ -356,7 +357,7 @@ class RedisStore(TransactionalStore):
                 return self._commit(plan)
             if outcome is CommitOutcome.APPLIED and plan.whole:
                 memo.marker, memo.keys = memo.after(plan, known)
-                if memo.keys is None and plan.empty:  # batches with empty ranges: learn which keys are stored
+                if memo.keys is None and (plan.empty or not into_log):  # learn which keys are stored
                     memo.keys = self._keys_at(memo.marker)
             elif outcome is CommitOutcome.APPLIED:
                 memo.marker, memo.keys = None, None
@@ -366,11 +367,15 @@ class RedisStore(TransactionalStore):
             raise
 
     def _keys_at(self, marker: Tuple[int, int]) -> Optional[FrozenSet[str]]:
-        """The stored position keys, if the marker still names ``marker`` (both read by one script)."""
-        flat, keys = self._call(lambda c: c.eval(_KEYS_AT, 2, self._key("flat"), self._key("offsets")))
+        """The stored position keys (of the offsets hash and of the position log's entries), if the marker
+        still names ``marker`` (all read by one script)."""
+        flat, keys, entries = self._call(lambda c: c.eval(_KEYS_AT, 3, self._key("flat"), self._key("offsets"),
+                                                          self._key("plog")))
         if rules.parse_flat_marker(flat) != marker:
             return None
-        return frozenset(k.decode() if isinstance(k, bytes) else str(k) for k in keys)
+        merged = plog.merge(self.app_id, entries)
+        return frozenset(k.decode() if isinstance(k, bytes) else str(k) for k in keys).union(merged.set_pos,
+                                                                                              merged.init_pos)
 
     def _commit_once(self, plan: rules.CommitPlan, known: Optional[FrozenSet[str]],
                      into_log: bool = False) -> Optional[CommitOutcome]:
@@ -406,7 +411,8 @@ class RedisStore(TransactionalStore):
             "drop": list(writes.dropped_positions),
         }
         if into_log:
-            payload.update(plog=plog.entry_json(plan, empty), fold_at=plog.FOLD_AT)
+            payload.update(plog=plog.entry_json(plan, empty), fold_at=plog.FOLD_AT,
+                           replace=plog.supersedes(plan, known))  # known: checked by the script (p.known)
         if plan.log_entry:
             payload["entry"] = batch.to_json()
         if known is not None:

@@ -316,7 +316,10 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                     return CommitOutcome.REPLAYED
                 empty, known = plan.empty, self._flat.known_before(marker)
                 is_flat = plan.whole and rules.decide_flat(self.app_id, batch.batch_id, plan.epoch, marker)
-                into_log = is_flat and not writes.dropped_positions and logged < plog.FOLD_AT
+                if is_flat and known is None:  # another instance committed before: learn the stored keys once
+                    known = flat.stored_keys(self, cur)
+                replace = bool(logged) and is_flat and plog.supersedes(plan, known)
+                into_log = is_flat and not writes.dropped_positions and (logged < plog.FOLD_AT or replace)
                 if logged and not into_log:  # rows are read or written: the position log goes into them first
                     flat.fold(self, cur)
                 if is_flat:
@@ -326,7 +329,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                     if not rules.decide(batch.batch_id, plan.todo, stored):
                         return CommitOutcome.REPLAYED
                     known = frozenset(stored)
-                self._apply(cur, plan, statements, sets, adds, counters, empty, into_log)
+                self._apply(cur, plan, statements, sets, adds, counters, empty, into_log, replace)
                 if plan.whole:
                     flat.write_marker(self, cur, plan.epoch, batch.batch_id)
                     memo = self._flat.after(plan, known)
@@ -338,9 +341,10 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
 
     def _apply(self, cur: Cursor, plan: rules.CommitPlan, statements: List[Tuple[str, Tuple[Any, ...]]],
                sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]], counters: List[Counters],
-               empty: Sequence[SourceRange], into_log: bool = False) -> None:
+               empty: Sequence[SourceRange], into_log: bool = False, replace: bool = False) -> None:
         """The writes of an applied commit (``empty``: the empty ranges whose position may be absent;
-        ``into_log``: the positions go to the position log, as one entry)."""
+        ``into_log``: the positions go to the position log, as one entry; ``replace``: that entry
+        replaces the log's entries)."""
         batch, writes = plan.batch, plan.writes
         if statements:  # first: a statement that ended the transaction finds nothing of the commit's in it
             self._run_user_statements(cur, batch, statements)
@@ -352,7 +356,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                                           for i, row in enumerate(rows)])
         self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
         if into_log:
-            flat.append(self, cur, batch.batch_id, plog.entry_json(plan, empty))
+            flat.append(self, cur, batch.batch_id, plog.entry_json(plan, empty), replace)
         else:
             self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
             self._write_positions(cur, INIT_POSITION, self._position_rows(plan, empty))

@@ -96,7 +96,8 @@ class DenseContract(ContractFixtures):
         commit_all(store, epoch, [dense(0)])  # the epoch's first commit: the per-range rule, rows
         assert self.row_count(store_url, store.app_id) == P and self.log_len(store_url, store.app_id) == 0
         commit_all(store, epoch, [dense(b) for b in range(1, 6)], in_commit=False)
-        assert self.log_len(store_url, store.app_id) == 5 and self.row_count(store_url, store.app_id) == P
+        # each entry sets every stored position: it replaces the one before
+        assert self.log_len(store_url, store.app_id) == 1 and self.row_count(store_url, store.app_id) == P
         self.assert_positions(store, after(5))
         assert store.get_value("n", "batches") == 6 and store.last_committed_batch_id() == 5
         assert store.commit(epoch, dense(5), Writes().incr("n", "batches")) is REPLAYED
@@ -190,14 +191,31 @@ class DenseContract(ContractFixtures):
 
     def test_the_log_is_folded_when_it_holds_fold_at_entries(self, store: TransactionalStore, epoch: int,
                                                              store_url: str) -> None:
-        last = FOLD_AT + 3
+        """Batches moving half of the partitions (by turns) do not supersede the entries before them."""
+        positions = [0] * P
+        last, most = FOLD_AT + 3, 0
         for b in range(last + 1):
-            commit_all(store, epoch, [dense(b)])
-            assert self.log_len(store_url, store.app_id) <= FOLD_AT
+            ranges = []
+            for p in range(P):
+                end = positions[p] + (p + 1 if (p + b) % 2 == 0 else 0)
+                ranges.append(OffsetRange("d", p, positions[p], end))
+                positions[p] = end
+            commit_all(store, epoch, [PlannedBatch(b, b + 1, tuple(ranges))])
+            most = max(most, self.log_len(store_url, store.app_id))
             if b in (FOLD_AT, FOLD_AT + 1, last):
-                self.assert_positions(store, after(b))
-        assert self.log_len(store_url, store.app_id) < FOLD_AT
+                self.assert_positions(store, {f"d/{p}": Position(positions[p]) for p in range(P)})
+        assert most == FOLD_AT and self.log_len(store_url, store.app_id) < FOLD_AT
         assert store.get_value("n", "batches") == last + 1
+
+    def test_an_instance_that_does_not_know_the_stored_keys_appends(
+            self, store: TransactionalStore, epoch: int, store_url: str, app_id: str) -> None:
+        commit_all(store, epoch, [dense(0), dense(1, partitions=P + 5)])  # 5 partitions new in batch 1
+        with open_store(store_url, app_id) as other:  # same epoch, another instance: no memo of the keys
+            commit_all(other, epoch, [dense(2, partitions=P + 5)])
+            self.assert_positions(other, after(2, partitions=P + 5))
+            commit_all(other, epoch, [dense(3, partitions=P + 5), dense(4, partitions=P + 5)])
+            assert self.log_len(store_url, app_id) <= 2  # known again from its own commits: replaced
+        self.assert_positions(store, after(4, partitions=P + 5))
 
     def test_a_flat_commit_that_drops_positions(self, store: TransactionalStore, epoch: int,
                                                 store_url: str) -> None:

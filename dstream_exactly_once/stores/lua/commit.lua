@@ -15,7 +15,8 @@
 -- or "si"/"sf"/"sj" (set an int/float/JSON document); p.drop = position keys whose position and
 -- document the commit deletes. p.plog (optional): the commit's positions as one position-log entry
 -- (_position_log.py), written instead of p.ranges/p.empty when the flat rule applies and the log
--- holds fewer than p.fold_at entries; otherwise {'stale'} or {'fold'} and nothing is written. Without
+-- holds fewer than p.fold_at entries (p.replace: the entry sets every stored position, given by the
+-- marker p.known, and replaces the log's entries); otherwise {'stale'} or {'fold'} and nothing is written. Without
 -- p.plog, a non-empty position log returns {'fold'}: it is folded into the offsets hash first.
 -- Everything is checked before the first
 -- write (a Lua script is not rolled back on error), with one HMGET per hash rather than one call
@@ -44,7 +45,7 @@ if p.whole and marker then
   end
 end
 if (p.known or p.plog) and not flat then return {'stale'} end  -- p.empty was cut for the marker p.known
-if redis.call('HLEN', plog) >= (p.plog and tonumber(p.fold_at) or 1) then return {'fold'} end
+if not p.replace and redis.call('HLEN', plog) >= (p.plog and tonumber(p.fold_at) or 1) then return {'fold'} end
 if not flat then
   local applied, done = {}, {}
   local stored = hmget(KEYS[4], fields)
@@ -126,7 +127,10 @@ for _, r in ipairs(p.rows) do
   else redis.call('HSET', KEYS[11 + 5 * r[1]], r[2], r[3]) end
 end
 chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[6], ...) end)
-if p.plog then redis.call('HSET', plog, p.batch, p.plog) end
+if p.plog then
+  if p.replace then redis.call('DEL', plog) end
+  redis.call('HSET', plog, p.batch, p.plog)
+end
 set_positions(KEYS[4], KEYS[5], fields, untl, metas)
 init_positions(KEYS[4], KEYS[5], p.empty)
 if p.drop and #p.drop > 0 then
