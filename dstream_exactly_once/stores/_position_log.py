@@ -38,8 +38,8 @@ from ._commit_rules import CommitPlan, stored_position
 
 __all__ = ["FOLD_AT", "Merged", "apply", "entry_json", "merge"]
 
-#: A flat commit finding this many entries in the log folds them into the rows (and writes its own
-#: positions as rows): the log, and what a read merges, stays bounded.
+#: A flat commit finding this many entries in the log folds them into the rows first (SQL: and writes
+#: its own positions as rows): the log, and what a read merges, stays bounded.
 FOLD_AT = 32
 
 _KEY, _END = attrgetter("position_key"), attrgetter("end")
