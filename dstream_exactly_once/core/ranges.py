@@ -15,7 +15,8 @@ them without importing their source: each source's range module registers its ty
 (importing the source's package is enough). What the core needs to know about a kind is carried by
 its class: how progress records group its positions (:meth:`SourceRange.progress_group`), whether
 ``end - start`` counts records (:attr:`SourceRange.counts_records`), whether it is the kind stored as
-bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), how the CLI shows a stored
+bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), how a batch's ranges are stored together in
+the offset log (:meth:`SourceRange.encode_many`, :meth:`SourceRange.decode_many`), how the CLI shows a stored
 position and its lag (:meth:`SourceRange.position_row`), and the document a position reset by an
 operator keeps (:meth:`SourceRange.reanchor_position`). Where the live log of a kind starts and ends
 is asked of the source through :mod:`.live_log`.
@@ -33,7 +34,9 @@ __all__ = [
     "SourceRange",
     "check_ranges",
     "decode_range",
+    "decode_ranges",
     "encode_range",
+    "encode_ranges",
     "legacy_range_type",
     "range_kind",
     "range_kind_of_key",
@@ -103,6 +106,21 @@ class SourceRange(ABC):
     @abstractmethod
     def from_json_obj(cls, obj: Any) -> SourceRange:
         """The range encoded by :meth:`to_json_obj`."""
+
+    @classmethod
+    def encode_many(cls, ranges: Sequence[SourceRange]) -> Any:
+        """``ranges`` (all of this kind, in batch order) as one JSON value: how the offset log keeps a
+        batch's ranges; :meth:`decode_many` reads it back in the same order. The default is the list of
+        :meth:`to_json_obj`; a kind whose batches hold many ranges stores them as columns (Kafka:
+        partitions, ``fromOffset`` and ``untilOffset`` as integer arrays per topic)."""
+        return [r.to_json_obj() for r in ranges]
+
+    @classmethod
+    def decode_many(cls, obj: Any) -> List[SourceRange]:
+        """The ranges :meth:`encode_many` stored as ``obj``, in their order."""
+        if not isinstance(obj, list):
+            raise ConfigurationError(f"cannot decode {cls.kind!r} ranges from {obj!r:.200}: expected a JSON array")
+        return [cls.from_json_obj(o) for o in obj]
 
     def describe(self) -> str:
         """How messages name this range."""
@@ -205,6 +223,38 @@ def decode_range(obj: Any) -> SourceRange:
         body = {k: v for k, v in obj.items() if k != "kind"}
         return range_kind(obj["kind"]).from_json_obj(body)
     raise ConfigurationError(f"cannot decode an offset-log range from {obj!r}")
+
+
+#: The key of a batch's ranges under their kind in :func:`encode_ranges`' object.
+_MANY = "many"
+
+
+def encode_ranges(ranges: Sequence[SourceRange]) -> Any:
+    """A batch's ranges (one kind) as the offset log stores them: ``{"kind": k, "many": …}`` with the
+    kind's :meth:`~SourceRange.encode_many`; ``[]`` for no ranges."""
+    if not ranges:
+        return []
+    cls = type(ranges[0])
+    if len(set(map(type, ranges))) != 1:
+        raise ConfigurationError(f"the ranges of one offset-log entry must be of one kind, got "
+                                 f"{sorted({r.kind for r in ranges})}")
+    return {"kind": cls.kind, _MANY: cls.encode_many(ranges)}
+
+
+def decode_ranges(obj: Any) -> Tuple[SourceRange, ...]:
+    """The ranges stored as ``obj``: :func:`encode_ranges`' object, or a JSON array of ranges each
+    encoded by :func:`encode_range` (the per-range encoding of older offset-log entries)."""
+    if isinstance(obj, list):
+        return tuple(decode_range(r) for r in obj)
+    if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and _MANY in obj and len(obj) == 2:
+        cls = range_kind(obj["kind"])
+        out = tuple(cls.decode_many(obj[_MANY]))
+        wrong = [r for r in out if not isinstance(r, cls)]
+        if wrong:
+            raise ConfigurationError(f"decode_many of range kind {cls.kind!r} returned {wrong[0]!r}, not a "
+                                     f"{cls.__name__}")
+        return out
+    raise ConfigurationError(f"cannot decode offset-log ranges from {obj!r:.200}")
 
 
 def check_ranges(ranges: Sequence[SourceRange], what: str, *, one_per_partition: bool = True) -> List[SourceRange]:

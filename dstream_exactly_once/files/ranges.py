@@ -10,8 +10,8 @@ after a restart to recognise it again: :meth:`FileRange.position_meta` is stored
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Dict, Mapping, Optional, Tuple
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, register_range_kind
@@ -172,6 +172,30 @@ class FileRange(SourceRange):
         except TypeError as exc:
             raise OffsetRangeError(f"cannot decode a file range from {obj!r}: {exc}") from None
 
+    @classmethod
+    def encode_many(cls, ranges: Sequence[SourceRange]) -> Dict[str, Any]:
+        """Columns: ``{"n": count, field: [value of each range], …}`` for every field, leaving out the
+        columns in which every range holds the field's default (no fingerprints, no host, …)."""
+        out: Dict[str, Any] = {"n": len(ranges)}
+        for name in _FIELDS:
+            column = [getattr(r, name) for r in ranges]
+            if name in _DEFAULTS and all(v == _DEFAULTS[name] for v in column):
+                continue
+            out[name] = [[list(a) for a in v] for v in column] if name == "aliases" else column
+        return out
+
+    @classmethod
+    def decode_many(cls, obj: Any) -> List[SourceRange]:
+        n = obj.get("n") if isinstance(obj, dict) else None
+        if not is_int(n) or n < 0 or set(obj) - {"n", *_FIELDS}:
+            raise OffsetRangeError(f"file ranges in the offset log must be {{'n': count, field: column, …}} with "
+                                   f"fields of {_FIELDS}, got {obj!r:.200}")
+        columns = {name: obj[name] for name in _FIELDS if name in obj}
+        if any(not isinstance(c, list) or len(c) != n for c in columns.values()):
+            raise OffsetRangeError(f"every column of file ranges in the offset log must hold {n} values, got "
+                                   f"{obj!r:.200}")
+        return [cls.from_json_obj({name: column[i] for name, column in columns.items()}) for i in range(n)]
+
     def describe(self) -> str:
         return f"{self.path} ({self.position_key}) [{self.from_byte} -> {self.until_byte})"
 
@@ -210,3 +234,8 @@ class FileRange(SourceRange):
 
     def __str__(self) -> str:
         return f"FileRange(path: '{self.path}', id: {self.file_id}, range: [{self.from_byte} -> {self.until_byte}])"
+
+
+_FIELDS = tuple(f.name for f in fields(FileRange))
+#: The fields with a default, and the default (a column holding only it is left out of the log).
+_DEFAULTS = {f.name: f.default for f in fields(FileRange) if f.default is not MISSING}

@@ -9,7 +9,9 @@ leave gaps, so ``count()`` is an upper bound on the records a range yields, not 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from itertools import groupby
+from operator import attrgetter, sub
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from .._checks import is_int
 from ..core.ranges import Position, SourceRange, register_range_kind
@@ -90,6 +92,10 @@ class TopicAndPartition:
         return f"{self.topic}-{self.partition}"
 
 
+_TOPIC, _PARTITION = attrgetter("topic"), attrgetter("partition")
+_FROM, _UNTIL = attrgetter("fromOffset"), attrgetter("untilOffset")
+
+
 @register_range_kind
 @dataclass(frozen=True, order=True)
 class OffsetRange(SourceRange):
@@ -147,17 +153,13 @@ class OffsetRange(SourceRange):
         return (self.topic, self.partition, self.fromOffset, self.untilOffset)
 
     # ---------------------------------------------------------------- SourceRange
-    @property
-    def position_key(self) -> str:
-        return self._position_key  # type: ignore[attr-defined, no-any-return]  # set in __post_init__
-
-    @property
-    def start(self) -> int:
-        return self.fromOffset
-
-    @property
-    def end(self) -> int:
-        return self.untilOffset
+    # read by attrgetter (C) rather than a Python getter: a commit reads them once or twice per range
+    #: the store key ``"topic/partition"`` (made in ``__post_init__``)
+    position_key = property(attrgetter("_position_key"))  # type: ignore[assignment]
+    #: ``fromOffset``
+    start = property(attrgetter("fromOffset"))  # type: ignore[assignment]
+    #: ``untilOffset``
+    end = property(attrgetter("untilOffset"))  # type: ignore[assignment]
 
     def to_json_obj(self) -> Any:
         return list(self.toTuple())
@@ -166,6 +168,45 @@ class OffsetRange(SourceRange):
     def from_json_obj(cls, obj: Any) -> OffsetRange:
         topic, partition, from_offset, until_offset = obj
         return cls(topic, int(partition), int(from_offset), int(until_offset))
+
+    @classmethod
+    def encode_many(cls, ranges: Sequence[SourceRange]) -> List[List[Any]]:
+        """Columns per run of consecutive ranges of one topic (one run per topic for a batch planned
+        topic by topic): ``[[topic, partitions, fromOffsets, lengths], …]`` with ``lengths`` =
+        ``untilOffset - fromOffset``, and ``partitions`` written ``{"first": p, "count": n}`` when they
+        are ``p, p + 1, …, p + n - 1`` with ``n > 1`` (every partition of a topic, in order)."""
+        topics: List[str] = list(map(_TOPIC, ranges))
+        if topics.count(topics[0]) == len(topics):  # one topic: columns straight from the ranges
+            groups: List[Tuple[str, Sequence[SourceRange]]] = [(topics[0], ranges)]
+        else:
+            groups = [(topic, list(run)) for topic, run in groupby(ranges, key=_TOPIC)]
+        runs: List[List[Any]] = []
+        for topic, run in groups:
+            partitions: List[int] = list(map(_PARTITION, run))
+            froms: List[int] = list(map(_FROM, run))
+            first = partitions[0]
+            runs.append([topic, {"first": first, "count": len(partitions)}
+                         if len(partitions) > 1 and partitions == list(range(first, first + len(partitions)))
+                         else partitions,
+                         froms, list(map(sub, map(_UNTIL, run), froms))])
+        return runs
+
+    @classmethod
+    def decode_many(cls, obj: Any) -> List[SourceRange]:
+        out: List[SourceRange] = []
+        if not isinstance(obj, list):
+            raise OffsetRangeError(f"Kafka ranges in the offset log must be a list of topic runs, got {obj!r:.200}")
+        for run in obj:
+            parts = run[1] if isinstance(run, list) and len(run) == 4 else None
+            if isinstance(parts, dict) and set(parts) == {"first", "count"} and all(map(is_int, parts.values())):
+                parts = range(parts["first"], parts["first"] + parts["count"])
+            if not (isinstance(parts, (list, range)) and isinstance(run[2], list) and isinstance(run[3], list)
+                    and len(parts) == len(run[2]) == len(run[3]) and all(map(is_int, run[3]))):
+                raise OffsetRangeError(f"a Kafka topic run in the offset log must be [topic, partitions, fromOffsets, "
+                                       f"lengths] with columns of one length, got {run!r:.200}")
+            topic = run[0]
+            out.extend(cls(topic, p, f, f + n) for p, f, n in zip(parts, run[2], run[3], strict=True))
+        return out
 
     def describe(self) -> str:
         return f"{self.topic}-{self.partition} [{self.fromOffset} -> {self.untilOffset})"

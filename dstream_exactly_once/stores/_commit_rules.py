@@ -12,12 +12,17 @@ source: ranges are :class:`~dstream_exactly_once.core.ranges.SourceRange` values
 from __future__ import annotations
 
 import json
+import operator
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..core.ranges import Position, SourceRange, check_ranges
+from ..core.ranges import Position, SourceRange
 from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
 from ._commit_args import check_batch_arg, check_epoch_arg, check_writes_arg
 from .writes import PlannedBatch, Writes
+
+_KEY, _START, _END = attrgetter("position_key"), attrgetter("start"), attrgetter("end")
 
 
 def stored_position(app_id: str, key: Any, offset: Any, meta: Any) -> Tuple[str, Position]:
@@ -44,8 +49,8 @@ class CommitPlan(NamedTuple):
     """A checked :meth:`~TransactionalStore.commit` call, handed to the backend's transaction body.
 
     ``todo`` are the non-empty ranges (compare-and-set, then store ``end``), ``empty`` the empty ones
-    (store ``end`` only for a partition without a position); ``metas`` maps each of their position
-    keys to the JSON text of the range's ``position_meta()`` (``None``: no document); ``part`` names
+    (store ``end`` only for a partition without a position); ``metas`` maps the position keys of
+    those with a document to the JSON text of the range's ``position_meta()`` (absent: none); ``part`` names
     the commit's batch rows (``""`` for a whole batch); ``log_entry`` says the commit also writes the
     batch's offset-log entry (idempotent for an identical entry, a conflict for another).
     """
@@ -64,8 +69,9 @@ class CommitPlan(NamedTuple):
 
 
 def batch_ranges(batch: PlannedBatch) -> List[SourceRange]:
-    """The ranges of ``batch``, refusing non-ranges, mixed kinds and a partition named twice."""
-    return check_ranges(batch.ranges, f"the ranges of batch {batch.batch_id}")
+    """The ranges of ``batch`` as a list (a :class:`PlannedBatch` refuses non-ranges, mixed kinds and a
+    partition named twice when it is made, and its ranges are an immutable tuple)."""
+    return list(batch.ranges)
 
 
 def commit_ranges(
@@ -84,7 +90,8 @@ def commit_ranges(
                 raise ConfigurationError(f"partition {r.position_key} appears twice in the ranges of a commit")
             seen.add(r.position_key)
         chosen = list(ranges)
-    return [r for r in chosen if r.end > r.start], [r for r in chosen if r.end == r.start]
+    moved = list(map(operator.gt, map(_END, chosen), map(_START, chosen)))  # without a Python loop: dense batches
+    return list(compress(chosen, moved)), list(compress(chosen, map(operator.not_, moved)))
 
 
 def meta_json(r: SourceRange) -> Optional[str]:
@@ -112,12 +119,15 @@ def plan_commit(epoch: object, batch: object, writes: object, ranges: Optional[S
         raise ConfigurationError("log_entry=True writes a whole batch's offset-log entry: it needs the whole batch "
                                  "(ranges=None, complete_batch=True)")
     todo, empty = commit_ranges(batch, ranges)
-    kept = sorted({r.position_key for r in todo + empty} & set(writes.dropped_positions))
+    chosen = todo + empty
+    kept = sorted({r.position_key for r in chosen} & set(writes.dropped_positions)) if writes.dropped_positions else []
     if kept:
         raise ConfigurationError(f"the commit of batch {batch.batch_id} cannot drop the positions {kept}: its own "
                                  f"ranges store them; drop a position only when no range of the commit has it")
-    metas = {r.position_key: meta_json(r) for r in todo + empty}
-    return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(todo + empty, complete_batch),
+    metas: Dict[str, Optional[str]] = {}
+    if chosen and type(chosen[0]).position_meta is not SourceRange.position_meta:  # a kind that keeps documents
+        metas = {r.position_key: text for r in chosen if (text := meta_json(r)) is not None}
+    return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(chosen, complete_batch),
                       complete_batch, log_entry, complete_batch and ranges is None)
 
 
@@ -255,10 +265,9 @@ class FlatMemo:
         """The memo after ``plan`` applied whole, from the keys known before it (``None``: unknown)."""
         keys = before
         if before is not None:
-            added = [k for ranges in (plan.todo, plan.empty) for r in ranges if (k := r.position_key) not in before]
             dropped = plan.writes.dropped_positions
-            if added or dropped:
-                keys = before.union(added).difference(dropped)
+            if dropped or not (before.issuperset(map(_KEY, plan.todo)) and before.issuperset(map(_KEY, plan.empty))):
+                keys = before.union(map(_KEY, plan.todo), map(_KEY, plan.empty)).difference(dropped)
         return (plan.epoch, plan.batch.batch_id), keys
 
     def known_before(self, marker: Optional[Tuple[int, int]]) -> Optional[FrozenSet[str]]:

@@ -30,6 +30,8 @@ Commit protocol, all inside ONE backend transaction:
 4. **Writes** — increments, upserts, time-keyed batch rows (replaced, never appended), labels.
 5. New positions (``end`` of each range, with its ``position_meta()``; an empty range only records
    its position for a partition that has none) and, with ``complete_batch``, the commit-log entry.
+   A commit the flat rule applies writes its positions as one entry of the position log
+   (:mod:`._position_log`); every other writer of positions folds that log into the rows first.
 
 Any error → the whole transaction is rolled back: nothing of it is visible.
 
@@ -43,9 +45,11 @@ batches, epoch 0); reads of a store in an older layout read it as it is.
 Layout versions (:data:`SCHEMA_VERSION`): **1** — Kafka offsets only (SQL ``deo_offsets(app,
 topic, partition_id, next_offset)``; Redis hash ``offsets``). **2** — positions by key with an
 optional document (SQL ``deo_positions(app, pkey, next_pos, meta)``; Redis ``offsets`` plus the
-``pmeta`` hash). Offset-log entries of version 1 decode unchanged. A store written by a *newer*
-version is refused with :class:`~dstream_exactly_once.errors.StoreVersionError`. The one-time
-upgrade from version 1 runs in one transaction; stop every process of the older version first.
+``pmeta`` hash). **3** — version 2 plus the position log (SQL ``deo_pos_log``; Redis ``plog``), and
+offset-log entries in each range kind's encoding of many ranges. Offset-log entries of versions 1
+and 2 decode unchanged. A store written by a *newer* version is refused with
+:class:`~dstream_exactly_once.errors.StoreVersionError`. The one-time upgrade from an older version
+runs in one transaction; stop every process of the older version first.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ __all__ = ["RESERVED_NAMESPACE", "SCHEMA_VERSION", "CommitOutcome", "PlannedBatc
 
 #: Version of the on-store layout this library writes; a store with a higher one is refused, one
 #: with a lower one is upgraded on its first write (see the module docstring).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class TransactionalStore(parts.HeartbeatStore, parts.EpochStore, parts.PositionStore, parts.BatchLog,

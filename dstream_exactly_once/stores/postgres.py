@@ -94,7 +94,7 @@ class PostgresStore(SQLStore):
         return self._parsed.scrub(text)
 
     tables_sql = ("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname IN "
-                  "('deo_meta', 'deo_offsets', 'deo_positions') AND c.relkind IN ('r', 'p') "
+                  "('deo_meta', 'deo_offsets', 'deo_positions', 'deo_pos_log') AND c.relkind IN ('r', 'p') "
                   "AND pg_catalog.pg_table_is_visible(c.oid)")
 
     def _open_connection(self, write: bool) -> Any:

@@ -13,6 +13,8 @@ so they share one Redis Cluster hash slot and a script may touch all of them::
     {deo:<app>}:heartbeat     string  the live driver's heartbeat (JSON document; epoch-checked writes)
     {deo:<app>}:flat          string  "<epoch>:<batch id>": the last batch committed whole under that
                                       epoch (the flat rule of ``_commit_rules.decide_flat``)
+    {deo:<app>}:plog          hash    position log: batch id -> the positions that flat commit stored
+                                      (one JSON entry, see ``_position_log``), applied over offsets/pmeta
     {deo:<app>}:vi:<ns>       hash    key -> int part of a value (HINCRBY)
     {deo:<app>}:vf:<ns>       hash    key -> float part of a value (HINCRBYFLOAT)
     {deo:<app>}:vj:<ns>       hash    key -> JSON document (non-numeric puts)
@@ -23,9 +25,10 @@ so they share one Redis Cluster hash slot and a script may touch all of them::
 A value is the JSON document if there is one, else int part + float part (a float if a float
 part exists, an int otherwise). Numbers are 64-bit as in Redis itself.
 
-Layout version 1 is the same without ``pmeta`` (its offsets hash already holds "topic/partition"
-keys, its offset-log entries decode unchanged), so it is read as it is and upgraded by the first
-write script, which sets ``schema`` to 2. Opening and reading never write; every write script
+Layout version 2 is the same without ``plog``, its offset-log entries hold a JSON array of ranges
+encoded one by one; layout version 1 is version 2 without ``pmeta`` (its offsets hash already holds
+"topic/partition" keys). Both decode unchanged, so they are read as they are and upgraded by the
+first write script, which sets ``schema`` to 3. Opening and reading never write; every write script
 refuses a ``schema`` newer than this library's. The scripts are the ``lua/*.lua`` files shipped
 with the package, each run after ``lua/common.lua`` (payload, layout and epoch checks, helpers).
 """
@@ -51,6 +54,7 @@ from ..errors import (
 )
 from ..redaction import redact
 from . import _commit_rules as rules
+from . import _position_log as plog
 from . import _value_codec as codec
 from ._redis_wait import WRITTEN_STATUSES as _WRITTEN
 from ._redis_wait import in_doubt_error, script_then_wait, wait_options
@@ -68,7 +72,7 @@ def _load_scripts() -> Dict[str, Tuple[str, str]]:
     folder = resources.files(__package__) / "lua"
     common = (folder / "common.lua").read_text(encoding="utf-8")
     scripts = {}
-    for name in ("epoch", "log", "commit", "mark", "purge", "reset", "heartbeat"):
+    for name in ("epoch", "log", "commit", "mark", "purge", "reset", "heartbeat", "fold"):
         text = common + (folder / f"{name}.lua").read_text(encoding="utf-8")
         scripts[name] = (text, hashlib.sha1(text.encode()).hexdigest())
     return scripts
@@ -83,8 +87,9 @@ def _shown(ranges: Sequence[SourceRange], limit: int = 5) -> str:
     return text + (f" and {len(ranges) - limit} more" if len(ranges) > limit else "") if ranges else "no ranges"
 
 
-#: Reads the flat marker and the stored position keys at one instant (no write; same hash slot).
-_KEYS_AT = "return {redis.call('GET', KEYS[1]), redis.call('HKEYS', KEYS[2])}"
+#: Reads the flat marker, the position keys of the offsets hash and the position log's entries at one
+#: instant (no write; same hash slot).
+_KEYS_AT = "return {redis.call('GET', KEYS[1]), redis.call('HKEYS', KEYS[2]), redis.call('HVALS', KEYS[3])}"
 
 
 class RedisStore(TransactionalStore):
@@ -256,18 +261,54 @@ class RedisStore(TransactionalStore):
 
     def load_positions(self) -> Dict[str, Position]:
         def read(client: Any) -> List[Dict[str, str]]:
-            pipe = client.pipeline(transaction=True)  # MULTI: one consistent snapshot of both hashes
+            pipe = client.pipeline(transaction=True)  # MULTI: one consistent snapshot of the three hashes
             pipe.hgetall(self._key("offsets"))
             pipe.hgetall(self._key("pmeta"))
+            pipe.hgetall(self._key("plog"))
             return list(pipe.execute())
 
-        offsets, metas = self._call(read)
-        return dict(rules.stored_position(self.app_id, k, v, metas.get(k)) for k, v in offsets.items())
+        offsets, metas, entries = self._call(read)
+        positions = dict(rules.stored_position(self.app_id, k, v, metas.get(k)) for k, v in offsets.items())
+        if not entries:
+            return positions
+        merged = plog.merge(self.app_id, (entries[f] for f in sorted(entries, key=int)))
+        return plog.apply(self.app_id, positions, merged)
+
+    def _fold(self) -> None:
+        """Fold the position log into the offsets and pmeta hashes (see :mod:`._position_log`): read and
+        merged here, written by one script if the log still holds what was read."""
+        for _ in range(10):
+            entries = self._call(lambda c: c.hgetall(self._key("plog")))
+            if not entries:
+                return
+            fields = sorted(entries, key=int)
+            merged = plog.merge(self.app_id, (entries[f] for f in fields))
+            sets = merged.set_pos
+            payload = {"fields": fields,
+                       "sets": [list(sets), list(map(str, sets.values())), [merged.set_doc.get(k, "") for k in sets]],
+                       "inits": [[k, str(p), d or ""] for k, p, d in plog.rows_of(merged.init_pos, merged.init_doc)]}
+            keys = [self._key("offsets"), self._key("pmeta"), self._key("plog")]
+            if self._run_script("fold", keys, payload, what="fold of the position log")[0] == "applied":
+                return
+        raise StoreError(f"app {self.app_id!r}: the position log kept changing while it was folded; try again")
 
     def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
-        self._run_script("reset", [self._key("offsets"), self._key("pmeta"), self._key("flat")],
-                         {"keys": list(positions), "values": [str(v) for v in positions.values()],
-                          "docs": [documents.get(k, "") for k in positions]}, epoch)
+        payload = {"keys": list(positions), "values": [str(v) for v in positions.values()],
+                   "docs": [documents.get(k, "") for k in positions]}
+        keys = [self._key("offsets"), self._key("pmeta"), self._key("flat"), self._key("plog")]
+        self._run_folded("reset", keys, payload, epoch, "reset of positions")
+
+    def _run_folded(self, name: str, keys: Sequence[str], payload: Dict[str, Any], epoch: int,
+                    what: str) -> List[str]:
+        """:meth:`_run_script` of a script that reads or writes the offsets hash: it refuses (``fold``)
+        while the position log holds entries, which are then folded, and it runs again."""
+        for _ in range(10):
+            status = self._run_script(name, keys, payload, epoch, what)
+            if status[0] != "fold":
+                return status
+            self._fold()
+        raise StoreError(f"app {self.app_id!r}: the position log kept filling while the {what} waited for its "
+                         f"fold; nothing was written")
 
     # ---------------------------------------------------------------- offset log / commit log
     def _log_batch(self, epoch: int, batch: PlannedBatch) -> None:
@@ -307,14 +348,16 @@ class RedisStore(TransactionalStore):
     def _commit(self, plan: rules.CommitPlan) -> CommitOutcome:
         memo, expected = self._flat, (plan.epoch, plan.batch.batch_id - 1)
         known = memo.known_before(expected) if plan.whole else None
+        # a flat commit after this instance's own last one: its positions go to the position log
+        into_log = plan.whole and memo.marker == expected and not plan.writes.dropped_positions
         try:
-            outcome = self._commit_once(plan, known)
+            outcome = self._commit_once(plan, known, into_log)
             if outcome is None:  # the marker moved since this instance's last commit: every empty range goes
                 memo.marker, memo.keys = None, None
                 return self._commit(plan)
             if outcome is CommitOutcome.APPLIED and plan.whole:
                 memo.marker, memo.keys = memo.after(plan, known)
-                if memo.keys is None and plan.empty:  # batches with empty ranges: learn which keys are stored
+                if memo.keys is None and (plan.empty or not into_log):  # learn which keys are stored
                     memo.keys = self._keys_at(memo.marker)
             elif outcome is CommitOutcome.APPLIED:
                 memo.marker, memo.keys = None, None
@@ -324,16 +367,23 @@ class RedisStore(TransactionalStore):
             raise
 
     def _keys_at(self, marker: Tuple[int, int]) -> Optional[FrozenSet[str]]:
-        """The stored position keys, if the marker still names ``marker`` (both read by one script)."""
-        flat, keys = self._call(lambda c: c.eval(_KEYS_AT, 2, self._key("flat"), self._key("offsets")))
+        """The stored position keys (of the offsets hash and of the position log's entries), if the marker
+        still names ``marker`` (all read by one script)."""
+        flat, keys, entries = self._call(lambda c: c.eval(_KEYS_AT, 3, self._key("flat"), self._key("offsets"),
+                                                          self._key("plog")))
         if rules.parse_flat_marker(flat) != marker:
             return None
-        return frozenset(k.decode() if isinstance(k, bytes) else str(k) for k in keys)
+        merged = plog.merge(self.app_id, entries)
+        return frozenset(k.decode() if isinstance(k, bytes) else str(k) for k in keys).union(merged.set_pos,
+                                                                                              merged.init_pos)
 
-    def _commit_once(self, plan: rules.CommitPlan, known: Optional[FrozenSet[str]]) -> Optional[CommitOutcome]:
-        """One run of the commit script; ``known``: the position keys stored after the batch before, if
-        this instance knows them (the empty ranges of those keys are left out of the payload). ``None``:
-        the store's marker is not the one ``known`` is of; nothing was written."""
+    def _commit_once(self, plan: rules.CommitPlan, known: Optional[FrozenSet[str]],
+                     into_log: bool = False) -> Optional[CommitOutcome]:
+        """One run of the commit script (again after a fold of the position log); ``known``: the position
+        keys stored after the batch before, if this instance knows them (the empty ranges of those keys
+        are left out of the payload); ``into_log``: the positions go to the position log, if the flat rule
+        applies. ``None``: the store's marker is not the one ``known`` or ``into_log`` expected; nothing
+        was written."""
         batch, writes, todo = plan.batch, plan.writes, plan.todo
         empty = plan.empty if known is None else [r for r in plan.empty if r.position_key not in known]
         groups, largest = self._value_groups(writes)
@@ -344,14 +394,15 @@ class RedisStore(TransactionalStore):
         for ns in namespaces:
             keys += [self._key("vi", ns), self._key("vf", ns), self._key("vj", ns), self._key("rows", ns),
                      self._key("vb", ns)]
-        keys.append(self._key("flat"))  # the flat marker: last, wherever the namespaces end
+        keys += [self._key("plog"), self._key("flat")]  # position log, flat marker: last, wherever namespaces end
         metas = plan.metas
         payload = {
             "batch": str(batch.batch_id), "complete": plan.complete_batch, "whole": plan.whole,
             "prev": str(batch.batch_id - 1),
-            "ranges": [[r.position_key for r in todo], [str(r.start) for r in todo], [str(r.end) for r in todo],
-                       [metas[r.position_key] or "" for r in todo]],
-            "empty": [[r.position_key, str(r.end), metas[r.position_key] or ""] for r in empty],
+            "ranges": [[], [], [], []] if into_log else [
+                [r.position_key for r in todo], [str(r.start) for r in todo], [str(r.end) for r in todo],
+                [metas.get(r.position_key, "") for r in todo]],
+            "empty": [] if into_log else [[r.position_key, str(r.end), metas.get(r.position_key, "")] for r in empty],
             "groups": [[index[ns], kind, keys_, texts] + ([largest[ns]] if kind == "ai" else [])
                        for (ns, kind), (keys_, texts) in groups.items()],
             "rows": [[index[ns], f"{batch.batch_id}/{plan.part}", "[" + ",".join(rows) + "]"]
@@ -359,6 +410,9 @@ class RedisStore(TransactionalStore):
             "labels": list(dict.fromkeys(writes.labels)),
             "drop": list(writes.dropped_positions),
         }
+        if into_log:
+            payload.update(plog=plog.entry_json(plan, empty), fold_at=plog.FOLD_AT,
+                           replace=plog.supersedes(plan, known))  # known: checked by the script (p.known)
         if plan.log_entry:
             payload["entry"] = batch.to_json()
         if known is not None:
@@ -371,7 +425,11 @@ class RedisStore(TransactionalStore):
             existing = PlannedBatch.from_json(status[1])
             if existing != batch:
                 raise rules.logged_conflict_error(batch, existing)
-            return self._commit_once(plan._replace(log_entry=False), known)  # the same entry, encoded otherwise
+            # the same entry, encoded otherwise
+            return self._commit_once(plan._replace(log_entry=False), known, into_log)
+        if status[0] == "fold":
+            self._fold()
+            return self._commit_once(plan, known, into_log)
         if status[0] == "stale":
             return None
         if status[0] == "gap":
@@ -420,8 +478,8 @@ class RedisStore(TransactionalStore):
                         drop: Sequence[str] = ()) -> CommitOutcome:
         payload = {"batch": str(batch.batch_id), "ranges": [[r.position_key, str(r.end)] for r in todo],
                    "drop": list(drop)}
-        status = self._run_script("mark", [self._key("commits"), self._key("offsets"), self._key("pmeta"),
-                                           self._key("flat")], payload,
+        status = self._run_folded("mark", [self._key("commits"), self._key("offsets"), self._key("pmeta"),
+                                           self._key("flat"), self._key("plog")], payload,
                                   epoch, f"commit-log entry of batch {batch.batch_id} ({_shown(todo)})")
         if status[0] == "uncommitted":
             r = next(r for r in todo if r.position_key == status[1])

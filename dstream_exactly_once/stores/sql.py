@@ -27,6 +27,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from ..core.ranges import Position, SourceRange
 from ..errors import DStreamExactlyOnceError, StoreError
 from . import _commit_rules as rules
+from . import _position_log as plog
 from . import _sql_flat as flat
 from . import _value_codec as codec
 from ._sql_operators import SQLOperatorMixin
@@ -236,12 +237,15 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                 rows = cur.all("SELECT topic, partition_id, next_offset FROM deo_offsets WHERE app = ?",
                                (self.app_id,))
                 return {f"{t}/{p}": Position(int(o)) for t, p, o in rows}
+            if layout == SCHEMA_VERSION:
+                return flat.load_positions(self, cur)
             rows = cur.all("SELECT pkey, next_pos, meta FROM deo_positions WHERE app = ?", (self.app_id,))
         return dict(rules.stored_position(self.app_id, k, o, m) for k, o, m in rows)
 
     def _reset_positions(self, epoch: int, positions: Dict[str, int], documents: Dict[str, str]) -> None:
         with self._transaction() as cur:
             self._check_epoch(cur, epoch)
+            flat.fold(self, cur)
             self._write_positions(cur, SET_POSITION, [(key, pos, documents.get(key)) for key, pos in positions.items()])
             flat.clear_marker(self, cur)  # positions moved outside the whole-batch sequence
 
@@ -307,18 +311,25 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
         memo: Any = None
         try:
             with self._transaction() as cur:
-                committed, marker = flat.commit_state(self, cur, plan.epoch, batch.batch_id)
+                committed, marker, logged = flat.commit_state(self, cur, plan.epoch, batch.batch_id)
                 if committed:
                     return CommitOutcome.REPLAYED
                 empty, known = plan.empty, self._flat.known_before(marker)
-                if plan.whole and rules.decide_flat(self.app_id, batch.batch_id, plan.epoch, marker):
+                is_flat = plan.whole and rules.decide_flat(self.app_id, batch.batch_id, plan.epoch, marker)
+                if is_flat and known is None:  # another instance committed before: learn the stored keys once
+                    known = flat.stored_keys(self, cur)
+                replace = bool(logged) and is_flat and plog.supersedes(plan, known)
+                into_log = is_flat and not writes.dropped_positions and (logged < plog.FOLD_AT or replace)
+                if logged and not into_log:  # rows are read or written: the position log goes into them first
+                    flat.fold(self, cur)
+                if is_flat:
                     empty = self._flat.empties_to_store(marker, empty)
                 else:
                     stored = flat.stored_positions(self, cur)
                     if not rules.decide(batch.batch_id, plan.todo, stored):
                         return CommitOutcome.REPLAYED
                     known = frozenset(stored)
-                self._apply(cur, plan, statements, sets, adds, counters, empty)
+                self._apply(cur, plan, statements, sets, adds, counters, empty, into_log, replace)
                 if plan.whole:
                     flat.write_marker(self, cur, plan.epoch, batch.batch_id)
                     memo = self._flat.after(plan, known)
@@ -330,8 +341,10 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
 
     def _apply(self, cur: Cursor, plan: rules.CommitPlan, statements: List[Tuple[str, Tuple[Any, ...]]],
                sets: List[Tuple[Any, ...]], adds: List[Tuple[Any, ...]], counters: List[Counters],
-               empty: Sequence[SourceRange]) -> None:
-        """The writes of an applied commit (``empty``: the empty ranges whose position may be absent)."""
+               empty: Sequence[SourceRange], into_log: bool = False, replace: bool = False) -> None:
+        """The writes of an applied commit (``empty``: the empty ranges whose position may be absent;
+        ``into_log``: the positions go to the position log, as one entry; ``replace``: that entry
+        replaces the log's entries)."""
         batch, writes = plan.batch, plan.writes
         if statements:  # first: a statement that ended the transaction finds nothing of the commit's in it
             self._run_user_statements(cur, batch, statements)
@@ -342,8 +355,11 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             self._bulk(cur, BATCH_ROWS, [(self.app_id, ns, batch.batch_id, plan.part, i, row)
                                           for i, row in enumerate(rows)])
         self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
-        self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
-        self._write_positions(cur, INIT_POSITION, self._position_rows(plan, empty))
+        if into_log:
+            flat.append(self, cur, batch.batch_id, plog.entry_json(plan, empty), replace)
+        else:
+            self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
+            self._write_positions(cur, INIT_POSITION, self._position_rows(plan, empty))
         for key in writes.dropped_positions:
             cur.run("DELETE FROM deo_positions WHERE app = ? AND pkey = ?", (self.app_id, key))
         if plan.log_entry:
@@ -392,7 +408,8 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
 
     @staticmethod
     def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
-        return [(r.position_key, r.end, plan.metas[r.position_key]) for r in ranges]
+        metas = plan.metas
+        return [(r.position_key, r.end, metas.get(r.position_key)) for r in ranges]
 
     def _write_positions(self, cur: Cursor, spec: Bulk, rows: Sequence[Tuple[str, int, Optional[str]]]) -> None:
         """Store ``(key, next position, document JSON)`` rows with ``spec``'s conflict rule, in one
@@ -487,6 +504,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
             self._check_epoch(cur, epoch)
             if self._is_committed(cur, batch.batch_id):
                 return CommitOutcome.REPLAYED
+            flat.fold(self, cur)
             stored = self._stored_positions(cur)
             for r in todo:
                 if stored.get(r.position_key) != r.end:

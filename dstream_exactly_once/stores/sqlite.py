@@ -97,7 +97,7 @@ class SQLiteStore(SQLStore):
     begin_sql = "BEGIN IMMEDIATE"
     json_pairs = "json_each(?)"
     tables_sql = ("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
-                  "('deo_meta', 'deo_offsets', 'deo_positions')")
+                  "('deo_meta', 'deo_offsets', 'deo_positions', 'deo_pos_log')")
     read_only_reads = True
 
     def _transaction_id(self, cur: Cursor) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from .._checks import is_int, is_number
-from ..core.ranges import SourceRange, check_ranges, decode_range, encode_range
+from ..core.ranges import SourceRange, check_ranges, decode_ranges, encode_ranges
 from ..errors import ConfigurationError
 from ._sql_text import check_statement
 
@@ -97,21 +97,23 @@ class PlannedBatch:
     def to_json(self) -> str:
         """The whole entry as JSON (Redis offset log); :meth:`from_json` reads it back."""
         return json.dumps({"batch_id": self.batch_id, "batch_time_ms": self.batch_time_ms,
-                           "ranges": [encode_range(r) for r in self.ranges]}, separators=(",", ":"))
+                           "ranges": encode_ranges(self.ranges)}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PlannedBatch:
         d = json.loads(text)
-        return cls(int(d["batch_id"]), int(d["batch_time_ms"]), tuple(decode_range(r) for r in d["ranges"]))
+        return cls(int(d["batch_id"]), int(d["batch_time_ms"]), decode_ranges(d["ranges"]))
 
     def ranges_json(self) -> str:
-        """Only the ranges as a JSON array (SQL offset log). Kafka ranges keep the 4-element lists
-        of layout version 1, so entries written by either version decode the same way."""
-        return json.dumps([encode_range(r) for r in self.ranges], separators=(",", ":"))
+        """Only the ranges as JSON (SQL offset log): ``{"kind": …, "many": …}``, the range kind's own
+        encoding of many ranges at once (:func:`~dstream_exactly_once.core.ranges.encode_ranges`)."""
+        return json.dumps(encode_ranges(self.ranges), separators=(",", ":"))
 
     @staticmethod
     def ranges_from_json(text: str | bytes) -> Tuple[SourceRange, ...]:
-        return tuple(decode_range(r) for r in json.loads(text))
+        """The ranges of :meth:`ranges_json`, or of a JSON array of ranges encoded one by one (the
+        encoding of layout versions 1 and 2: Kafka ranges as 4-element lists)."""
+        return decode_ranges(json.loads(text))
 
 
 class CommitOutcome(enum.Enum):

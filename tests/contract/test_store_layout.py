@@ -25,7 +25,14 @@ from dstream_exactly_once.errors import (
     StoreUnavailableError,
 )
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
+from dstream_exactly_once.stores import (
+    SCHEMA_VERSION,
+    CommitOutcome,
+    PlannedBatch,
+    TransactionalStore,
+    Writes,
+    open_store,
+)
 
 from ..conftest import raw_redis_client
 from .fixtures import ContractFixtures
@@ -280,7 +287,7 @@ class TestSQLiteLayout(LayoutContract):
             versions = dict(conn.execute("SELECT app, schema_version FROM deo_meta").fetchall())
             positions = conn.execute(POSITIONS_SQL).fetchall()
         assert "deo_offsets" not in tables and "deo_positions" in tables
-        assert versions == {a: 2, b: 2}
+        assert versions == {a: SCHEMA_VERSION, b: SCHEMA_VERSION}
         assert positions == [(a, "t/0", 10, None), (a, "t/1", 5, None), (b, "x/0", 7, None)]
 
 
@@ -324,7 +331,7 @@ class TestPostgresLayout(LayoutContract):
             positions = conn.execute(POSITIONS_SQL).fetchall()
             options = conn.execute("SELECT reloptions FROM pg_class WHERE relname = 'deo_positions'").fetchone()
         assert "deo_offsets" not in tables and "deo_positions" in tables
-        assert versions == {a: 2, b: 2} and options == (["fillfactor=50"],)
+        assert versions == {a: SCHEMA_VERSION, b: SCHEMA_VERSION} and options == (["fillfactor=50"],)
         assert positions == [(a, "t/0", 10, None), (a, "t/1", 5, None), (b, "x/0", 7, None)]
 
 
@@ -364,6 +371,6 @@ class TestRedisLayout(LayoutContract):
 
     def assert_upgraded(self, url: str, a: str, b: str) -> None:
         c = self._client(url)
-        assert c.get("{deo:" + a + "}:schema") == b"2"
+        assert c.get("{deo:" + a + "}:schema") == str(SCHEMA_VERSION).encode()
         assert c.get("{deo:" + b + "}:schema") == b"1"  # Redis layouts are per application: b upgrades on its write
         assert c.hgetall("{deo:" + a + "}:offsets") == {b"t/0": b"10", b"t/1": b"5"}

@@ -1,5 +1,6 @@
 -- commit. KEYS: schema, epoch, commits, offsets, pmeta, labels, batches (the offset log), then per
--- namespace i (0-based): vi, vf, vj, rows, vb at 8+5i..12+5i, and last the flat marker (string).
+-- namespace i (0-based): vi, vf, vj, rows, vb at 8+5i..12+5i, and last the position log (hash) and
+-- the flat marker (string).
 -- p.whole: the commit covers the whole batch (p.prev = its id - 1, as text); p.known (optional): the
 -- marker p.empty was cut for (only the empty ranges whose position may be absent): another marker
 -- returns {'stale'} and nothing is written. vb holds an upper bound of the
@@ -12,7 +13,12 @@
 -- p.empty = {{key, end, document}} of the empty ones; p.groups = {{namespace index, kind, keys,
 -- values[, largest magnitude of the values ("ai")]}} with kind "ai"/"af" (increment an int/float)
 -- or "si"/"sf"/"sj" (set an int/float/JSON document); p.drop = position keys whose position and
--- document the commit deletes. Everything is checked before the first
+-- document the commit deletes. p.plog (optional): the commit's positions as one position-log entry
+-- (_position_log.py), written instead of p.ranges/p.empty when the flat rule applies and the log
+-- holds fewer than p.fold_at entries (p.replace: the entry sets every stored position, given by the
+-- marker p.known, and replaces the log's entries); otherwise {'stale'} or {'fold'} and nothing is written. Without
+-- p.plog, a non-empty position log returns {'fold'}: it is folded into the offsets hash first.
+-- Everything is checked before the first
 -- write (a Lua script is not rolled back on error), with one HMGET per hash rather than one call
 -- per key.
 local f = fenced()
@@ -29,6 +35,7 @@ local fields, from, untl, metas = p.ranges[1], p.ranges[2], p.ranges[3], p.range
 -- committed whole under this epoch; the batch right after it applies without comparing positions,
 -- any other is refused; without a marker of this epoch the per-range compare-and-set decides.
 local marker = redis.call('GET', KEYS[#KEYS])
+local plog = KEYS[#KEYS - 1]
 local flat = false
 if p.whole and marker then
   local m_epoch, m_batch = string.match(marker, '^(%d+):(%d+)$')
@@ -37,7 +44,8 @@ if p.whole and marker then
     flat = true
   end
 end
-if p.known and not flat then return {'stale'} end  -- p.empty was cut for the marker p.known
+if (p.known or p.plog) and not flat then return {'stale'} end  -- p.empty was cut for the marker p.known
+if not p.replace and redis.call('HLEN', plog) >= (p.plog and tonumber(p.fold_at) or 1) then return {'fold'} end
 if not flat then
   local applied, done = {}, {}
   local stored = hmget(KEYS[4], fields)
@@ -119,20 +127,12 @@ for _, r in ipairs(p.rows) do
   else redis.call('HSET', KEYS[11 + 5 * r[1]], r[2], r[3]) end
 end
 chunks(p.labels, 1000, function(...) redis.call('SADD', KEYS[6], ...) end)
-local offsets, docs, nodocs = {}, {}, {}
-for i, key in ipairs(fields) do
-  offsets[#offsets + 1] = key; offsets[#offsets + 1] = untl[i]
-  if metas[i] ~= '' then docs[#docs + 1] = key; docs[#docs + 1] = metas[i]
-  else nodocs[#nodocs + 1] = key end
+if p.plog then
+  if p.replace then redis.call('DEL', plog) end
+  redis.call('HSET', plog, p.batch, p.plog)
 end
-chunks(offsets, 2000, function(...) redis.call('HSET', KEYS[4], ...) end)
-chunks(docs, 2000, function(...) redis.call('HSET', KEYS[5], ...) end)
-if #nodocs > 0 and redis.call('EXISTS', KEYS[5]) == 1 then  -- a position without a document drops its old one
-  chunks(nodocs, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)
-end
-for _, r in ipairs(p.empty) do
-  if redis.call('HSETNX', KEYS[4], r[1], r[2]) == 1 and r[3] ~= '' then redis.call('HSET', KEYS[5], r[1], r[3]) end
-end
+set_positions(KEYS[4], KEYS[5], fields, untl, metas)
+init_positions(KEYS[4], KEYS[5], p.empty)
 if p.drop and #p.drop > 0 then
   chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[4], ...) end)
   chunks(p.drop, 1000, function(...) redis.call('HDEL', KEYS[5], ...) end)

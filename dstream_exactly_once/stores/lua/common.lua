@@ -35,3 +35,26 @@ local function hmget(key, fields)
   end)
   return out
 end
+
+-- Store next positions values[i] of keys[i] in the offsets hash, with the document docs[i] in the
+-- pmeta hash ('' = none: a position without a document drops its old one).
+local function set_positions(offsets_key, pmeta_key, keys, values, docs)
+  local offsets, with_doc, nodocs = {}, {}, {}
+  for i, key in ipairs(keys) do
+    offsets[#offsets + 1] = key; offsets[#offsets + 1] = values[i]
+    if docs[i] ~= '' then with_doc[#with_doc + 1] = key; with_doc[#with_doc + 1] = docs[i]
+    else nodocs[#nodocs + 1] = key end
+  end
+  chunks(offsets, 2000, function(...) redis.call('HSET', offsets_key, ...) end)
+  chunks(with_doc, 2000, function(...) redis.call('HSET', pmeta_key, ...) end)
+  if #nodocs > 0 and redis.call('EXISTS', pmeta_key) == 1 then
+    chunks(nodocs, 1000, function(...) redis.call('HDEL', pmeta_key, ...) end)
+  end
+end
+
+-- rows = {{key, next position, document ('' = none)}}: stored only for a key without a position.
+local function init_positions(offsets_key, pmeta_key, rows)
+  for _, r in ipairs(rows) do
+    if redis.call('HSETNX', offsets_key, r[1], r[2]) == 1 and r[3] ~= '' then redis.call('HSET', pmeta_key, r[1], r[3]) end
+  end
+end

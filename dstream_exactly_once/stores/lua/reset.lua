@@ -1,7 +1,9 @@
--- reset_positions. KEYS: schema, epoch, offsets, pmeta, flat (the marker, deleted). Sets p.keys[i] to p.values[i] with the
+-- reset_positions. KEYS: schema, epoch, offsets, pmeta, flat (the marker, deleted), plog (the position
+-- log: {'fold'} unless empty). Sets p.keys[i] to p.values[i] with the
 -- document p.docs[i] beside it ('' drops the key's document).
 local f = fenced()
 if f then return f end
+if redis.call('HLEN', KEYS[6]) > 0 then return {'fold'} end
 upgrade()
 local pairs_, docs, drop = {}, {}, {}
 for i, k in ipairs(p.keys) do
