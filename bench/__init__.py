@@ -33,6 +33,13 @@ shared machine took meanwhile.
   write of the same 1,000 keys, at 100 / 1,000 / 10,000 partitions, every partition with data
   (dense) or 100 of them (sparse), interleaved, CPU time beside wall time.
 
+- B8 keeping up (``bench/keepup.py``, ``python3 -m bench.keepup``, run on its own): a producer writes
+  2,000 records/s over P partitions while ``createExactlyOnceStream`` (0.5 s batches), Spark's JVM
+  Structured Streaming Kafka source (same trigger, ``foreachBatch`` doing the same count and sum) and a
+  plain PySpark job of the same task count run in turn, each in its own JVM; committed batches per
+  second, batch / plan / job / commit p50, CPU per batch and the lag left behind, P = 10 → 10,000,
+  and a skewed topic read with and without splitting.
+
 The soak run is separate (``python3 -m bench.soak --store … --minutes 30``, ``bench/soak.py``):
 a long exactly-once Kafka + rotating-file job whose memory, descriptors, threads, latency, store
 size and tracked file identities must stay flat (slopes per hour against stated thresholds).

@@ -389,8 +389,9 @@ class FilePlanner(BatchSource):
             self._counters["lost_bytes"] += unread
             log.warning("%s (%s) disappeared with at least %d unread bytes [%d, %d): LOST (no file named by %s "
                         "holds them)", t.path, t.key, unread, t.offset, t.last_size, self.pattern.path)
-        else:
-            log.warning("%s (%s) disappeared after byte %d; no longer planned", t.path, t.key, t.offset)
+        else:  # read to its end, then deleted: what logrotate does to the oldest file, every rotation
+            log.info("%s (%s) disappeared after being read to its end (byte %d); no longer planned",
+                     t.path, t.key, t.offset)
 
     @staticmethod
     def _read_so_far(t: Track) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from dstream_exactly_once.core.ranges import Position, decode_range, encode_range
 from dstream_exactly_once.files import FilePlanner, FileRange, FileSourceOptions
@@ -76,3 +76,34 @@ def copytruncate(src: str, dst: str) -> None:
     with open(dst, "wb") as f:
         f.write(data)
     os.truncate(src, 0)
+
+
+def on_inode(path: str, text: str, inode: int, scratch: str) -> bool:
+    """Create ``path`` holding ``text`` on ``inode``, just freed by a delete: the file system hands a
+    freed inode to the next new file; should another process take it first, park the file we got
+    (keeping its inode busy) and try again. ``False`` when the inode stayed taken (another process
+    holds it): the caller plays its case again on new files."""
+    parked = []
+    landed = False
+    for i in range(50):
+        write(path, text, mode="w")
+        if os.stat(path).st_ino == inode:
+            landed = True
+            break
+        parked.append(os.path.join(scratch, f"parked-{i}"))
+        os.rename(path, parked[-1])
+    for p in parked:
+        os.remove(p)
+    return landed
+
+
+def until_on_inode(case: Callable[[str], Optional[Any]], tmp_path: Any, tries: int = 20) -> Any:
+    """Run ``case(directory)`` in a new directory until it gets its freed inode back (``None``: it did not;
+    other processes creating files on the same file system may take a freed inode first)."""
+    for attempt in range(tries):
+        directory = tmp_path / f"try-{attempt}"
+        directory.mkdir()
+        result = case(str(directory))
+        if result is not None:
+            return result
+    raise AssertionError(f"another process took the freed inode in each of {tries} tries")

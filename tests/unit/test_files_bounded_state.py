@@ -11,7 +11,7 @@ import logging
 import os
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from typing import List, Set
+from typing import Any, List, Optional, Set
 
 import pytest
 
@@ -19,6 +19,8 @@ from dstream_exactly_once.core.committer import BatchCommitter
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
+
+from ._files_harness import on_inode, until_on_inode, write
 
 HEADER = "# service log v1\n"
 KEEP = 3  # rotated files kept besides service.log
@@ -138,19 +140,24 @@ def test_a_dropped_position_is_deleted_only_by_an_applied_commit(tmp_path):
 
 
 def test_a_forgotten_key_is_never_given_to_a_later_file_with_the_same_path_inode_and_bytes(tmp_path):
-    log = tmp_path / "x.log"
-    log.write_text(HEADER)
-    planner = FilePlanner(str(tmp_path / "*.log"))
-    planner.start({})
     t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    (first,) = planner.plan(t0)
-    inode = os.stat(log).st_ino
-    log.unlink()
-    planner.plan(t0 + timedelta(seconds=1))
-    assert planner.retired_positions() == [first.position_key]
-    planner.forget_positions([first.position_key])
-    log.write_text(HEADER)  # the same path and first bytes, on the freed inode
+
+    def case(directory: str) -> Optional[Any]:
+        log = os.path.join(directory, "x.log")
+        write(log, HEADER, mode="w")
+        planner = FilePlanner(os.path.join(directory, "*.log"))
+        planner.start({})
+        (first,) = planner.plan(t0)
+        inode = os.stat(log).st_ino
+        os.unlink(log)
+        planner.plan(t0 + timedelta(seconds=1))
+        assert planner.retired_positions() == [first.position_key]
+        planner.forget_positions([first.position_key])
+        if not on_inode(log, HEADER, inode, directory):  # the same path and first bytes, on the freed inode
+            return None
+        return planner, first
+
+    planner, first = until_on_inode(case, tmp_path)
     (again,) = planner.plan(t0 + timedelta(seconds=2))
-    assert os.stat(log).st_ino == inode
     assert (again.path, again.fingerprint, again.from_byte) == (first.path, first.fingerprint, 0)
     assert again.position_key != first.position_key
