@@ -60,7 +60,8 @@ def content_hash(data: bytes) -> str:
 class FileStat:
     """One regular file as seen by a directory scan: where it is, how big it is on disk, when it last
     changed (``mtime_ns``, ``ctime_ns``) and when this look was taken (``seen_ns``, wall clock; 0:
-    unknown, the look vouches for nothing)."""
+    unknown). ``settled``: the file had not changed for the margin of :func:`unchanged_since` when this
+    look was taken, so the look vouches for the bytes read after it while the file's stat stays."""
 
     path: str
     dev: int
@@ -72,9 +73,12 @@ class FileStat:
     seen_ns: int = 0
     #: ``(dev, inode)``
     node: Tuple[int, int] = field(init=False, repr=False, compare=False)
+    settled: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node", (self.dev, self.inode))
+        margin = COARSE_SETTLED_NS if self.mtime_ns % 1_000_000_000 == 0 else SETTLED_NS
+        object.__setattr__(self, "settled", max(self.mtime_ns, self.ctime_ns) < self.seen_ns - margin)
 
 
 def unchanged_since(old: FileStat, new: FileStat) -> bool:
@@ -82,11 +86,9 @@ def unchanged_since(old: FileStat, new: FileStat) -> bool:
     same device, inode, size, mtime and ctime, and when ``old`` was taken the file had not changed for
     :data:`SETTLED_NS` (:data:`COARSE_SETTLED_NS` if its mtime is a whole second), so a change after it
     cannot have kept its timestamps (see the module docstring)."""
-    if not (old is new or (old.inode == new.inode and old.dev == new.dev and old.disk_size == new.disk_size
-                           and old.mtime_ns == new.mtime_ns and old.ctime_ns == new.ctime_ns)):
-        return False
-    margin = COARSE_SETTLED_NS if old.mtime_ns % 1_000_000_000 == 0 else SETTLED_NS
-    return max(old.mtime_ns, old.ctime_ns) < old.seen_ns - margin
+    return old.settled and (old is new or (old.inode == new.inode and old.dev == new.dev
+                                           and old.disk_size == new.disk_size and old.mtime_ns == new.mtime_ns
+                                           and old.ctime_ns == new.ctime_ns))
 
 
 def file_stat(path: str, st: os.stat_result, compressed: bool, seen_ns: int) -> FileStat:

@@ -178,9 +178,10 @@ class HeadIndex(Generic[T]):
         return [self._items[n] for n in sorted(found)]
 
 
-def located_heads(scan: Scan, located: Mapping[str, FileStat]) -> HeadIndex[str]:
-    """The located identities' keys (sorted) by the first bytes of their files, for :func:`copy_of`."""
-    return HeadIndex([(scan.head(located[key]), key) for key in sorted(located)])
+def located_heads(scan: Scan, located: Mapping[str, FileStat], by_key: Sequence[Track]) -> HeadIndex[str]:
+    """The located identities' keys by the first bytes of their files, for :func:`copy_of`; ``by_key``:
+    tracks sorted by key, every located one among them."""
+    return HeadIndex([(scan.head(located[t.key]), t.key) for t in by_key if t.key in located])
 
 
 def copy_of(tracks: Mapping[str, Track], st: FileStat, scan: Scan, located: Mapping[str, FileStat],

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import List, Mapping, Optional, Pattern, Tuple
 
 from ..errors import ConfigurationError
-from .identity import GZIP_MAGIC, FileStat, file_stat, unchanged_since
+from .identity import GZIP_MAGIC, FileStat, file_stat
 from .options import FileSourceOptions
 
 __all__ = ["PathPattern", "Unreadable"]
@@ -180,8 +180,8 @@ class PathPattern:
                     names = _listdir(d, problems)
                     if not part.startswith("."):
                         names = [n for n in names if not n.startswith(".")]
-                    nxt.extend(os.path.join(d, n) for n in fnmatch.filter(names, part)
-                               if last or os.path.isdir(os.path.join(d, n)))
+                    at = d if d.endswith("/") else d + "/"  # os.path.join(d, n) for a name n without '/'
+                    nxt.extend(at + n for n in fnmatch.filter(names, part) if last or os.path.isdir(at + n))
                 elif _exists(os.path.join(d, part), d, problems, directory=not last):
                     nxt.append(os.path.join(d, part))
             found = nxt
@@ -227,15 +227,15 @@ def _probe(path: str, seen: int, known: Optional[FileStat]) -> Tuple[Optional[Fi
         if exc.errno == errno.ENOENT and os.path.islink(path):
             return None, "a symbolic link to a missing file"
         return None, (None if exc.errno in _GONE else _reason(exc))
+    if (known is not None and known.settled and known.inode == st.st_ino and known.dev == st.st_dev
+            and known.disk_size == st.st_size and known.mtime_ns == st.st_mtime_ns
+            and known.ctime_ns == st.st_ctime_ns):  # as unchanged_since(known, this look); a type never changes
+        return known, None  # unchanged since a look that vouches for its bytes: that look stands for this one
     if stat_mod.S_ISDIR(st.st_mode):
         return None, None
     if not stat_mod.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
         return None, f"{kind}, not a regular file"
-    if (known is not None and known.inode == st.st_ino and known.dev == st.st_dev and known.disk_size == st.st_size
-            and known.mtime_ns == st.st_mtime_ns and known.ctime_ns == st.st_ctime_ns
-            and unchanged_since(known, known)):
-        return known, None  # unchanged since a look that vouches for its bytes: that look stands for this one
     try:  # never opened before it is known to be a regular file: opening a FIFO would block
         with open(path, "rb") as f:
             magic = f.read(2)

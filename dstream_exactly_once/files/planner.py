@@ -234,7 +234,8 @@ class FilePlanner(BatchSource):
 
     # ---------------------------------------------------------------- one batch
     def _plan(self, scan: Scan) -> List[SourceRange]:
-        live = [t for _, t in sorted(self._tracks.items()) if t.state != "retired"]
+        tracks = self._tracks
+        live = [t for t in map(tracks.__getitem__, sorted(tracks)) if t.state != "retired"]  # by key
         claimed: Dict[Node, str] = {}
         located: Dict[str, FileStat] = {}
         in_place: Dict[str, Tuple[str, FileStat]] = {}
@@ -243,11 +244,12 @@ class FilePlanner(BatchSource):
             st = scan.by_node.get(t.node)
             if st is None or st.node in claimed:
                 continue
-            verdict = "same" if t.seen is not None and unchanged_since(t.seen, st) else verify(t, scan, st)
+            seen = t.seen
+            verdict = "same" if seen is not None and unchanged_since(seen, st) else verify(t, scan, st)
             if verdict == "same":
                 located[t.key] = st
                 claimed[st.node] = t.key
-                if (t.seen is st and not t.dirty and t.offset >= st.disk_size and not st.compressed
+                if (seen is st and not t.dirty and t.offset >= st.disk_size and not st.compressed
                         and st.path == t.path and t.state == "active"):
                     idle.add(t.key)
                 if t.state == "gone":
@@ -289,7 +291,7 @@ class FilePlanner(BatchSource):
                 log.warning("%s is a new file on the inode of the earlier %s (%s), which was deleted (or rewritten "
                             "in place) %s; its first bytes differ, so it is read as a new file", st.path, t.path,
                             key, self._read_so_far(t))
-        copies = self._classify_unclaimed(scan, claimed, located, new_files)
+        copies = self._classify_unclaimed(scan, claimed, located, new_files, live)
         for t in live:  # 5. identities nowhere to be found
             if t.state == "active" and t.key not in located:
                 self._gone(t)
@@ -303,7 +305,8 @@ class FilePlanner(BatchSource):
         return self._ranges(scan, located, idle)
 
     def _classify_unclaimed(self, scan: Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
-                            new_files: List[Tuple[FileStat, int, Optional[str]]]) -> Dict[Node, Tuple[Node, int]]:
+                            new_files: List[Tuple[FileStat, int, Optional[str]]],
+                            live: List[Track]) -> Dict[Node, Tuple[Node, int]]:
         """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal), a copy
         of a file new in this batch (returned as ``{copy: (original, size)}``; the longer file is the
         original) or new."""
@@ -323,7 +326,7 @@ class FilePlanner(BatchSource):
                 t.dirty, t = True, None
             if t is None:
                 if tracked is None:
-                    tracked = located_heads(scan, located)
+                    tracked = located_heads(scan, located, live)
                 t = copy_of(self._tracks, st, scan, located, self.options.sample_length, tracked)
             if t is not None:
                 claimed[st.node] = t.key
