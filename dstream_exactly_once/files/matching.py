@@ -10,7 +10,7 @@ planner's (:mod:`.planner`).
 Work per batch follows what changed: a tracked file whose look is vouched for since its identity was
 last checked (:func:`~.identity.unchanged_since`, :attr:`Track.seen`) is ``same`` without being
 opened, and the first bytes of unchanged files are kept across batches (:class:`Scan`'s ``heads``), so
-finding which tracked file a new file may copy (:class:`HeadIndex`) reads only the files that changed.
+finding which tracked file a new file may copy (:class:`LocatedHeads`) reads only the files that changed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from ..errors import ConfigurationError
 from .identity import FileStat, FileView, unchanged_since
 from .ranges import FILE_KEY_PREFIX, FileRange
 
-__all__ = ["HEAD", "HeadIndex", "Node", "Scan", "Track", "copy_of", "repeats", "still_copy", "verify"]
+__all__ = ["HEAD", "HeadIndex", "LocatedHeads", "Node", "Scan", "Track", "copy_of", "repeats", "still_copy",
+           "verify"]
 
 Node = Tuple[int, int]
 T = TypeVar("T")
@@ -178,19 +179,55 @@ class HeadIndex(Generic[T]):
         return [self._items[n] for n in sorted(found)]
 
 
-def located_heads(scan: Scan, located: Mapping[str, FileStat], by_key: Sequence[Track]) -> HeadIndex[str]:
-    """The located identities' keys by the first bytes of their files, for :func:`copy_of`; ``by_key``:
-    tracks sorted by key, every located one among them."""
-    return HeadIndex([(scan.head(located[t.key]), t.key) for t in by_key if t.key in located])
+class LocatedHeads:
+    """The located identities' keys by the first bytes (:meth:`Scan.head`) of their files, for
+    :func:`copy_of`, kept across batches: :meth:`update` reads the first bytes only of files whose look
+    changed (the same look object means an unchanged file, see :mod:`.paths`) and moves only their
+    entries."""
+
+    def __init__(self) -> None:
+        self._entries: List[Tuple[bytes, str]] = []  # sorted
+        self._of: Dict[str, Tuple[FileStat, bytes]] = {}  # key -> (the look indexed, its first bytes)
+
+    def update(self, scan: Scan, located: Mapping[str, FileStat]) -> None:
+        """Index exactly the keys of ``located``, each by its file's first bytes in ``scan``."""
+        of = self._of
+        for key in [k for k in of if k not in located]:
+            self._remove(key, of.pop(key)[1])
+        for key, st in located.items():
+            indexed = of.get(key)
+            if indexed is not None and indexed[0] is st:
+                continue
+            head = scan.head(st)
+            of[key] = (st, head)
+            if indexed is not None:
+                if indexed[1] == head:
+                    continue
+                self._remove(key, indexed[1])
+            insort(self._entries, (head, key))
+
+    def _remove(self, key: str, head: bytes) -> None:
+        i = bisect_left(self._entries, (head, key))
+        if i < len(self._entries) and self._entries[i] == (head, key):
+            del self._entries[i]
+
+    def starting(self, prefix: bytes) -> List[str]:
+        """The keys whose file starts with ``prefix`` (every key for ``b""``), sorted."""
+        found, entries = [], self._entries
+        i = bisect_left(entries, (prefix, ""))
+        while i < len(entries) and entries[i][0].startswith(prefix):
+            found.append(entries[i][1])
+            i += 1
+        return sorted(found)
 
 
 def copy_of(tracks: Mapping[str, Track], st: FileStat, scan: Scan, located: Mapping[str, FileStat],
-            sample: int, heads: Optional[HeadIndex[str]] = None) -> Optional[Track]:
+            sample: int, heads: Optional[LocatedHeads] = None) -> Optional[Track]:
     """The located identity ``st`` is a copy of so far (:func:`still_copy`), if any, the first by key:
     every identity whose file it could be copied from is compared, so files that merely share their
-    first bytes (identical headers) never take each other's copies. ``heads``
-    (:func:`located_heads` of ``located``) narrows the comparison to the files whose first bytes
-    are ``st``'s (a copy's first ``min(size, sample)`` bytes are its original's)."""
+    first bytes (identical headers) never take each other's copies. ``heads`` (updated to ``located``)
+    narrows the comparison to the files whose first bytes are ``st``'s (a copy's first
+    ``min(size, sample)`` bytes are its original's)."""
     size = scan.size(st)
     if heads is None:
         keys = sorted(located)

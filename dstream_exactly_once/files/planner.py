@@ -72,7 +72,7 @@ Work per batch grows with what changed, not with the files tracked: the scan sta
 opens only new or changed ones, an identity whose file is unchanged since it was last checked
 (same device, inode, size, mtime and ctime, settled: :func:`~.identity.unchanged_since`) is ``same``
 without reading it, and a file no identity claims is compared only with the tracked files that
-start with its first bytes (:class:`~.matching.HeadIndex`).
+start with its first bytes (:class:`~.matching.LocatedHeads`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, DataLossError, DecodeError
 from .identity import FileStat, FileView, content_hash, unchanged_since, utf8_cut
-from .matching import HeadIndex, Node, Scan, Track, copy_of, located_heads, repeats, still_copy, verify
+from .matching import HeadIndex, LocatedHeads, Node, Scan, Track, copy_of, repeats, still_copy, verify
 from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .paths import PathPattern
 from .ranges import FILE_KEY_PREFIX, FileRange
@@ -121,6 +121,7 @@ class FilePlanner(BatchSource):
         self._plan_time: Optional[datetime] = None  # the batch time of the plan in progress
         self._known: Dict[str, FileStat] = {}  # the last scan's files by path (unchanged ones are not opened)
         self._heads: Dict[Node, Tuple[FileStat, bytes]] = {}  # first bytes of files, kept while unchanged
+        self._located_heads = LocatedHeads()  # the located identities by their files' first bytes
 
     # ---------------------------------------------------------------- BatchSource
     def describe(self) -> str:
@@ -291,7 +292,7 @@ class FilePlanner(BatchSource):
                 log.warning("%s is a new file on the inode of the earlier %s (%s), which was deleted (or rewritten "
                             "in place) %s; its first bytes differ, so it is read as a new file", st.path, t.path,
                             key, self._read_so_far(t))
-        copies = self._classify_unclaimed(scan, claimed, located, new_files, live)
+        copies = self._classify_unclaimed(scan, claimed, located, new_files)
         for t in live:  # 5. identities nowhere to be found
             if t.state == "active" and t.key not in located:
                 self._gone(t)
@@ -305,14 +306,13 @@ class FilePlanner(BatchSource):
         return self._ranges(scan, located, idle)
 
     def _classify_unclaimed(self, scan: Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
-                            new_files: List[Tuple[FileStat, int, Optional[str]]],
-                            live: List[Track]) -> Dict[Node, Tuple[Node, int]]:
+                            new_files: List[Tuple[FileStat, int, Optional[str]]]) -> Dict[Node, Tuple[Node, int]]:
         """4. Each file no identity claimed: a copy of a tracked file (alias, not read while equal), a copy
         of a file new in this batch (returned as ``{copy: (original, size)}``; the longer file is the
         original) or new."""
         owners = {a: t for t in self._tracks.values() if t.state != "retired" for a in t.aliases}
         fresh: HeadIndex[FileStat] = HeadIndex()  # new files by their first bytes
-        tracked: Optional[HeadIndex[str]] = None  # located identities by their files' first bytes, when needed
+        tracked: Optional[LocatedHeads] = None  # located identities by their files' first bytes, when needed
         for f, _, _ in new_files:
             fresh.add(scan.head(f), f)
         copies: Dict[Node, Tuple[Node, int]] = {}
@@ -326,7 +326,8 @@ class FilePlanner(BatchSource):
                 t.dirty, t = True, None
             if t is None:
                 if tracked is None:
-                    tracked = located_heads(scan, located, live)
+                    tracked = self._located_heads
+                    tracked.update(scan, located)
                 t = copy_of(self._tracks, st, scan, located, self.options.sample_length, tracked)
             if t is not None:
                 claimed[st.node] = t.key

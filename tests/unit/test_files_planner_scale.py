@@ -14,7 +14,7 @@ from typing import Any, Dict, List
 import pytest
 
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions, identity, paths
-from dstream_exactly_once.files.matching import HeadIndex
+from dstream_exactly_once.files.matching import HeadIndex, LocatedHeads, Scan
 
 from ._files_harness import write
 
@@ -161,6 +161,27 @@ def test_head_index_finds_items_by_prefix_in_the_order_added():
     assert index.starting(b"") == ["k1", "k2", "k3", "k4"]
     index.add(b"abc", "k5")
     assert index.starting(b"abc") == ["k1", "k5"]
+
+
+def test_located_heads_follow_the_located_files_and_read_only_changed_ones(logdir, opens):
+    a, b, c = (os.path.join(logdir, f"{n}.log") for n in "abc")
+    write(a, "same start a\n")
+    write(b, "same start b\n")
+    write(c, "other\n")
+    time.sleep(SETTLE)
+    pattern = paths.PathPattern(os.path.join(logdir, "*.log"))
+    heads = LocatedHeads()
+    stats, _ = pattern.scan_report()
+    by_path = {st.path: st for st in stats}
+    heads.update(Scan(stats), {"k1": by_path[a], "k2": by_path[b], "k3": by_path[c]})
+    assert heads.starting(b"same") == ["k1", "k2"] and heads.starting(b"") == ["k1", "k2", "k3"]
+    write(c, "same start c\n", mode="w")  # rewritten: another head
+    stats2, _ = pattern.scan_report(by_path)
+    by_path2 = {st.path: st for st in stats2}
+    opens.clear()
+    heads.update(Scan(stats2), {"k1": by_path2[a], "k3": by_path2[c]})  # k2 no longer located
+    assert heads.starting(b"same") == ["k1", "k3"] and heads.starting(b"other") == []
+    assert opens[a] == 0 and opens[c] == 1  # the unchanged file's first bytes are not read again
 
 
 def test_copy_among_many_files_with_one_header_joins_its_own_original(logdir, opens):
