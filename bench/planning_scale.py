@@ -17,7 +17,8 @@ batch.
 one pattern matching 1 / 10 / 100 of them; a producer process writes 2,000 records/s round-robin
 over every matched partition while the batches run; partition discovery on its default interval
 (5 s), batches paced 0.2 s apart so the timed batches include discovery rounds. Timed:
-``plan(1.0)`` + ``advance()``. Driver memory per partition: tracemalloc's traced bytes held by a
+``plan(1.0)`` + ``advance()``; then the batch's broker round trip alone (``KafkaMetadata.latest`` of
+every partition, 10 times). Driver memory per partition: tracemalloc's traced bytes held by a
 second planner and its metadata client after ``start()`` and three batches, over the partitions.
 
 Wall time per batch (p50, p99, p25–p75) and CPU time of this process per batch beside it
@@ -245,7 +246,7 @@ def bench_kafka(bootstrap: str, n: int, reps: int, warm: int, profile: bool) -> 
         tracemalloc.stop()
         md.close()
     md, planner = _planner(bootstrap, pattern)
-    steady = Timings()
+    steady, lookup = Timings(), Timings()
     prof = cProfile.Profile() if profile else None
     discoveries = 0
     try:
@@ -269,10 +270,13 @@ def bench_kafka(bootstrap: str, n: int, reps: int, warm: int, profile: bool) -> 
                         prof.disable()
                     discoveries += planner._last_discovery != last
                 time.sleep(PACE_S)
+            for _ in range(10):  # the batch's broker round trip alone: ListOffsets of every partition
+                lookup.time(lambda: md.latest(planner.current))
+                time.sleep(PACE_S)
     finally:
         md.close()
     _print_profile(prof, f"{reps} batches, {n:,} partitions")
-    return {"n": n, "topics": topics, "steady": steady, "bytes_per_partition": held / n,
+    return {"n": n, "topics": topics, "steady": steady, "lookup": lookup, "bytes_per_partition": held / n,
             "produce_rate": producing.rate, "discoveries": discoveries}
 
 
@@ -312,7 +316,9 @@ def file_rows(results: List[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
 
 def kafka_rows(results: List[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
     return rows(results, "Kafka", lambda r: f"{r['n']:,} ({r['topics']} topics x {TOPIC_PARTITIONS}, one pattern)",
-                lambda r: f"{r['discoveries']} discovery rounds timed; producer {r['produce_rate']:,.0f} records/s; "
+                lambda r: f"{r['discoveries']} discovery rounds timed; the ListOffsets look-up alone p50 "
+                          f"{percentile(r['lookup'].wall, 50):.1f} ms (CPU {percentile(r['lookup'].cpu, 50):.1f} ms); "
+                          f"producer {r['produce_rate']:,.0f} records/s; "
                           f"driver memory {r['bytes_per_partition']:,.0f} B per partition (tracemalloc)",
                 KAFKA_TARGET_MS, "partitions")
 
