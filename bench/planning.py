@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from typing import Any, List
+from typing import Any, List, Tuple
 
 from .common import Context, log, percentile
 
@@ -24,20 +24,23 @@ TARGET_PARTITIONS = 1000
 PRODUCE_RATE = 2000  # records/s asked for, over all partitions, while planning (achieved rate reported)
 
 
-def _produce_until(bootstrap: str, topic: str, partitions: int, rate: int, stop: Any, sent: Any) -> None:
-    """Producer process: ``rate`` records/s round-robin over the partitions until ``stop`` is set."""
+def _produce_until(bootstrap: str, targets: List[Tuple[str, int]], rate: int, stop: Any, sent: Any) -> None:
+    """Producer process: ``rate`` records/s round-robin over every partition of ``targets`` (``(topic,
+    partitions)``) until ``stop`` is set."""
     import logging
 
     from kafka import KafkaProducer
 
     logging.getLogger("kafka").setLevel(logging.ERROR)  # event-loop timing warnings on a busy machine
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, client_id="deo-bench-b4-producer")
-    n, t0, p = 0, time.monotonic(), 0
+    flat = [(topic, p) for topic, partitions in targets for p in range(partitions)]
+    n, t0, i = 0, time.monotonic(), 0
     try:
         while not stop.is_set():
             for _ in range(max(1, rate // 100)):
+                topic, p = flat[i]
                 producer.send(topic, value=b"x" * 100, partition=p)
-                p = (p + 1) % partitions
+                i = (i + 1) % len(flat)
                 n += 1
             ahead = n / rate - (time.monotonic() - t0)
             if ahead > 0:
@@ -49,18 +52,22 @@ def _produce_until(bootstrap: str, topic: str, partitions: int, rate: int, stop:
 
 
 class Producing:
-    """Context manager: a producer process writing to ``topic`` while the block runs."""
+    """Context manager: a producer process writing to every partition of ``targets`` (``[(topic,
+    partitions)]``) while the block runs, started ``lead`` seconds before it."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = PRODUCE_RATE) -> None:
+    def __init__(self, bootstrap: str, targets: List[Tuple[str, int]], rate: int = PRODUCE_RATE,
+                 lead: float = 2.0) -> None:
         ctx = mp.get_context("spawn")
         self.stop, self.sent = ctx.Event(), ctx.Value("q", 0)
-        self.proc = ctx.Process(target=_produce_until, args=(bootstrap, topic, partitions, rate, self.stop, self.sent),
+        self.proc = ctx.Process(target=_produce_until, args=(bootstrap, targets, rate, self.stop, self.sent),
                                 daemon=True)
+        self.lead = lead
+        self.t0 = 0.0
         self.seconds = 0.0
 
     def __enter__(self) -> Producing:
         self.proc.start()
-        time.sleep(2.0)  # connected and producing before the first timed batch
+        time.sleep(self.lead)  # connected and producing before the first timed batch
         self.t0 = time.perf_counter()
         return self
 
@@ -74,7 +81,7 @@ class Producing:
 
     @property
     def rate(self) -> float:
-        return int(self.sent.value) / max(self.seconds + 2.0, 1e-9)
+        return int(self.sent.value) / max(self.seconds + self.lead, 1e-9)
 
 
 def plan_latencies(ctx: Context, topic: str, interval: float, reps: int, warm: int = 5) -> List[float]:
@@ -115,7 +122,7 @@ def run_b4(ctx: Context) -> None:
             created.append(name)
             kafka.produce(name, range(10 * parts), partitions=parts)
             for mode, interval in (("default discovery interval (5 s)", 5.0), ("discovery every batch", 0.0)):
-                with Producing(kafka.bootstrap, name, parts) as producing:
+                with Producing(kafka.bootstrap, [(name, parts)]) as producing:
                     lat = plan_latencies(ctx, name, interval, s.b4_reps)
                 p50, p99 = percentile(lat, 50), percentile(lat, 99)
                 log(f"B4 {parts:5d} partitions, {mode}: p50 {p50:.2f} ms, p99 {p99:.2f} ms "

@@ -7,6 +7,17 @@ only a hint (inodes are reused). Two files that merely start with the same bytes
 a second hash, of the bytes just before the stored position (the *tail*): only a true copy holds
 the very bytes that were read (``FileRange`` documents both).
 
+A look at a file (:class:`FileStat`) vouches for the bytes read after it while a later look shows the
+same device, inode, size, mtime and ctime, provided the file had not changed for a margin when the
+first look was taken (:func:`unchanged_since`): the planner then neither opens nor hashes an idle file
+again. The margin covers timestamps coarser than the writes (a rewrite of the same size within one
+clock tick leaves mtime and ctime as they were): :data:`SETTLED_NS` (Linux stamps files with a clock
+of 1-10 ms ticks), or :data:`COARSE_SETTLED_NS` for a file whose mtime is a whole second (a
+filesystem with 1 s or 2 s timestamps: FAT, ext3, HFS+). ctime cannot be set back by a program, so a
+file whose mtime is restored still looks changed. It assumes the clocks of this host and of a network
+filesystem's server agree within the margin; a file written through a shared memory map (which updates
+mtime late) is not a log file this source reads.
+
 Content is what a reader sees: the bytes on disk, or the decompressed stream of a gzip file
 (recognised by its magic bytes, not its name), so a rotated log that logrotate compressed keeps
 its identity.
@@ -19,14 +30,23 @@ import hashlib
 import os
 import stat as stat_mod
 import threading
+import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Dict, Mapping, Optional, Tuple
 
-__all__ = ["FileStat", "FileView", "content_hash", "reanchor_document", "stat_file", "utf8_cut"]
+__all__ = ["COARSE_SETTLED_NS", "SETTLED_NS", "FileStat", "FileView", "content_hash", "file_stat", "reanchor_document",
+           "stat_file", "unchanged_since", "utf8_cut"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 _BLOCK = 1 << 16
+_AHEAD = 1 << 13  # a short read of a plain file reads this much, for the reads next to it
+
+#: Nanoseconds a file must have stayed unchanged (mtime and ctime) before a look at it, for that look to
+#: vouch for its bytes while its stat stays the same (:func:`unchanged_since`)...
+SETTLED_NS = 100_000_000
+#: ... or, when its mtime is a whole second (a filesystem with coarse timestamps), this many.
+COARSE_SETTLED_NS = 2_000_000_000
 
 
 def content_hash(data: bytes) -> str:
@@ -38,7 +58,10 @@ def content_hash(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class FileStat:
-    """One regular file as seen by a directory scan: where it is and how big it is on disk."""
+    """One regular file as seen by a directory scan: where it is, how big it is on disk, when it last
+    changed (``mtime_ns``, ``ctime_ns``) and when this look was taken (``seen_ns``, wall clock; 0:
+    unknown). ``settled``: the file had not changed for the margin of :func:`unchanged_since` when this
+    look was taken, so the look vouches for the bytes read after it while the file's stat stays."""
 
     path: str
     dev: int
@@ -46,15 +69,36 @@ class FileStat:
     disk_size: int
     mtime_ns: int
     compressed: bool
+    ctime_ns: int = 0
+    seen_ns: int = 0
+    #: ``(dev, inode)``
+    node: Tuple[int, int] = field(init=False, repr=False, compare=False)
+    settled: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def node(self) -> Tuple[int, int]:
-        """``(dev, inode)``."""
-        return (self.dev, self.inode)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node", (self.dev, self.inode))
+        margin = COARSE_SETTLED_NS if self.mtime_ns % 1_000_000_000 == 0 else SETTLED_NS
+        object.__setattr__(self, "settled", max(self.mtime_ns, self.ctime_ns) < self.seen_ns - margin)
+
+
+def unchanged_since(old: FileStat, new: FileStat) -> bool:
+    """Whether ``new``, a later look at a file, shows the bytes ``old`` showed without reading them: the
+    same device, inode, size, mtime and ctime, and when ``old`` was taken the file had not changed for
+    :data:`SETTLED_NS` (:data:`COARSE_SETTLED_NS` if its mtime is a whole second), so a change after it
+    cannot have kept its timestamps (see the module docstring)."""
+    return old.settled and (old is new or (old.inode == new.inode and old.dev == new.dev
+                                           and old.disk_size == new.disk_size and old.mtime_ns == new.mtime_ns
+                                           and old.ctime_ns == new.ctime_ns))
+
+
+def file_stat(path: str, st: os.stat_result, compressed: bool, seen_ns: int) -> FileStat:
+    """The :class:`FileStat` of ``path`` from its ``os.stat`` result, looked at at ``seen_ns``."""
+    return FileStat(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, compressed, st.st_ctime_ns, seen_ns)
 
 
 def stat_file(path: str) -> Optional[FileStat]:
     """The :class:`FileStat` of ``path``, or ``None`` if it is gone or not a regular file."""
+    seen = time.time_ns()
     try:
         st = os.stat(path)
         if not stat_mod.S_ISREG(st.st_mode):
@@ -63,7 +107,7 @@ def stat_file(path: str) -> Optional[FileStat]:
             magic = f.read(2)
     except OSError:
         return None
-    return FileStat(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, magic == GZIP_MAGIC)
+    return file_stat(path, st, magic == GZIP_MAGIC, seen)
 
 
 # (dev, inode, disk size, mtime) -> decompressed size; a compressed file never changes once written.
@@ -82,6 +126,7 @@ class FileView:
     def __init__(self, st: FileStat) -> None:
         self.stat = st
         self._f: Optional[BinaryIO] = None
+        self._block: Tuple[int, bytes] = (0, b"")  # the last plain read, at least _AHEAD bytes: (start, bytes)
 
     def _open(self) -> BinaryIO:
         if self._f is None:
@@ -118,9 +163,15 @@ class FileView:
         """Up to ``n`` bytes of content from ``start`` (fewer at the end)."""
         if n <= 0:
             return b""
+        at, block = self._block
+        if at <= start and start + n <= at + len(block):  # the first bytes, fingerprint and tail of a small file
+            return block[start - at:start - at + n]
         f = self._open()
         f.seek(start)
-        return f.read(n)
+        if self.stat.compressed or n >= _AHEAD:
+            return f.read(n)
+        self._block = (start, f.read(_AHEAD))
+        return self._block[1][:n]
 
     def hash(self, start: int, n: int) -> Optional[str]:
         """:func:`content_hash` of content ``[start, start + n)``, or ``None`` if the file is shorter."""

@@ -6,21 +6,29 @@ holds an identity's bytes up to its position; :func:`still_copy`, :func:`copy_of
 :func:`repeats` tell a copy (logrotate's ``copytruncate``, maybe still being written in small pieces)
 from a file that merely starts with the same bytes. The decisions taken on these answers are the
 planner's (:mod:`.planner`).
+
+Work per batch follows what changed: a tracked file whose look is vouched for since its identity was
+last checked (:func:`~.identity.unchanged_since`, :attr:`Track.seen`) is ``same`` without being
+opened, and the first bytes of unchanged files are kept across batches (:class:`Scan`'s ``heads``), so
+finding which tracked file a new file may copy (:class:`LocatedHeads`) reads only the files that changed.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from ..core.ranges import Position
 from ..errors import ConfigurationError
-from .identity import FileStat, FileView
+from .identity import FileStat, FileView, unchanged_since
 from .ranges import FILE_KEY_PREFIX, FileRange
 
-__all__ = ["HEAD", "Node", "Scan", "Track", "copy_of", "repeats", "still_copy", "verify"]
+__all__ = ["HEAD", "HeadIndex", "LocatedHeads", "Node", "Scan", "Track", "copy_of", "repeats", "still_copy",
+           "verify"]
 
 Node = Tuple[int, int]
+T = TypeVar("T")
 
 #: Bytes of a file's start compared first when looking for the file a new file copies.
 HEAD = 64
@@ -46,6 +54,14 @@ class Track:
     state: str = "active"  # active | gone | retired
     last_size: int = 0
     dirty: bool = True  # the identity document changed since the last planned range
+    #: the look at the identity's file its fields were last checked against (never stored): while the
+    #: file is unchanged since (:func:`~.identity.unchanged_since`) it still holds the identity's bytes
+    seen: Optional[FileStat] = None
+
+    def same_identity(self, other: Track) -> bool:
+        """Whether ``other`` describes the same bytes of the same file (node, fingerprint, position, tail)."""
+        return (self.node, self.fingerprint, self.sample_length, self.offset, self.tail, self.tail_length) == (
+            other.node, other.fingerprint, other.sample_length, other.offset, other.tail, other.tail_length)
 
     @property
     def node(self) -> Node:
@@ -73,15 +89,21 @@ class Track:
 
 
 class Scan:
-    """One batch's view of the files: stats, lazily opened views and cached content sizes/hashes."""
+    """One batch's view of the files: stats, lazily opened views and cached content sizes/hashes.
 
-    def __init__(self, stats: List[FileStat]) -> None:
+    ``heads``: the first bytes of files from earlier batches, ``{node: (look, bytes)}``, reused for a
+    file unchanged since that look and updated here (entries of files not in this scan are dropped)."""
+
+    def __init__(self, stats: List[FileStat], heads: Optional[Dict[Node, Tuple[FileStat, bytes]]] = None) -> None:
         self.stats = stats
         self.by_node: Dict[Node, FileStat] = {st.node: st for st in stats}
         self._views: Dict[Node, FileView] = {}
         self._sizes: Dict[Node, Optional[int]] = {}
         self._hashes: Dict[Tuple[Node, int, int], Optional[str]] = {}
         self._heads: Dict[Node, bytes] = {}
+        self._kept = heads if heads is not None else {}
+        for node in [n for n in self._kept if n not in self.by_node]:
+            del self._kept[node]
 
     def view(self, st: FileStat) -> FileView:
         v = self._views.get(st.node)
@@ -103,9 +125,16 @@ class Scan:
 
     def head(self, st: FileStat) -> bytes:
         """The first :data:`HEAD` bytes of the content as scanned (fewer if shorter), memoised."""
-        if st.node not in self._heads:
-            self._heads[st.node] = self.view(st).read(0, min(HEAD, self.size(st) or 0))
-        return self._heads[st.node]
+        head = self._heads.get(st.node)
+        if head is None:
+            kept = self._kept.get(st.node)
+            if kept is not None and unchanged_since(kept[0], st):
+                head = kept[1]
+            else:
+                head = self.view(st).read(0, min(HEAD, self.size(st) or 0))
+            self._heads[st.node] = head
+            self._kept[st.node] = (st, head)
+        return head
 
     def close(self) -> None:
         for v in self._views.values():
@@ -127,14 +156,88 @@ def verify(t: Track, scan: Scan, st: FileStat) -> str:
     return "same"
 
 
+class HeadIndex(Generic[T]):
+    """Items by the first bytes of a file (:meth:`Scan.head`), kept sorted: :meth:`starting` finds the
+    items whose bytes start with a prefix by bisection, in the order they were added."""
+
+    def __init__(self, pairs: Sequence[Tuple[bytes, T]] = ()) -> None:
+        """``pairs``: ``(head, item)`` in the order of :meth:`starting`'s answers."""
+        self._entries: List[Tuple[bytes, int]] = sorted((head, i) for i, (head, _) in enumerate(pairs))
+        self._items: List[T] = [item for _, item in pairs]
+
+    def add(self, head: bytes, item: T) -> None:
+        insort(self._entries, (head, len(self._items)))
+        self._items.append(item)
+
+    def starting(self, prefix: bytes) -> List[T]:
+        """The items whose head starts with ``prefix`` (every item for ``b""``), in the order added."""
+        found, entries = [], self._entries
+        i = bisect_left(entries, (prefix, -1))
+        while i < len(entries) and entries[i][0].startswith(prefix):
+            found.append(entries[i][1])
+            i += 1
+        return [self._items[n] for n in sorted(found)]
+
+
+class LocatedHeads:
+    """The located identities' keys by the first bytes (:meth:`Scan.head`) of their files, for
+    :func:`copy_of`, kept across batches: :meth:`update` reads the first bytes only of files whose look
+    changed (the same look object means an unchanged file, see :mod:`.paths`) and moves only their
+    entries."""
+
+    def __init__(self) -> None:
+        self._entries: List[Tuple[bytes, str]] = []  # sorted
+        self._of: Dict[str, Tuple[FileStat, bytes]] = {}  # key -> (the look indexed, its first bytes)
+
+    def update(self, scan: Scan, located: Mapping[str, FileStat]) -> None:
+        """Index exactly the keys of ``located``, each by its file's first bytes in ``scan``."""
+        of = self._of
+        for key in [k for k in of if k not in located]:
+            self._remove(key, of.pop(key)[1])
+        for key, st in located.items():
+            indexed = of.get(key)
+            if indexed is not None and indexed[0] is st:
+                continue
+            head = scan.head(st)
+            of[key] = (st, head)
+            if indexed is not None:
+                if indexed[1] == head:
+                    continue
+                self._remove(key, indexed[1])
+            insort(self._entries, (head, key))
+
+    def _remove(self, key: str, head: bytes) -> None:
+        i = bisect_left(self._entries, (head, key))
+        if i < len(self._entries) and self._entries[i] == (head, key):
+            del self._entries[i]
+
+    def starting(self, prefix: bytes) -> List[str]:
+        """The keys whose file starts with ``prefix`` (every key for ``b""``), sorted."""
+        found, entries = [], self._entries
+        i = bisect_left(entries, (prefix, ""))
+        while i < len(entries) and entries[i][0].startswith(prefix):
+            found.append(entries[i][1])
+            i += 1
+        return sorted(found)
+
+
 def copy_of(tracks: Mapping[str, Track], st: FileStat, scan: Scan, located: Mapping[str, FileStat],
-            sample: int) -> Optional[Track]:
-    """The located identity ``st`` is a copy of so far (:func:`still_copy`), if any: every identity
-    whose file it could be copied from is compared, so files that merely share their first bytes
-    (identical headers) never take each other's copies."""
-    for key, loc in sorted(located.items()):
+            sample: int, heads: Optional[LocatedHeads] = None) -> Optional[Track]:
+    """The located identity ``st`` is a copy of so far (:func:`still_copy`), if any, the first by key:
+    every identity whose file it could be copied from is compared, so files that merely share their
+    first bytes (identical headers) never take each other's copies. ``heads`` (updated to ``located``)
+    narrows the comparison to the files whose first bytes are ``st``'s (a copy's first
+    ``min(size, sample)`` bytes are its original's)."""
+    size = scan.size(st)
+    if heads is None:
+        keys = sorted(located)
+    elif not size or sample <= 0:
+        return None  # still_copy is false for an empty file, repeats for no sample
+    else:
+        keys = heads.starting(scan.head(st)[:min(size, sample)])
+    for key in keys:
         t = tracks[key]
-        if loc.node != st.node and still_copy(t, st, scan, located, sample):
+        if located[key].node != st.node and still_copy(t, st, scan, located, sample):
             return t
     return None
 

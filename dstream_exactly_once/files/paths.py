@@ -13,6 +13,11 @@ A scan never fails and never drops a matched entry silently: :meth:`PathPattern.
 the files it can read and, beside them, every matched entry it cannot read with the reason (a file
 or directory without permission, a FIFO, socket or device, a symbolic link to nothing). File names
 that are not valid UTF-8 are kept as Python keeps them (``surrogateescape``) and read like any other.
+
+A scan stats every matched file (one ``stat`` call each: a directory listing tells nothing about
+growth) and opens only the files it has not seen unchanged: given the previous scan's files
+(``known``), a file whose look is vouched for (:func:`~.identity.unchanged_since`) keeps the gzip
+flag read from its magic bytes then.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ import glob
 import os
 import re
 import stat as stat_mod
+import time
 from dataclasses import dataclass
-from typing import List, Optional, Pattern, Tuple
+from typing import List, Mapping, Optional, Pattern, Tuple
 
 from ..errors import ConfigurationError
-from .identity import GZIP_MAGIC, FileStat
+from .identity import GZIP_MAGIC, FileStat, file_stat
 from .options import FileSourceOptions
 
 __all__ = ["PathPattern", "Unreadable"]
@@ -132,9 +138,11 @@ class PathPattern:
         """The regular files the pattern names now, sorted by path (vanishing and unreadable ones are left out)."""
         return self.scan_report()[0]
 
-    def scan_report(self) -> Tuple[List[FileStat], List[Unreadable]]:
+    def scan_report(self, known: Optional[Mapping[str, FileStat]] = None) -> Tuple[List[FileStat], List[Unreadable]]:
         """The readable regular files the pattern names now, sorted by path, and the matched entries that
-        cannot be read, as ``(path, reason)`` (files that vanish meanwhile are in neither list)."""
+        cannot be read, as ``(path, reason)`` (files that vanish meanwhile are in neither list).
+        ``known``: the previous scan's files by path; an unchanged one is not opened again."""
+        seen = time.time_ns()
         name_re, excl = self._compiled()
         problems: List[Unreadable] = []
         if self.syntax == "regex":
@@ -144,10 +152,11 @@ class PathPattern:
         else:
             paths = self._expand(problems)
         out = []
+        excluding = bool(self.exclude) or excl is not None
         for p in sorted(paths):
-            if self._excluded(p, excl):
+            if excluding and self._excluded(p, excl):
                 continue
-            st, reason = _probe(p)
+            st, reason = _probe(p, seen, None if known is None else known.get(p))
             if st is not None:
                 out.append(st)
             elif reason is not None:
@@ -171,8 +180,8 @@ class PathPattern:
                     names = _listdir(d, problems)
                     if not part.startswith("."):
                         names = [n for n in names if not n.startswith(".")]
-                    nxt.extend(os.path.join(d, n) for n in fnmatch.filter(names, part)
-                               if last or os.path.isdir(os.path.join(d, n)))
+                    at = d if d.endswith("/") else d + "/"  # os.path.join(d, n) for a name n without '/'
+                    nxt.extend(at + n for n in fnmatch.filter(names, part) if last or os.path.isdir(at + n))
                 elif _exists(os.path.join(d, part), d, problems, directory=not last):
                     nxt.append(os.path.join(d, part))
             found = nxt
@@ -208,15 +217,20 @@ _KINDS = ((stat_mod.S_ISFIFO, "a FIFO"), (stat_mod.S_ISSOCK, "a socket"), (stat_
           (stat_mod.S_ISBLK, "a block device"))
 
 
-def _probe(path: str) -> Tuple[Optional[FileStat], Optional[str]]:
+def _probe(path: str, seen: int, known: Optional[FileStat]) -> Tuple[Optional[FileStat], Optional[str]]:
     """``(stat, None)`` for a readable regular file; ``(None, reason)`` for a matched entry that cannot be
-    read as one; ``(None, None)`` for a directory (not a file to read) or a path that vanished."""
+    read as one; ``(None, None)`` for a directory (not a file to read) or a path that vanished. ``known``:
+    the file at ``path`` in an earlier scan (its gzip flag stays while the file is unchanged)."""
     try:
         st = os.stat(path)
     except OSError as exc:
         if exc.errno == errno.ENOENT and os.path.islink(path):
             return None, "a symbolic link to a missing file"
         return None, (None if exc.errno in _GONE else _reason(exc))
+    if (known is not None and known.settled and known.inode == st.st_ino and known.dev == st.st_dev
+            and known.disk_size == st.st_size and known.mtime_ns == st.st_mtime_ns
+            and known.ctime_ns == st.st_ctime_ns):  # as unchanged_since(known, this look); a type never changes
+        return known, None  # unchanged since a look that vouches for its bytes: that look stands for this one
     if stat_mod.S_ISDIR(st.st_mode):
         return None, None
     if not stat_mod.S_ISREG(st.st_mode):
@@ -227,4 +241,4 @@ def _probe(path: str) -> Tuple[Optional[FileStat], Optional[str]]:
             magic = f.read(2)
     except OSError as exc:
         return None, (None if exc.errno in _GONE else _reason(exc))
-    return FileStat(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, magic == GZIP_MAGIC), None
+    return file_stat(path, st, magic == GZIP_MAGIC, seen), None

@@ -67,19 +67,25 @@ The scan itself never blocks a batch on one entry (:meth:`~.paths.PathPattern.sc
 entry that cannot be read (permissions, a FIFO, a dangling link, a directory that cannot be listed)
 is skipped, logged once and counted (``unreadable``) while every other file is planned; a name that
 is not valid UTF-8 is planned like any other.
+
+Work per batch grows with what changed, not with the files tracked: the scan stats every file and
+opens only new or changed ones, an identity whose file is unchanged since it was last checked
+(same device, inode, size, mtime and ctime, settled: :func:`~.identity.unchanged_since`) is ``same``
+without reading it, and a file no identity claims is compared only with the tracked files that
+start with its first bytes (:class:`~.matching.LocatedHeads`).
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Collection, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Collection, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, DataLossError, DecodeError
-from .identity import FileStat, FileView, content_hash, utf8_cut
-from .matching import HEAD, Node, Scan, Track, copy_of, repeats, still_copy, verify
+from .identity import FileStat, FileView, content_hash, unchanged_since, utf8_cut
+from .matching import HeadIndex, LocatedHeads, Node, Scan, Track, copy_of, repeats, still_copy, verify
 from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .paths import PathPattern
 from .ranges import FILE_KEY_PREFIX, FileRange
@@ -113,6 +119,9 @@ class FilePlanner(BatchSource):
         self._counters: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._unreadable: Dict[str, str] = {}  # matched entries reported as unreadable: path -> reason
         self._plan_time: Optional[datetime] = None  # the batch time of the plan in progress
+        self._known: Dict[str, FileStat] = {}  # the last scan's files by path (unchanged ones are not opened)
+        self._heads: Dict[Node, Tuple[FileStat, bytes]] = {}  # first bytes of files, kept while unchanged
+        self._located_heads = LocatedHeads()  # the located identities by their files' first bytes
 
     # ---------------------------------------------------------------- BatchSource
     def describe(self) -> str:
@@ -135,7 +144,11 @@ class FilePlanner(BatchSource):
         for r in ranges:
             if not isinstance(r, FileRange):
                 raise ConfigurationError(f"a file source cannot advance past {r!r} (not a FileRange)")
-            self._tracks[r.position_key] = Track.from_position(r.position_key, Position(r.end, r.position_meta()))
+            t = Track.from_position(r.position_key, Position(r.end, r.position_meta()))
+            old = self._tracks.get(r.position_key)
+            if old is not None and old.same_identity(t):
+                t.seen = old.seen  # the planned range's identity: still checked against that look
+            self._tracks[r.position_key] = t
         self._retire_superseded()
         if self._tracks:
             self._first_start = False
@@ -196,9 +209,10 @@ class FilePlanner(BatchSource):
     def plan(self, time: Optional[datetime] = None) -> List[SourceRange]:
         if not self._started:
             raise ConfigurationError("FilePlanner.plan() before start(); call start(positions) first")
-        stats, problems = self.pattern.scan_report()
+        stats, problems = self.pattern.scan_report(self._known)
+        self._known = {st.path: st for st in stats}
         self._report_unreadable(problems)
-        scan = Scan(stats)
+        scan = Scan(stats, self._heads)
         self._plan_time = time
         try:
             return self._plan(scan)
@@ -221,26 +235,35 @@ class FilePlanner(BatchSource):
 
     # ---------------------------------------------------------------- one batch
     def _plan(self, scan: Scan) -> List[SourceRange]:
-        live = [t for _, t in sorted(self._tracks.items()) if t.state != "retired"]
+        tracks = self._tracks
+        live = [t for t in map(tracks.__getitem__, sorted(tracks)) if t.state != "retired"]  # by key
         claimed: Dict[Node, str] = {}
         located: Dict[str, FileStat] = {}
         in_place: Dict[str, Tuple[str, FileStat]] = {}
+        idle: Set[str] = set()  # read to the end of a file that is the very look of the last plan
         for t in live:  # 1. the identity's own file (maybe renamed)
             st = scan.by_node.get(t.node)
             if st is None or st.node in claimed:
                 continue
-            verdict = verify(t, scan, st)
+            seen = t.seen
+            verdict = "same" if seen is not None and unchanged_since(seen, st) else verify(t, scan, st)
             if verdict == "same":
                 located[t.key] = st
                 claimed[st.node] = t.key
+                if (seen is st and not t.dirty and t.offset >= st.disk_size and not st.compressed
+                        and st.path == t.path and t.state == "active"):
+                    idle.add(t.key)
                 if t.state == "gone":
                     log.warning("%s (%s) is back at %s", t.path, t.key, st.path)
                     t.state, t.dirty = "active", True
             elif t.state == "active":
                 in_place[t.key] = (verdict, st)
+        free: Optional[List[FileStat]] = None  # the files unclaimed after step 1
         for t in live:  # 2. continued in a copy or a compressed file
             if t.key not in located and t.sample_length > 0:
-                st2 = self._find_continuation(t, scan, claimed)
+                if free is None:
+                    free = [s for s in scan.stats if s.node not in claimed]
+                st2 = self._find_continuation(t, scan, claimed, free)
                 if st2 is not None:
                     located[t.key] = st2
                     claimed[st2.node] = t.key
@@ -280,7 +303,7 @@ class FilePlanner(BatchSource):
                 located[new_keys[st.node]] = st
         for node, (original, size) in copies.items():  # copies of files new in this batch
             self._tracks[new_keys[original]].aliases[node] = size
-        return self._ranges(scan, located)
+        return self._ranges(scan, located, idle)
 
     def _classify_unclaimed(self, scan: Scan, claimed: Dict[Node, str], located: Dict[str, FileStat],
                             new_files: List[Tuple[FileStat, int, Optional[str]]]) -> Dict[Node, Tuple[Node, int]]:
@@ -288,18 +311,13 @@ class FilePlanner(BatchSource):
         of a file new in this batch (returned as ``{copy: (original, size)}``; the longer file is the
         original) or new."""
         owners = {a: t for t in self._tracks.values() if t.state != "retired" for a in t.aliases}
-        fresh: List[FileStat] = []
-        by_head: Dict[bytes, List[FileStat]] = {}  # new files of at least HEAD bytes, by their first bytes
-
-        def add_fresh(f: FileStat) -> None:
-            fresh.append(f)
-            if len(scan.head(f)) == HEAD:
-                by_head.setdefault(scan.head(f), []).append(f)
-
+        fresh: HeadIndex[FileStat] = HeadIndex()  # new files by their first bytes
+        tracked: Optional[LocatedHeads] = None  # located identities by their files' first bytes, when needed
         for f, _, _ in new_files:
-            add_fresh(f)
+            fresh.add(scan.head(f), f)
         copies: Dict[Node, Tuple[Node, int]] = {}
-        for st in sorted(scan.stats, key=lambda s: (-(scan.size(s) or 0), s.path)):
+        unclaimed = [s for s in scan.stats if s.node not in claimed]
+        for st in sorted(unclaimed, key=lambda s: (-(scan.size(s) or 0), s.path)):
             if st.node in claimed or scan.size(st) is None:
                 continue
             t = owners.get(st.node)
@@ -307,7 +325,10 @@ class FilePlanner(BatchSource):
                 del t.aliases[st.node]  # no longer a copy of its identity; maybe of another one
                 t.dirty, t = True, None
             if t is None:
-                t = copy_of(self._tracks, st, scan, located, self.options.sample_length)
+                if tracked is None:
+                    tracked = self._located_heads
+                    tracked.update(scan, located)
+                t = copy_of(self._tracks, st, scan, located, self.options.sample_length, tracked)
             if t is not None:
                 claimed[st.node] = t.key
                 if st.node not in t.aliases:
@@ -318,9 +339,8 @@ class FilePlanner(BatchSource):
                     t.dirty = True
                 continue
             claimed[st.node] = ""
-            head = scan.head(st)
-            candidates = by_head.get(head, []) if len(head) == HEAD else [
-                f for f in fresh if scan.head(f).startswith(head)]
+            # the new files whose first bytes start with st's (all of st's first HEAD bytes, or fewer if shorter)
+            candidates = fresh.starting(scan.head(st))
             original = next((f for f in candidates if repeats(st, f, scan, self.options.sample_length)), None)
             if original is not None:
                 log.info("%s holds a copy of %s (new too); not read while its bytes stay equal", st.path,
@@ -328,7 +348,7 @@ class FilePlanner(BatchSource):
                 copies[st.node] = (original.node, scan.size(st) or 0)
                 continue
             new_files.append((st, self._start_offset(scan, st), None))
-            add_fresh(st)
+            fresh.add(scan.head(st), st)
         for t in self._tracks.values():  # forget aliases that left the scan
             gone = [a for a in t.aliases if a not in scan.by_node]
             if gone and t.state in ("active", "gone"):
@@ -338,11 +358,12 @@ class FilePlanner(BatchSource):
         return copies
 
     # ---------------------------------------------------------------- continued elsewhere
-    def _find_continuation(self, t: Track, scan: Scan, claimed: Dict[Node, str]) -> Optional[FileStat]:
-        order = sorted(scan.stats, key=lambda s: (s.node not in t.aliases, s.compressed, s.path))
-        for st in order:
-            if st.node == t.node or claimed.get(st.node, t.key) != t.key:
-                continue
+    def _find_continuation(self, t: Track, scan: Scan, claimed: Dict[Node, str],
+                           free: List[FileStat]) -> Optional[FileStat]:
+        """The file ``t`` continues in, among ``free`` (no identity claimed them in step 1; nor, of those,
+        one claimed since): its aliases first, then plain files, by path."""
+        candidates = [s for s in free if s.node != t.node and s.node not in claimed]
+        for st in sorted(candidates, key=lambda s: (s.node not in t.aliases, s.compressed, s.path)):
             size = scan.size(st)
             if size is None or size < t.offset or verify(t, scan, st) != "same":
                 continue
@@ -393,7 +414,7 @@ class FilePlanner(BatchSource):
     def _new_track(self, scan: Scan, st: FileStat, offset: int, supersedes: Optional[str]) -> str:
         size = scan.size(st) or 0
         n = min(self.options.sample_length, size)
-        fp = scan.view(st).hash(0, n) or ""
+        fp = scan.hash(st, 0, n) or ""
         seed = f"{st.path}\0{st.dev}\0{st.inode}\0{fp}\0{n}\0{offset}\0{supersedes}"
         if self.host is not None:  # per-host planners: the same path and inode on two hosts are two files
             seed += f"\0{self.host}"
@@ -406,7 +427,7 @@ class FilePlanner(BatchSource):
             i += 1
         key = FILE_KEY_PREFIX + file_id
         tn = min(self.options.sample_length, offset)
-        tail = scan.view(st).hash(offset - tn, tn) or ""
+        tail = scan.hash(st, offset - tn, tn) or ""
         if st.path != self.pattern.path and not self._first_start:
             log.info("new file %s (%s) from byte %d", st.path, key, offset)
         self._tracks[key] = Track(key, st.path, st.dev, st.inode, fp, n, offset, tail, tn, st.compressed,
@@ -420,10 +441,13 @@ class FilePlanner(BatchSource):
                 old.state = "retired"
 
     # ---------------------------------------------------------------- ranges
-    def _ranges(self, scan: Scan, located: Dict[str, FileStat]) -> List[SourceRange]:
+    def _ranges(self, scan: Scan, located: Dict[str, FileStat], idle: Set[str]) -> List[SourceRange]:
+        """The ranges of the located identities; ``idle`` ones (read to the end of an unchanged file, see
+        step 1) have nothing to plan unless their document changed meanwhile."""
         out: List[SourceRange] = []
-        for key, st in sorted(located.items()):
-            t = self._tracks[key]
+        tracks = self._tracks
+        for key in sorted(k for k in located if k not in idle or tracks[k].dirty):
+            st, t = located[key], tracks[key]
             size = scan.size(st)
             if size is None or t.state != "active":
                 continue
@@ -432,15 +456,18 @@ class FilePlanner(BatchSource):
                 self._counters["renames"] += 1
                 t.path, t.dirty = st.path, True
             t.last_size = size
+            t.seen = st  # its fields hold (or are taken from) the bytes of this look
             start = t.offset
+            if start >= size and not t.dirty:
+                continue  # nothing new (what _cut would find without reading)
             until = self._cut(t, scan.view(st), size, final=st.compressed)
             if until == start and not t.dirty:
                 continue
             want = min(self.options.sample_length, size)
             if want > t.sample_length:  # the file grew past the fingerprinted length: lengthen it
-                t.fingerprint, t.sample_length = scan.view(st).hash(0, want) or "", want
+                t.fingerprint, t.sample_length = scan.hash(st, 0, want) or "", want
             tn = min(self.options.sample_length, until)
-            t.tail, t.tail_length = scan.view(st).hash(until - tn, tn) or "", tn
+            t.tail, t.tail_length = scan.hash(st, until - tn, tn) or "", tn
             t.offset, t.dirty = until, False
             out.append(FileRange(key[len(FILE_KEY_PREFIX):], t.path, start, until, t.fingerprint, t.sample_length,
                                  t.tail, t.tail_length, t.dev, t.inode, t.host, t.compressed,

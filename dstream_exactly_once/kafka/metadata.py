@@ -160,23 +160,43 @@ class KafkaMetadata:
         names = sorted(set(topics))
         if not names:
             return {}
+        out, missing = self._read_topics(self._metadata(what, names).topics, set(names).__contains__)
+        missing += [n for n in names if n not in out and n not in missing]
+        self._refuse_missing(missing)
+        return out
+
+    def _read_topics(self, topics: Iterable[Any], wanted: Any) -> Tuple[Dict[str, List[int]], List[str]]:
+        """``({topic: sorted partition ids}, [topics answered with an error])`` of a Metadata answer's
+        topics for which ``wanted(name)`` holds, remembering each partition's leader."""
         out: Dict[str, List[int]] = {}
         missing = []
-        for t in self._metadata(what, names).topics:
+        for t in topics:
+            if not wanted(t.name):
+                continue
             if t.error_code:
                 missing.append(t.name)
                 continue
             leaders = {p.partition_index: p.leader_id for p in t.partitions}
             self._remember_leaders(t.name, leaders)
             out[t.name] = sorted(leaders)
-        missing += [n for n in names if n not in out and n not in missing]
+        return out, missing
+
+    def _refuse_missing(self, missing: List[str]) -> None:
         if missing:
             raise ConfigurationError(
                 f"unknown topic(s) {', '.join(repr(m) for m in sorted(missing))} on {self.config.bootstrap}")
-        return out
 
     def matching_topics(self, pattern: re.Pattern[str]) -> Set[str]:
         return {t for t in self.topics() if pattern.fullmatch(t) and not t.startswith("__")}
+
+    def matching_partitions(self, pattern: re.Pattern[str]) -> Dict[str, List[int]]:
+        """``partitions(matching_topics(pattern))`` from ONE Metadata request (every topic's partitions are
+        in the answer that lists the topics): a matched topic answered with an error raises
+        :class:`ConfigurationError` as :meth:`partitions` does."""
+        answer = self._metadata("describing topics", None).topics
+        out, missing = self._read_topics(answer, lambda name: pattern.fullmatch(name) and not name.startswith("__"))
+        self._refuse_missing(missing)
+        return out
 
     def _remember_leaders(self, topic: str, leaders: Dict[int, int]) -> None:
         if self._leaders.get(topic) != leaders:

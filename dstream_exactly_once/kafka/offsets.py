@@ -87,6 +87,15 @@ class TopicAndPartition:
     def __post_init__(self) -> None:
         _check_topic(self.topic)
         _check_partition(self.partition)
+        # planning looks each partition up several times per batch: hash once (never pickled, see __reduce__)
+        object.__setattr__(self, "_hash", hash((self.topic, self.partition)))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[no-any-return, attr-defined]
+
+    def __reduce__(self) -> Tuple[Any, Tuple[str, int]]:
+        """Pickled as ``(topic, partition)``: a str's hash differs between processes."""
+        return (TopicAndPartition, (self.topic, self.partition))
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"

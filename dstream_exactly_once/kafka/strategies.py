@@ -124,6 +124,10 @@ class SubscribePattern(ConsumerStrategy):
             raise ConfigurationError(f"pattern must be a str or re.Pattern, got {pattern!r}")
 
     def partitions(self, metadata: MetadataSource) -> Set[TopicAndPartition]:
+        # KafkaMetadata answers both questions with one Metadata request; other sources are asked twice
+        both = getattr(metadata, "matching_partitions", None)
+        if callable(both):
+            return self._partition_set(both(self.pattern))
         return self._partition_set(metadata.partitions(metadata.matching_topics(self.pattern)))
 
     def __repr__(self) -> str:

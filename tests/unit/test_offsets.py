@@ -173,3 +173,19 @@ def test_to_bytes_is_the_one_producer_encoding():
     assert to_bytes(42, stringify=True) == b"42"
     with pytest.raises(TypeError, match="must be bytes, str or None, got int: 42"):
         to_bytes(42)
+
+
+def test_topic_and_partition_hash_is_cached_but_never_pickled():
+    import os
+    import subprocess
+    import sys
+
+    tp = TopicAndPartition("t", 1)
+    assert hash(tp) == hash(("t", 1)) and {tp: 1}[TopicAndPartition("t", 1)] == 1
+    payload = pickle.dumps({tp: 1})
+    # another process hashes str differently: the unpickled key must hash as that process's own keys do
+    code = ("import pickle, sys; from dstream_exactly_once.kafka.offsets import TopicAndPartition as T; "
+            "d = pickle.loads(sys.stdin.buffer.read()); print(d[T('t', 1)])")
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    out = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, env=env, check=True)
+    assert out.stdout.strip() == b"1"

@@ -365,3 +365,27 @@ def test_offset_requests_are_grouped_by_leader_built_once_and_read_back():
         requests.read([one, answer(("t", [(1, 6, -1)]))])
     with pytest.raises(Exception, match="answered 2 of 3 partitions"):
         requests.read([one])
+
+
+def test_subscribe_pattern_asks_for_matching_partitions_in_one_call_when_the_source_can():
+    import re
+
+    from dstream_exactly_once.kafka.strategies import SubscribePattern
+
+    class OneCall:
+        def __init__(self) -> None:
+            self.calls = []
+
+        def matching_partitions(self, pattern):
+            self.calls.append(pattern.pattern)
+            return {"ta": [0, 1], "tb": [0]}
+
+        def partitions(self, topics):  # pragma: no cover - must not be asked
+            raise AssertionError("partitions() asked besides matching_partitions()")
+
+        matching_topics = partitions
+
+    md = OneCall()
+    got = SubscribePattern(re.compile("t.")).partitions(md)
+    assert sorted((tp.topic, tp.partition) for tp in got) == [("ta", 0), ("ta", 1), ("tb", 0)]
+    assert md.calls == ["t."]
