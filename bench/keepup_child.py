@@ -101,6 +101,36 @@ def _while(window: Window, meter: CpuMeter, body: Any) -> Dict[str, Any]:
         thread.join()
 
 
+def _progress_row(record: Dict[str, Any]) -> Dict[str, float]:
+    """One batch of a stream of this library, from its progress record."""
+    d = record["durationMs"]
+    return {"batch_ms": d["triggerExecution"], "plan_ms": d["latestOffset"], "job_ms": d["addBatch"],
+            "commit_ms": d["commitOffsets"], "tasks": record["sources"][0].get("numTasks", -1),
+            "records": record["numInputRows"]}
+
+
+def _run(ssc: Any, stream: Any, func: Any, window: Window, meter: CpuMeter) -> Dict[str, Any]:
+    """Run ``stream`` with ``commit_each_batch(func)`` through the window; its first batch kept apart.
+    The StreamingContext is stopped after (not its SparkContext)."""
+    first: List[Dict[str, float]] = []
+
+    def on_progress(record: Dict[str, Any]) -> None:
+        row = _progress_row(record)
+        if not first:
+            first.append(row)
+        window.add(row)
+
+    stream.commit_each_batch(func)
+    stream.add_progress_listener(on_progress)
+    ssc.start()
+    try:
+        out = window.wait(meter)
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    out["first_batch"] = first[0] if first else None
+    return out
+
+
 def _ours(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
     from pyspark.streaming import StreamingContext
 
@@ -121,19 +151,7 @@ def _ours(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, An
         n, total = rdd.map(lambda r: (1, len(r[1] or ""))).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
         return Writes().incr("keepup", "count", n).incr("keepup", "sum", total)
 
-    def on_progress(record: Dict[str, Any]) -> None:
-        d = record["durationMs"]
-        window.add({"batch_ms": d["triggerExecution"], "plan_ms": d["latestOffset"], "job_ms": d["addBatch"],
-                    "commit_ms": d["commitOffsets"], "tasks": record["sources"][0].get("numTasks", -1),
-                    "records": record["numInputRows"]})
-
-    stream.commit_each_batch(count_and_sum)
-    stream.add_progress_listener(on_progress)
-    ssc.start()
-    try:
-        out = window.wait(meter)
-    finally:
-        ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    out = _run(ssc, stream, count_and_sum, window, meter)
     with open_store(url, app) as store:
         read = sum(int(v) for v in store.load_offsets().values())  # the next offset to read, per partition
     ends = _end_offsets(spec["bootstrap"], spec["topic"])
@@ -161,29 +179,12 @@ def _files(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
         n, total = rdd.map(lambda line: (1, len(line))).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))
         return Writes().incr("keepup", "count", n).incr("keepup", "sum", total)
 
-    first: List[Dict[str, float]] = []
-
-    def on_progress(record: Dict[str, Any]) -> None:
-        d = record["durationMs"]
-        row = {"batch_ms": d["triggerExecution"], "plan_ms": d["latestOffset"], "job_ms": d["addBatch"],
-               "commit_ms": d["commitOffsets"], "tasks": record["sources"][0].get("numTasks", -1),
-               "records": record["numInputRows"]}
-        if not first:
-            first.append(row)
-        window.add(row)
-
-    stream.commit_each_batch(count_and_sum)
-    stream.add_progress_listener(on_progress)
-    ssc.start()
-    try:
-        out = window.wait(meter)
-    finally:
-        ssc.stop(stopSparkContext=True, stopGraceFully=False)
+    out = _run(ssc, stream, count_and_sum, window, meter)
+    sc.stop()
     with open_store(url, app) as store:
         read = sum(int(p.offset) for p in store.load_positions().values())
     size = sum(e.stat().st_size for e in os.scandir(spec["dir"]) if e.name.endswith(".log"))
     out["lag_records"] = size - read  # bytes behind, for files
-    out["first_batch"] = first[0] if first else None
     return out
 
 
