@@ -52,23 +52,30 @@ def run(spark: Any, spec: Dict[str, Any], op: str) -> int:
     raise ValueError(f"unknown op {op!r}; allowed: 'count', 'columns'")
 
 
-def main() -> int:
-    spec = json.loads(sys.argv[1])
+def session_builder(spec: Dict[str, Any], master: str, name: str, shuffle_partitions: int) -> Any:
+    """A SparkSession builder with Spark's Kafka connector of ``spec`` (``packages``, ``ivy``, and
+    ``excludes``/``jars`` when the exact connector is not on Maven Central), loopback networking, no UI."""
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(spec["master"]).appName("deo-bench-jvm-kafka")
+    builder = (SparkSession.builder.master(master).appName(name)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.driver.memory", "2g")
-               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.jars.packages", spec["packages"])
                .config("spark.jars.ivy", spec["ivy"]))
     if spec.get("excludes"):
         builder = builder.config("spark.jars.excludes", spec["excludes"])
     if spec.get("jars"):
         builder = builder.config("spark.jars", ",".join(spec["jars"]))
+    return builder
+
+
+def main() -> int:
+    spec = json.loads(sys.argv[1])
+    builder = session_builder(spec, spec["master"], "deo-bench-jvm-kafka", shuffle_partitions=4)
     try:
         spark = builder.getOrCreate()
     except Exception as exc:  # noqa: BLE001 - reported to the parent as data

@@ -39,7 +39,7 @@ import time
 import uuid
 from contextlib import ExitStack
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .common import READ_SETTINGS, RECORD_BYTES, log, percentile
 
@@ -79,14 +79,19 @@ def _produce(bootstrap: str, topic: str, partitions: int, rate: int, hot: float,
 
 
 class Feed:
-    """The producer process of one topic (context manager)."""
+    """A writer process (context manager): ``target(*args, stop, sent)`` runs until ``stop`` is set and
+    counts what it wrote in ``sent``."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int, hot: float = 0.0) -> None:
+    def __init__(self, target: Callable[..., None], *args: Any) -> None:
         ctx = mp.get_context("spawn")
         self.stop, self.sent = ctx.Event(), ctx.Value("q", 0)
-        self.proc = ctx.Process(
-            target=_produce, args=(bootstrap, topic, partitions, rate, hot, self.stop, self.sent), daemon=True)
-        self.rate, self.t0 = rate, 0.0
+        self.proc = ctx.Process(target=target, args=(*args, self.stop, self.sent), daemon=True)
+        self.t0 = 0.0
+
+    @classmethod
+    def kafka(cls, bootstrap: str, topic: str, partitions: int, rate: int, hot: float = 0.0) -> Feed:
+        """The producer of one topic (:func:`_produce`)."""
+        return cls(_produce, bootstrap, topic, partitions, rate, hot)
 
     def __enter__(self) -> Feed:
         self.t0 = time.monotonic()
@@ -124,11 +129,7 @@ class FileFeed(Feed):
         for i in range(n):
             with open(os.path.join(directory, f"f{i:05d}.log"), "w", encoding="ascii") as f:
                 f.write(f"first line of file {i}\n")
-        ctx = mp.get_context("spawn")
-        self.stop, self.sent = ctx.Event(), ctx.Value("q", 0)
-        self.proc = ctx.Process(target=_grow_files, args=(directory, n, grow, interval, self.stop, self.sent),
-                                daemon=True)
-        self.rate, self.t0 = int(grow / interval), 0.0
+        super().__init__(_grow_files, directory, n, grow, interval)
 
 
 def make_topic(kafka: Any, name: str, partitions: int) -> str:
@@ -288,7 +289,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for p, interval, case_peers in cases:
             topic = make_topic(kafka, f"keepup-{p}-{uuid.uuid4().hex[:6]}", p)
             runs: Dict[str, List[Dict[str, Any]]] = {peer: [] for peer in case_peers}
-            with Feed(kafka.bootstrap, topic, p, args.rate) as feed:
+            with Feed.kafka(kafka.bootstrap, topic, p, args.rate) as feed:
                 time.sleep(2.0)
                 for r in range(args.rounds):
                     order = [x for x in case_peers if x != "floor"]
@@ -336,7 +337,7 @@ def skew_case(kafka: Any, args: argparse.Namespace, connector: Any) -> List[str]
     p = 100
     topic = make_topic(kafka, f"keepup-skew-{uuid.uuid4().hex[:6]}", p)
     log(f"skew: filling {topic} with {args.skew_records:,} records (80% in partition 0)")
-    with Feed(kafka.bootstrap, topic, p, rate=200_000, hot=0.8) as feed:
+    with Feed.kafka(kafka.bootstrap, topic, p, rate=200_000, hot=0.8) as feed:
         while feed.sent.value < args.skew_records:
             time.sleep(0.5)
     hot = int(args.skew_records * 0.8)

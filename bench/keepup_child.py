@@ -38,6 +38,7 @@ import time
 from typing import Any, Dict, List, Tuple
 
 from .cpu import CpuMeter
+from .jvm_read import session_builder
 
 
 def _end_offsets(bootstrap: str, topic: str) -> Dict[int, int]:
@@ -189,18 +190,9 @@ def _files(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
 
 
 def _jvm(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
 
-    builder = (SparkSession.builder.master("local[2]").appName("deo-bench-keepup-jvm")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.jars.packages", spec["packages"]).config("spark.jars.ivy", spec["ivy"]))
-    if spec.get("excludes"):
-        builder = builder.config("spark.jars.excludes", spec["excludes"])
-    if spec.get("jars"):
-        builder = builder.config("spark.jars", ",".join(spec["jars"]))
+    builder = session_builder(spec, "local[2]", "deo-bench-keepup-jvm", shuffle_partitions=2)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     workdir = tempfile.mkdtemp(prefix="deo-keepup-jvm-")
