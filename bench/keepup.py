@@ -39,43 +39,16 @@ import time
 import uuid
 from contextlib import ExitStack
 from datetime import datetime, timezone
+from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from .common import READ_SETTINGS, RECORD_BYTES, log, percentile
+from .common import READ_SETTINGS, log, percentile
+from .planning import _produce_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = ("ours", "jvm", "floor")
 #: at most this many partitions per CreateTopics / CreatePartitions request (a KRaft broker refuses larger ones)
 STEP = 1000
-
-
-def _produce(bootstrap: str, topic: str, partitions: int, rate: int, hot: float, stop: Any, sent: Any) -> None:
-    """Producer process: ``rate`` records/s until ``stop``; a fraction ``hot`` of them to partition 0,
-    the rest round-robin over all partitions."""
-    import logging
-
-    from kafka import KafkaProducer
-
-    logging.getLogger("kafka").setLevel(logging.ERROR)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=256 * 1024,
-                             client_id="deo-bench-keepup-producer")
-    value, n, p, t0 = b"x" * RECORD_BYTES, 0, 0, time.monotonic()
-    try:
-        while not stop.is_set():
-            for _ in range(max(1, rate // 100)):
-                if hot and (n % 100) < hot * 100:
-                    producer.send(topic, value=value, partition=0)
-                else:
-                    producer.send(topic, value=value, partition=p)
-                    p = (p + 1) % partitions
-                n += 1
-            sent.value = n
-            ahead = n / rate - (time.monotonic() - t0)
-            if ahead > 0:
-                time.sleep(ahead)
-    finally:
-        producer.flush()
-        producer.close()
 
 
 class Feed:
@@ -90,8 +63,8 @@ class Feed:
 
     @classmethod
     def kafka(cls, bootstrap: str, topic: str, partitions: int, rate: int, hot: float = 0.0) -> Feed:
-        """The producer of one topic (:func:`_produce`)."""
-        return cls(_produce, bootstrap, topic, partitions, rate, hot)
+        """The producer of one topic (B4's, :func:`bench.planning._produce_until`)."""
+        return cls(partial(_produce_until, hot=hot), bootstrap, [(topic, partitions)], rate)
 
     def __enter__(self) -> Feed:
         self.t0 = time.monotonic()

@@ -24,24 +24,30 @@ TARGET_PARTITIONS = 1000
 PRODUCE_RATE = 2000  # records/s asked for, over all partitions, while planning (achieved rate reported)
 
 
-def _produce_until(bootstrap: str, targets: List[Tuple[str, int]], rate: int, stop: Any, sent: Any) -> None:
-    """Producer process: ``rate`` records/s round-robin over every partition of ``targets`` (``(topic,
-    partitions)``) until ``stop`` is set."""
+def _produce_until(bootstrap: str, targets: List[Tuple[str, int]], rate: int, stop: Any, sent: Any,
+                   hot: float = 0.0) -> None:
+    """Producer process: ``rate`` records/s of 100 bytes round-robin over every partition of ``targets``
+    (``(topic, partitions)``) until ``stop`` is set, ``sent`` counting them as they go; a fraction ``hot``
+    of them to partition 0 of the first topic instead (a skewed feed)."""
     import logging
 
     from kafka import KafkaProducer
 
     logging.getLogger("kafka").setLevel(logging.ERROR)  # event-loop timing warnings on a busy machine
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, client_id="deo-bench-b4-producer")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, client_id="deo-bench-producer")
     flat = [(topic, p) for topic, partitions in targets for p in range(partitions)]
-    n, t0, i = 0, time.monotonic(), 0
+    value, n, t0, i = b"x" * 100, 0, time.monotonic(), 0
     try:
         while not stop.is_set():
             for _ in range(max(1, rate // 100)):
-                topic, p = flat[i]
-                producer.send(topic, value=b"x" * 100, partition=p)
-                i = (i + 1) % len(flat)
+                if hot and (n % 100) < hot * 100:
+                    producer.send(flat[0][0], value=value, partition=0)
+                else:
+                    topic, p = flat[i]
+                    producer.send(topic, value=value, partition=p)
+                    i = (i + 1) % len(flat)
                 n += 1
+            sent.value = n
             ahead = n / rate - (time.monotonic() - t0)
             if ahead > 0:
                 time.sleep(ahead)
