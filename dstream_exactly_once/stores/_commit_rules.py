@@ -66,6 +66,8 @@ class CommitPlan(NamedTuple):
     log_entry: bool = False
     #: a whole-batch commit (every range of the batch, commit-log entry included): the flat rule applies
     whole: bool = False
+    #: the position keys of ``todo`` (the flat rule's set checks compare whole sets, without a loop here)
+    moved: FrozenSet[str] = frozenset()
 
 
 def batch_ranges(batch: PlannedBatch) -> List[SourceRange]:
@@ -128,7 +130,7 @@ def plan_commit(epoch: object, batch: object, writes: object, ranges: Optional[S
     if chosen and type(chosen[0]).position_meta is not SourceRange.position_meta:  # a kind that keeps documents
         metas = {r.position_key: text for r in chosen if (text := meta_json(r)) is not None}
     return CommitPlan(epoch, batch, writes, todo, empty, metas, part_name(chosen, complete_batch),
-                      complete_batch, log_entry, complete_batch and ranges is None)
+                      complete_batch, log_entry, complete_batch and ranges is None, frozenset(map(_KEY, todo)))
 
 
 def part_name(ranges: Sequence[SourceRange], complete_batch: bool) -> str:
@@ -266,8 +268,8 @@ class FlatMemo:
         keys = before
         if before is not None:
             dropped = plan.writes.dropped_positions
-            if dropped or not (before.issuperset(map(_KEY, plan.todo)) and before.issuperset(map(_KEY, plan.empty))):
-                keys = before.union(map(_KEY, plan.todo), map(_KEY, plan.empty)).difference(dropped)
+            if dropped or not (plan.moved <= before and before.issuperset(map(_KEY, plan.empty))):
+                keys = before.union(plan.moved, map(_KEY, plan.empty)).difference(dropped)
         return (plan.epoch, plan.batch.batch_id), keys
 
     def known_before(self, marker: Optional[Tuple[int, int]]) -> Optional[FrozenSet[str]]:

@@ -3,18 +3,16 @@
 A whole-batch commit that the flat rule applies (:func:`._commit_rules.decide_flat`) writes the
 positions it moves as **one entry** of the app's position log (SQL: a ``deo_pos_log`` row; Redis: a
 field of the ``plog`` hash), keyed by its batch id, instead of one position row (hash field) per
-partition. An entry is the JSON array ``[set keys, set positions, init keys, init positions,
-documents]``:
+partition. An entry is the batch's ranges in the text its offset-log entry holds them
+(:meth:`PlannedBatch.ranges_json`: the range kind's encoding of many ranges, made once per batch),
+read as a commit applies them:
 
-- set keys and positions — the position keys of the commit's non-empty ranges and their next
-  positions, in two arrays of one length (stored whatever was there);
-- init keys and positions — likewise for its empty ranges whose position may be absent (stored only
-  for a partition without a position, as an empty range's commit does);
-- ``documents`` — ``{position key: JSON text}`` of those with a document
-  (:meth:`SourceRange.position_meta`); a set key without one has no document.
+- a range with data sets its partition's next position to the range's end (stored whatever was
+  there), with the range's document (:meth:`SourceRange.position_meta`; none: no document);
+- an empty range initialises it: its end and document are stored only for a partition without a
+  position.
 
-Keys and positions go as two arrays rather than one ``{key: position}`` object because Python's
-``json`` encodes a list of strings and a list of ints three times faster than the same dict.
+So a flat commit encodes nothing per partition beyond the offset-log entry it writes anyway.
 
 The stored positions are the position rows, then the entries applied over them in batch order
 (:func:`merge` then :func:`apply`). Every writer outside the flat sequence — a per-range
@@ -30,19 +28,20 @@ from __future__ import annotations
 
 import json
 from operator import attrgetter
-from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
-from ..core.ranges import Position, SourceRange
+from ..core.ranges import Position, SourceRange, decode_ranges
 from ..errors import StoreError
-from ._commit_rules import CommitPlan, stored_position
+from ._commit_rules import CommitPlan, meta_json, stored_position
 
-__all__ = ["FOLD_AT", "Merged", "apply", "entry_json", "merge"]
+__all__ = ["FOLD_AT", "Merged", "apply", "entry_text", "merge", "supersedes"]
 
 #: A flat commit finding this many entries in the log folds them into the rows first (SQL: and writes
 #: its own positions as rows): the log, and what a read merges, stays bounded.
 FOLD_AT = 32
 
-_KEY, _END = attrgetter("position_key"), attrgetter("end")
+_KEY, _START, _END = attrgetter("position_key"), attrgetter("start"), attrgetter("end")
+
 
 class Merged(NamedTuple):
     """Entries merged into one change: next positions and document texts of the keys set (stored
@@ -54,37 +53,40 @@ class Merged(NamedTuple):
     init_doc: Dict[str, str]
 
 
-def entry_json(plan: CommitPlan, empty: Sequence[SourceRange]) -> str:
-    """The position-log entry of ``plan`` applied flat; ``empty``: its empty ranges whose position
-    may be absent."""
-    docs = plan.metas
-    if docs and len(empty) != len(plan.empty):
-        left_out = set(map(_KEY, plan.empty)).difference(map(_KEY, empty))
-        docs = {k: v for k, v in docs.items() if k not in left_out}
-    return json.dumps([list(map(_KEY, plan.todo)), list(map(_END, plan.todo)), list(map(_KEY, empty)),
-                       list(map(_END, empty)), docs], separators=(",", ":"))
+def entry_text(plan: CommitPlan) -> str:
+    """The position-log entry of ``plan`` (a whole batch) applied flat: its batch's ranges as the
+    offset log holds them, encoded once per batch."""
+    return plan.batch.ranges_json()
 
 
 def supersedes(plan: CommitPlan, known: Optional[FrozenSet[str]]) -> bool:
     """Whether the entry of ``plan`` sets every position stored before it (``known``: the position
     keys stored then, if known): the log's earlier entries then change nothing a reader sees, and
     the entry replaces them (a batch in which every partition moves keeps the log at one entry)."""
-    return known is not None and len(plan.todo) >= len(known) and known.issubset(map(_KEY, plan.todo))
+    return known is not None and len(plan.moved) >= len(known) and known <= plan.moved
+
+
+def _changes(app_id: str, text: str) -> Tuple[Dict[str, int], Dict[str, int], Dict[str, str]]:
+    """One entry as ``(sets, inits, documents)``; a damaged entry raises :class:`StoreError`."""
+    try:
+        ranges = decode_ranges(json.loads(text))
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
+        raise StoreError(f"app {app_id!r}: a position-log entry is damaged ({text!r:.200}): {exc}") from exc
+    sets = {r.position_key: r.end for r in ranges if r.end > r.start}
+    inits = {r.position_key: r.end for r in ranges if r.end <= r.start}
+    docs: Dict[str, str] = {}
+    if ranges and type(ranges[0]).position_meta is not SourceRange.position_meta:  # a kind that keeps documents
+        docs = {r.position_key: doc for r in ranges if (doc := meta_json(r)) is not None}
+    return sets, inits, docs
 
 
 def merge(app_id: str, entries: Iterable[str]) -> Merged:
-    """The entries (JSON texts, in batch order) as one change: the last set of each key wins; an init
+    """The entries (texts, in batch order) as one change: the last set of each key wins; an init
     counts only for a key no entry sets or inits before it. A damaged entry raises :class:`StoreError`."""
     out = Merged({}, {}, {}, {})
     set_pos, set_doc, init_pos, init_doc = out
     for text in entries:
-        try:
-            set_keys, set_ends, init_keys, init_ends, docs = json.loads(text)
-            sets = dict(zip(set_keys, set_ends, strict=True))
-            inits = dict(zip(init_keys, init_ends, strict=True))
-            docs = dict(docs)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"app {app_id!r}: a position-log entry is damaged ({text!r:.200}): {exc}") from exc
+        sets, inits, docs = _changes(app_id, text)
         if init_pos:
             for k in init_pos.keys() & sets.keys():
                 del init_pos[k]

@@ -411,7 +411,7 @@ class RedisStore(TransactionalStore):
             "drop": list(writes.dropped_positions),
         }
         if into_log:
-            payload.update(plog=plog.entry_json(plan, empty), fold_at=plog.FOLD_AT,
+            payload.update(plog=plog.entry_text(plan), fold_at=plog.FOLD_AT,
                            replace=plog.supersedes(plan, known))  # known: checked by the script (p.known)
         if plan.log_entry:
             payload["entry"] = batch.to_json()

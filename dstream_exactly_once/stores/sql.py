@@ -356,7 +356,7 @@ class SQLStore(SQLOperatorMixin, TransactionalStore):
                                           for i, row in enumerate(rows)])
         self._bulk(cur, LABELS, [(self.app_id, label) for label in dict.fromkeys(writes.labels)])
         if into_log:
-            flat.append(self, cur, batch.batch_id, plog.entry_json(plan, empty), replace)
+            flat.append(self, cur, batch.batch_id, plog.entry_text(plan), replace)
         else:
             self._write_positions(cur, SET_POSITION, self._position_rows(plan, plan.todo))
             self._write_positions(cur, INIT_POSITION, self._position_rows(plan, empty))

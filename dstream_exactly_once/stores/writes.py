@@ -96,8 +96,7 @@ class PlannedBatch:
 
     def to_json(self) -> str:
         """The whole entry as JSON (Redis offset log); :meth:`from_json` reads it back."""
-        return json.dumps({"batch_id": self.batch_id, "batch_time_ms": self.batch_time_ms,
-                           "ranges": encode_ranges(self.ranges)}, separators=(",", ":"))
+        return f'{{"batch_id":{self.batch_id},"batch_time_ms":{self.batch_time_ms},"ranges":{self.ranges_json()}}}'
 
     @classmethod
     def from_json(cls, text: str | bytes) -> PlannedBatch:
@@ -105,9 +104,14 @@ class PlannedBatch:
         return cls(int(d["batch_id"]), int(d["batch_time_ms"]), decode_ranges(d["ranges"]))
 
     def ranges_json(self) -> str:
-        """Only the ranges as JSON (SQL offset log): ``{"kind": …, "many": …}``, the range kind's own
-        encoding of many ranges at once (:func:`~dstream_exactly_once.core.ranges.encode_ranges`)."""
-        return json.dumps(encode_ranges(self.ranges), separators=(",", ":"))
+        """Only the ranges as JSON (SQL offset log, position log): ``{"kind": …, "many": …}``, the range
+        kind's own encoding of many ranges at once (:func:`~dstream_exactly_once.core.ranges.encode_ranges`),
+        made once per batch (the offset-log entry and the commit's position-log entry share it)."""
+        text: Optional[str] = self.__dict__.get("_ranges_json")
+        if text is None:
+            text = json.dumps(encode_ranges(self.ranges), separators=(",", ":"))
+            object.__setattr__(self, "_ranges_json", text)  # not a field: equality and hashing unchanged
+        return text
 
     @staticmethod
     def ranges_from_json(text: str | bytes) -> Tuple[SourceRange, ...]:

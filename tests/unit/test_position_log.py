@@ -1,39 +1,80 @@
-"""Merging position-log entries (``stores/_position_log.py``): the order of sets and inits, documents."""
+"""Merging position-log entries (``stores/_position_log.py``): an entry is its batch's ranges as the
+offset log encodes them; ranges with data set, empty ranges initialise; documents; the order."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position
+from dstream_exactly_once.core.ranges import Position, SourceRange
 from dstream_exactly_once.errors import StoreError
-from dstream_exactly_once.stores._position_log import apply, merge
+from dstream_exactly_once.files.ranges import FileRange
+from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.stores import PlannedBatch, Writes
+from dstream_exactly_once.stores._commit_rules import plan_commit
+from dstream_exactly_once.stores._position_log import apply, entry_text, merge, supersedes
 
 
-def entry(sets: dict, inits: dict, docs: dict) -> str:
-    return json.dumps([list(sets), list(sets.values()), list(inits), list(inits.values()), docs])
+def entry(*ranges: SourceRange) -> str:
+    return PlannedBatch(1, 1_000, ranges).ranges_json()
 
 
-def test_the_last_set_wins_and_an_init_counts_only_for_a_key_not_seen_before() -> None:
+def r(p: str, start: int, end: int) -> OffsetRange:
+    return OffsetRange("t", int(p), start, end)
+
+
+def file_range(file_id: str, start: int, end: int, **kw: Any) -> FileRange:
+    return FileRange(file_id=file_id, path=f"/logs/{file_id}.log", from_byte=start, until_byte=end, **kw)
+
+
+def test_ranges_with_data_set_and_empty_ranges_initialise_the_last_set_wins() -> None:
     merged = merge("app", [
-        entry({"a": 1}, {"b": 5, "c": 2}, {"a": '{"x":1}', "c": '{"c":1}'}),
-        entry({"a": 2, "b": 6}, {"c": 9, "d": 1}, {"b": '{"b":6}', "c": '{"ignored":1}'}),
-        entry({}, {"a": 100, "e": 3}, {"a": '{"ignored":1}'}),
+        entry(r("0", 0, 1), r("1", 5, 5), r("2", 2, 2)),
+        entry(r("0", 1, 2), r("1", 5, 6), r("2", 9, 9), r("3", 1, 1)),
+        entry(r("0", 100, 100), r("4", 3, 3)),
     ])
-    assert merged == ({"a": 2, "b": 6}, {"b": '{"b":6}'}, {"c": 2, "d": 1, "e": 3}, {"c": '{"c":1}'})
+    assert merged == ({"t/0": 2, "t/1": 6}, {}, {"t/2": 2, "t/3": 1, "t/4": 3}, {})
+
+
+def test_documents_follow_the_range_that_set_or_initialised_the_key() -> None:
+    a1, a2 = file_range("a", 0, 10, tail="ab"), file_range("a", 10, 20, tail="cd")
+    b0 = file_range("b", 0, 0)
+    merged = merge("app", [entry(a1, b0), entry(a2, file_range("b", 7, 7))])
+    doc = json.dumps(a2.position_meta(), separators=(",", ":"), sort_keys=True)
+    assert merged.set_pos == {a2.position_key: 20} and merged.set_doc == {a2.position_key: doc}
+    assert merged.init_pos == {b0.position_key: 0}
+    assert json.loads(merged.init_doc[b0.position_key]) == b0.position_meta()
 
 
 def test_merged_entries_apply_over_the_rows() -> None:
-    rows = {"a": Position(0, {"old": 1}), "c": Position(7, {"kept": 1})}
-    merged = merge("app", [entry({"a": 4}, {"c": 1, "n": 2}, {"n": '{"n":2}'})])
-    assert apply("app", rows, merged) == {"a": Position(4), "c": Position(7, {"kept": 1}), "n": Position(2, {"n": 2})}
+    rows = {"t/0": Position(0, {"old": 1}), "t/2": Position(7, {"kept": 1})}
+    merged = merge("app", [entry(r("0", 0, 4), r("2", 1, 1), r("5", 2, 2))])
+    assert apply("app", rows, merged) == {"t/0": Position(4), "t/2": Position(7, {"kept": 1}), "t/5": Position(2)}
+
+
+def test_an_entry_is_the_offset_log_text_made_once_per_batch() -> None:
+    batch = PlannedBatch(3, 4_000, (r("0", 0, 4), r("1", 2, 2)))
+    plan = plan_commit(1, batch, Writes(), None, True)
+    assert entry_text(plan) is batch.ranges_json() is entry_text(plan)  # encoded once, shared
+    assert PlannedBatch.from_json(batch.to_json()) == batch
+    assert plan.moved == {"t/0"}
+
+
+def test_an_entry_supersedes_the_log_only_when_it_sets_every_known_key() -> None:
+    plan = plan_commit(1, PlannedBatch(3, 4_000, (r("0", 0, 4), r("1", 2, 3), r("2", 5, 5))), Writes(), None, True)
+    assert supersedes(plan, frozenset({"t/0", "t/1"}))
+    assert not supersedes(plan, frozenset({"t/0", "t/2"}))  # t/2 only initialised: its earlier entry counts
+    assert not supersedes(plan, None)
 
 
 def test_nothing_to_merge() -> None:
     assert merge("app", []) == ({}, {}, {}, {})
+    assert merge("app", ["[]"]) == ({}, {}, {}, {})
 
 
-def test_a_damaged_entry_is_a_store_error_naming_the_app() -> None:
+@pytest.mark.parametrize("text", ['{"kind": "kafka", "many": [["t", [0], [1, 2], [0]]]}', "{not json", '{"kind": 1}'])
+def test_a_damaged_entry_is_a_store_error_naming_the_app(text: str) -> None:
     with pytest.raises(StoreError, match="app 'app': a position-log entry is damaged"):
-        merge("app", ['[["a"], [1, 2], [], [], {}]'])
+        merge("app", [text])
