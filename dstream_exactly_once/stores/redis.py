@@ -64,6 +64,8 @@ from .url import StoreURL, check_options, float_option, parse_url, redact_url
 __all__ = ["RedisStore"]
 
 T = TypeVar("T")
+#: Folds one write waits for before it gives up (each needs another writer to refill the position log)
+_MAX_FOLDS = 10
 _OPTIONS = ("connect_timeout", "timeout", "ssl_ca_certs", "ssl_cert_reqs", "wait_replicas", "wait_timeout")
 
 
@@ -302,7 +304,7 @@ class RedisStore(TransactionalStore):
                     what: str) -> List[str]:
         """:meth:`_run_script` of a script that reads or writes the offsets hash: it refuses (``fold``)
         while the position log holds entries, which are then folded, and it runs again."""
-        for _ in range(10):
+        for _ in range(_MAX_FOLDS):
             status = self._run_script(name, keys, payload, epoch, what)
             if status[0] != "fold":
                 return status
@@ -378,7 +380,7 @@ class RedisStore(TransactionalStore):
                                                                                               merged.init_pos)
 
     def _commit_once(self, plan: rules.CommitPlan, known: Optional[FrozenSet[str]],
-                     into_log: bool = False) -> Optional[CommitOutcome]:
+                     into_log: bool = False, folds: int = 0) -> Optional[CommitOutcome]:
         """One run of the commit script (again after a fold of the position log); ``known``: the position
         keys stored after the batch before, if this instance knows them (the empty ranges of those keys
         are left out of the payload); ``into_log``: the positions go to the position log, if the flat rule
@@ -428,8 +430,11 @@ class RedisStore(TransactionalStore):
             # the same entry, encoded otherwise
             return self._commit_once(plan._replace(log_entry=False), known, into_log)
         if status[0] == "fold":
+            if folds >= _MAX_FOLDS:
+                raise StoreError(f"app {self.app_id!r}: the position log kept filling while the commit of batch "
+                                 f"{batch.batch_id} waited for its fold; nothing was written")
             self._fold()
-            return self._commit_once(plan, known, into_log)
+            return self._commit_once(plan, known, into_log, folds + 1)
         if status[0] == "stale":
             return None
         if status[0] == "gap":

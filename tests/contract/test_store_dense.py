@@ -19,7 +19,7 @@ import pytest
 
 from dstream_exactly_once import skip_batch
 from dstream_exactly_once.core.ranges import Position, SourceRange, encode_range
-from dstream_exactly_once.errors import OffsetConflictError
+from dstream_exactly_once.errors import OffsetConflictError, StoreError
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     SCHEMA_VERSION,
@@ -352,3 +352,20 @@ class TestRedisDense(DenseContract):
     def downgrade(self, url: str, app_id: str) -> None:
         assert self.log_len(url, app_id) == 0
         raw_redis_client(url).set(self._key(app_id, "schema"), 2)
+
+    def test_a_commit_waiting_for_folds_gives_up_after_a_bound_writing_nothing(
+            self, store: TransactionalStore, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A commit that finds the position log full folds it and runs again; if the log is full every
+        time (another writer refilling it), it stops after a bounded number of folds with a clear
+        error instead of retrying forever, and writes nothing."""
+        epoch = store.start_epoch()
+        commit_all(store, epoch, [dense(0), dense(1)])  # the second commit is flat: one log entry
+        assert self.log_len(store_url, store.app_id) == 1
+        folds: List[int] = []
+        monkeypatch.setattr(store, "_fold", lambda: folds.append(1))  # the log never empties
+        epoch = store.start_epoch()  # the first commit of an epoch compares rows: it needs the fold
+        with pytest.raises(StoreError, match="kept filling while the commit of batch 2"):
+            store.commit(epoch, dense(2), Writes().incr("n", "batches"), log_entry=True)
+        assert len(folds) == 10
+        assert store.get_value("n", "batches") == 2 and store.get_batch(2) is None
+        assert store.load_positions() == after(1)
