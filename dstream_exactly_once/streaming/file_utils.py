@@ -297,7 +297,7 @@ def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[FileSou
                                  f"contradict each other: the files are either the same everywhere or "
                                  f"local to each host; set one of them")
     _check_master(str(sc.master), shared or hosts is not None)
-    return FileSourceOptions.from_mapping(source_options, conf), hosts
+    return FileSourceOptions.from_mapping(source_options, conf, also=(SHARED_FILESYSTEM, HOSTS, *TASK_OPTIONS)), hosts
 
 
 def _split_hosts(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[Tuple[str, ...]]]:
