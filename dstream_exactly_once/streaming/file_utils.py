@@ -333,5 +333,4 @@ def _check_master(master: str, declared: bool) -> None:
         f"plan. Say where the files are: option {HOSTS!r}='host1,host2' (node-local files on those hosts, "
         f"planned and read on each host; Spark conf {CONF_PREFIX + HOSTS!r}), or option "
         f"{SHARED_FILESYSTEM!r}=true if every executor sees the same files at the same paths (NFS, a shared "
-        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}); "
-        f"the documentation page 'Append-only files' (files.md) explains both")
+        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r})")
