@@ -26,9 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..core.heartbeat import driver_status
-from ..errors import ConfigurationError, DriverLiveError
+from ..errors import ConfigurationError
 from ..stores.base import TransactionalStore
 from ..stores.url import redact_url
+from ._live import refuse_while_live
 
 __all__ = ["RetirePlan", "retire_app"]
 
@@ -103,12 +104,7 @@ def _retire(store: TransactionalStore, execute: bool, force: bool) -> RetirePlan
     plan = RetirePlan(store.app_id, redact_url(store.url), tuple(items), driver)
     if not execute:
         return plan
-    if driver["live"] and not force:
-        doc = driver["heartbeat"] or {}
-        raise DriverLiveError(
-            f"refusing to retire app {store.app_id!r}: a driver is live (host {doc.get('host')}, pid {doc.get('pid')}, "
-            f"epoch {doc.get('epoch')}, heartbeat {driver['age_s']:.0f}s ago); stop it first or force the retirement "
-            f"(--force); nothing was written")
+    refuse_while_live(driver, force, f"retire app {store.app_id!r}", "the retirement")
     epoch = store.start_epoch()
     deleted = store.delete_app(epoch)
     plan = replace(plan, items=tuple(deleted), executed=True, epoch=epoch)
