@@ -17,7 +17,7 @@ demo: deps
 test: deps lint
 	PYTHON=$(PYTHON) bash scripts/run-tests.sh $(PYTEST_ARGS)
 
-# The core suite again on PySpark 3.5 (its own virtualenv); CI runs it after `make test`.
+# The core suite again on PySpark 3.5 (its own virtualenv); CI runs it beside `make test` (.ci/run).
 test-pyspark35: deps
 	bash scripts/test-pyspark35.sh $(PYTEST_ARGS)
 

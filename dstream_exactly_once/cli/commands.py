@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["batches", "batches_skip", "chart", "demo", "in_doubt", "lag", "offsets_reset", "offsets_show"]
+__all__ = ["batches", "batches_skip", "chart", "demo", "in_doubt", "lag", "offsets_reset", "offsets_show", "retire"]
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -85,3 +85,12 @@ def offsets_export(args: argparse.Namespace) -> int:
     with open_cli_store(args.store, args.app) as store:
         print(export_offsets(store, args.format))
     return 0
+
+
+def retire(args: argparse.Namespace) -> int:
+    """``dstream-eo retire``: delete everything stored of an app (dry run unless ``--execute``)."""
+    from .retire import run_retire
+    from .store_access import open_cli_store
+
+    with open_cli_store(args.store, args.app) as store:
+        return run_retire(args, store)

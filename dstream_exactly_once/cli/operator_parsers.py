@@ -1,5 +1,5 @@
-"""Argument parsing of the ``dstream-eo`` operator commands (``offsets``, ``batches``, ``lag``,
-``in-doubt``, ``chart``). No Spark import."""
+"""Argument parsing of the ``dstream-eo`` operator commands (``offsets``, ``batches``, ``retire``,
+``lag``, ``in-doubt``, ``chart``). No Spark import."""
 
 from __future__ import annotations
 
@@ -99,6 +99,20 @@ def add_operator_commands(sub: Any) -> None:
     skip.add_argument("--reason", type=non_empty, metavar="TEXT", help="why, kept in the incident record")
     skip.add_argument("--execute", action="store_true", help="apply the skip (default: dry run)")
     skip.add_argument("--force", action="store_true", help="apply even though a driver's heartbeat is fresh")
+
+    retire = _sub(sub, "retire", "delete everything stored of an app that will not run again (dry run unless "
+                  "--execute)",
+                  "Delete everything the store holds of one application: its epoch, positions and position log, "
+                  "offset log, commit log, values (every namespace), batch rows, labels, heartbeat and incident "
+                  "records. Dry run by default: what would be deleted, per kind and namespace, with counts. "
+                  "--execute takes a new epoch (a running driver is fenced) and deletes it all in one store "
+                  "transaction (one script on Redis); a driver of the app still running is then refused at its "
+                  "next write. Other applications are not touched. Fails when the app has nothing stored. "
+                  "Refused while a driver is live unless --force.")
+    retire.set_defaults(func=commands.retire)
+    _store(retire)
+    retire.add_argument("--execute", action="store_true", help="delete it (default: dry run)")
+    retire.add_argument("--force", action="store_true", help="delete even though a driver's heartbeat is fresh")
 
     lag = _sub(sub, "lag", "every app in a store: lag, last batch, driver",
                "One line per application found in the store.")

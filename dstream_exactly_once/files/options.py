@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from .._checks import is_int
 from ..core.options import Option, table, unknown_option
@@ -126,9 +126,10 @@ class FileSourceOptions:
 
     @classmethod
     def from_mapping(cls, options: Optional[Mapping[str, Any]] = None,
-                     conf: Optional[Mapping[str, Any]] = None) -> FileSourceOptions:
+                     conf: Optional[Mapping[str, Any]] = None, *, also: Iterable[str] = ()) -> FileSourceOptions:
         """Options from ``conf`` (``spark.aof.<name>`` keys; other keys ignored) overridden by ``options``
-        (``<name>`` keys, or ``spark.aof.<name>``). Unknown ``<name>`` keys are refused."""
+        (``<name>`` keys, or ``spark.aof.<name>``). Unknown ``<name>`` keys are refused, listing every
+        option: these and ``also``, the options the caller took out before (a facade's own)."""
         raw: Dict[str, Any] = {}
         for source, values, prefixed_only in (("Spark conf", conf, True), ("options", options, False)):
             if values is None:
@@ -142,7 +143,7 @@ class FileSourceOptions:
                 if prefixed_only and not key.startswith(CONF_PREFIX):
                     continue
                 if name not in OPTIONS:
-                    raise unknown_option(key, OPTIONS, "file source option", source)
+                    raise unknown_option(key, [*OPTIONS, *also], "file source option", source)
                 raw[name] = value
         parsed = {_attr(name): _parse(name, value) for name, value in raw.items()}
         bytes_max = parsed.get("bytes_max")

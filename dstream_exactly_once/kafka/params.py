@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ..core.options import parse_bool, parse_int
 from ..errors import ConfigurationError, UnknownKafkaParamError
@@ -19,7 +19,7 @@ from ..redaction import register_secret
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KafkaConfig", "parse_kafka_params"]
+__all__ = ["KafkaConfig", "known_kafka_params", "parse_kafka_params"]
 
 _SECRET_CLIENT_KEYS = frozenset({"sasl_plain_password", "ssl_password"})
 
@@ -186,6 +186,13 @@ _FORBIDDEN = {
     "value.deserializer": "records are read as bytes; pass valueDecoder= instead",
     "interceptor.classes": "JVM interceptors do not exist in kafka-python",
 }
+
+def known_kafka_params() -> List[str]:
+    """Every kafkaParams key the direct stream uses, sorted (the keys it accepts and ignores are
+    ``_IGNORED``; refused ones, with the reason, ``_FORBIDDEN``)."""
+    return sorted({"bootstrap.servers", "metadata.broker.list", "sasl.jaas.config", "group.id", "auto.offset.reset",
+                   "enable.auto.commit", "isolation.level", *_DIRECT})
+
 
 _RESET = {"smallest": "earliest", "earliest": "earliest", "largest": "latest", "latest": "latest", "none": "none"}
 
@@ -383,8 +390,8 @@ def parse_kafka_params(kafka_params: Mapping[str, Any]) -> KafkaConfig:
             unknown.append(key)
     if unknown:
         raise UnknownKafkaParamError(
-            f"unknown kafkaParams key(s): {', '.join(repr(k) for k in sorted(unknown))}; "
-            "use Kafka consumer config names such as 'bootstrap.servers', 'group.id', 'auto.offset.reset'")
+            f"unknown kafkaParams key(s): {', '.join(repr(k) for k in sorted(unknown))}; allowed keys: "
+            f"{', '.join(known_kafka_params())} (also accepted and ignored: {', '.join(sorted(_IGNORED))})")
     if "bootstrap_servers" not in client:
         raise ConfigurationError("kafkaParams needs 'bootstrap.servers' (or Spark 2.4's 'metadata.broker.list')")
     for name in ("receive_buffer_bytes", "send_buffer_bytes"):

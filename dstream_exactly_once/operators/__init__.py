@@ -2,10 +2,13 @@
 
 - :func:`~dstream_exactly_once.operators.skip.skip_batch` — move an application past a logged
   batch that fails every time: an audited, epoch-fenced commit without output.
+- :func:`~dstream_exactly_once.operators.retire.retire_app` — delete everything a store holds of an
+  application that will not run again, in one epoch-fenced transaction.
 """
 
 from __future__ import annotations
 
+from .retire import RetirePlan, retire_app
 from .skip import SkipPlan, skip_batch
 
-__all__ = ["SkipPlan", "skip_batch"]
+__all__ = ["RetirePlan", "SkipPlan", "retire_app", "skip_batch"]

@@ -37,10 +37,11 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .._checks import is_int
 from ..core.heartbeat import driver_status
-from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError, StoreError
+from ..errors import ConfigurationError, OffsetConflictError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..stores.url import redact_url
 from ..stores.writes import RESERVED_NAMESPACE, incident_key
+from ._live import refuse_while_live
 
 __all__ = ["MAX_REASON_CHARS", "SkipPlan", "skip_batch", "skipped_batches"]
 
@@ -254,12 +255,7 @@ def _skip(store: TransactionalStore, ids: List[int], execute: bool, force: bool,
     plan = SkipPlan(store.app_id, redact_url(store.url), batches, tuple(rows), tuple(pending), driver)
     if not execute:
         return replace(plan, incidents={b.batch_id: _incident(b, rows, who, when, reason, None) for b in batches})
-    if driver["live"] and not force:
-        doc = driver["heartbeat"] or {}
-        raise DriverLiveError(
-            f"refusing to skip batch(es) {ids} of app {store.app_id!r}: a driver is live (host {doc.get('host')}, pid "
-            f"{doc.get('pid')}, epoch {doc.get('epoch')}, heartbeat {driver['age_s']:.0f}s ago); stop it first or "
-            f"force the skip (--force); nothing was written")
+    refuse_while_live(driver, force, f"skip batch(es) {ids} of app {store.app_id!r}", "the skip")
     epoch = store.start_epoch()
     incidents: Dict[int, Dict[str, Any]] = {}
     outcomes: Dict[int, str] = {}

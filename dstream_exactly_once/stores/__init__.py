@@ -10,7 +10,7 @@
 Every backend is a :class:`TransactionalStore`, composed of the small interfaces of
 :mod:`.interfaces` (:class:`EpochStore`, :class:`PositionStore`, :class:`BatchLog`,
 :class:`LogRetention`, :class:`CommitStore`, :class:`HeartbeatStore`, :class:`AppDirectory`,
-:class:`ResultReader`): code that needs one job of a store types against that part.
+:class:`AppRetirement`, :class:`ResultReader`): code that needs one job of a store types against that part.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .app_id import APP_ID_PATTERN, check_app_id
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .interfaces import (
     AppDirectory,
+    AppRetirement,
     BatchLog,
     CommitStore,
     EpochStore,
@@ -42,6 +43,7 @@ __all__ = [
     "APP_ID_PATTERN",
     "SCHEMA_VERSION",
     "AppDirectory",
+    "AppRetirement",
     "BatchLog",
     "CommitOutcome",
     "CommitStore",

@@ -2,7 +2,7 @@
 
 Every backend (SQLite, PostgreSQL, Redis) implements :class:`TransactionalStore`, the composition
 of the small interfaces of :mod:`.interfaces` (epochs, positions, the batch log, retention, the
-commit, the heartbeat, the app directory, reading results); the shared contract suite in
+commit, the heartbeat, the app directory, retiring an app, reading results); the shared contract suite in
 ``tests/contract/`` runs against each. One store instance belongs to one
 *application* (``app_id``): all of its keys/rows are scoped by it. Stores know *positions*, not
 sources: a position is the next position to read of one stream partition, named by the range's
@@ -68,7 +68,8 @@ SCHEMA_VERSION = 3
 
 
 class TransactionalStore(parts.HeartbeatStore, parts.EpochStore, parts.PositionStore, parts.BatchLog,
-                         parts.LogRetention, parts.CommitStore, parts.AppDirectory, parts.ResultReader):
+                         parts.LogRetention, parts.CommitStore, parts.AppDirectory, parts.AppRetirement,
+                         parts.ResultReader):
     """Offsets, results, the offset/commit log and applied labels of one application.
 
     Unit of atomicity: one :meth:`commit` call (a whole batch, or one partition's range).

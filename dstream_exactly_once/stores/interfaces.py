@@ -14,6 +14,7 @@ implements all of them; a caller that needs one job types against that part alon
 - :class:`HeartbeatStore` — ``heartbeat``, ``load_heartbeat`` and the epochs they are judged
   against: the driver's heartbeat and every live-driver check;
 - :class:`AppDirectory` — ``list_apps``: ``dstream-eo lag`` and the CLI's app look-up;
+- :class:`AppRetirement` — ``app_inventory``, ``delete_app``: ``dstream-eo retire``;
 - :class:`ResultReader` — ``get_value``, ``get_values``, ``get_batch_rows``, ``has_label``: sinks
   (label checks), the CLI's label checks, the demo.
 
@@ -36,6 +37,7 @@ from .writes import CommitOutcome, PlannedBatch, Writes
 
 __all__ = [
     "AppDirectory",
+    "AppRetirement",
     "BatchLog",
     "CommitStore",
     "EpochStore",
@@ -277,6 +279,56 @@ class AppDirectory(StorePart):
     def list_apps(self) -> List[str]:
         """Every application id with state in this store (the store's own ``app_id`` or not), sorted.
         An application appears once something was written for it (its first epoch)."""
+
+
+class AppRetirement(StorePart):
+    """Everything stored of one application, counted and deleted as a whole (retiring an app).
+
+    An inventory row is ``{"kind", "namespace", "count"}``: ``kind`` is one of :data:`INVENTORY_KINDS`
+    (``namespace`` names the value or batch-row namespace, ``None`` for the other kinds; a key the
+    store does not recognise under the app's prefix is kind ``other`` with its name there), ``count``
+    how many entries of that kind (positions, log entries, value keys, batch-row entries — one per
+    batch and partition —, labels; 1 for the epoch record, the heartbeat, the commit marker).
+    """
+
+    @abstractmethod
+    def app_inventory(self) -> List[Dict[str, Any]]:
+        """What is stored of this application, one row per kind (and namespace), sorted; empty when
+        nothing is. Reads only."""
+
+    def delete_app(self, epoch: int) -> List[Dict[str, Any]]:
+        """Delete everything stored of this application — epoch record, positions, position log,
+        offset log, commit log, values, batch rows, labels, heartbeat — in one transaction (one
+        script on Redis), if ``epoch`` is still the current epoch (else
+        :class:`~dstream_exactly_once.errors.FencedError` and nothing is deleted); returns the
+        inventory deleted. Other applications are not touched.
+
+        Afterwards the application has no epoch: a driver still holding one of its epochs is refused
+        by the epoch check of its next write (:class:`~dstream_exactly_once.errors.FencedError`) and
+        writes nothing; the app id can be used again by a new start.
+        """
+        return self._delete_app(checks.check_epoch_arg(epoch))
+
+    @abstractmethod
+    def _delete_app(self, epoch: int) -> List[Dict[str, Any]]:
+        """The transaction of :meth:`delete_app` (argument checked)."""
+
+
+#: The kinds of :meth:`AppRetirement.app_inventory` rows.
+INVENTORY_KINDS = ("epoch", "layout", "positions", "position documents", "position log", "offset log", "commit log",
+                   "commit marker", "values", "value bounds", "batch rows", "labels", "heartbeat", "other")
+
+
+def inventory_row(kind: str, namespace: Optional[str], count: int) -> Dict[str, Any]:
+    """One :meth:`AppRetirement.app_inventory` row."""
+    return {"kind": kind, "namespace": namespace, "count": int(count)}
+
+
+def sorted_inventory(rows: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``rows`` without empty ones, in :data:`INVENTORY_KINDS` order, then by namespace."""
+    order = {k: i for i, k in enumerate(INVENTORY_KINDS)}
+    return sorted((r for r in rows if r["count"] > 0),
+                  key=lambda r: (order.get(r["kind"], len(order)), r["namespace"] or ""))
 
 
 class ResultReader(StorePart):

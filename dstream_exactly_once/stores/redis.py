@@ -56,6 +56,7 @@ from ..redaction import redact
 from . import _commit_rules as rules
 from . import _position_log as plog
 from . import _value_codec as codec
+from ._redis_retire import RedisRetireMixin
 from ._redis_wait import WRITTEN_STATUSES as _WRITTEN
 from ._redis_wait import in_doubt_error, script_then_wait, wait_options
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
@@ -74,7 +75,7 @@ def _load_scripts() -> Dict[str, Tuple[str, str]]:
     folder = resources.files(__package__) / "lua"
     common = (folder / "common.lua").read_text(encoding="utf-8")
     scripts = {}
-    for name in ("epoch", "log", "commit", "mark", "purge", "reset", "heartbeat", "fold"):
+    for name in ("epoch", "log", "commit", "mark", "purge", "reset", "heartbeat", "fold", "retire"):
         text = common + (folder / f"{name}.lua").read_text(encoding="utf-8")
         scripts[name] = (text, hashlib.sha1(text.encode()).hexdigest())
     return scripts
@@ -94,7 +95,7 @@ def _shown(ranges: Sequence[SourceRange], limit: int = 5) -> str:
 _KEYS_AT = "return {redis.call('GET', KEYS[1]), redis.call('HKEYS', KEYS[2]), redis.call('HVALS', KEYS[3])}"
 
 
-class RedisStore(TransactionalStore):
+class RedisStore(RedisRetireMixin, TransactionalStore):
     """Offsets and results of one application in Redis keys under ``{deo:<app_id>}``.
 
     Unit of atomicity: one :meth:`commit` — a single Lua script (``EVALSHA``, falling back to

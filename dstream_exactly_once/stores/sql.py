@@ -31,6 +31,7 @@ from . import _position_log as plog
 from . import _sql_flat as flat
 from . import _value_codec as codec
 from ._sql_operators import SQLOperatorMixin
+from ._sql_retire import SQLRetireMixin
 from ._sql_schema import ABSENT, ensure_layout, read_layout
 from ._sql_statements import (
     ADD_VALUE,
@@ -50,7 +51,7 @@ from .url import redact_url
 __all__ = ["SQLStore"]
 
 
-class SQLStore(SQLOperatorMixin, TransactionalStore):
+class SQLStore(SQLOperatorMixin, SQLRetireMixin, TransactionalStore):
     """Common SQL logic; subclasses supply connections, dialect details and error translation."""
 
     int_type = "INTEGER"

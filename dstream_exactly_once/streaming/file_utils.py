@@ -297,7 +297,7 @@ def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[FileSou
                                  f"contradict each other: the files are either the same everywhere or "
                                  f"local to each host; set one of them")
     _check_master(str(sc.master), shared or hosts is not None)
-    return FileSourceOptions.from_mapping(source_options, conf), hosts
+    return FileSourceOptions.from_mapping(source_options, conf, also=(SHARED_FILESYSTEM, HOSTS, *TASK_OPTIONS)), hosts
 
 
 def _split_hosts(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[Tuple[str, ...]]]:
@@ -333,5 +333,4 @@ def _check_master(master: str, declared: bool) -> None:
         f"plan. Say where the files are: option {HOSTS!r}='host1,host2' (node-local files on those hosts, "
         f"planned and read on each host; Spark conf {CONF_PREFIX + HOSTS!r}), or option "
         f"{SHARED_FILESYSTEM!r}=true if every executor sees the same files at the same paths (NFS, a shared "
-        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}); "
-        f"the documentation page 'Append-only files' (files.md) explains both")
+        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r})")

@@ -1,7 +1,8 @@
 """Structured Streaming on the library's sources and stores (PySpark 4.0+, Python Data Source API).
 
 :func:`register` makes the formats known to a Spark session; nothing Spark-specific is imported
-before it is called::
+before it is called. Every public name of this package needs PySpark 4.0 or newer and says so
+(:class:`~dstream_exactly_once.errors.ConfigurationError`) on an older one::
 
     from dstream_exactly_once.structured import register
     register(spark)
@@ -28,6 +29,9 @@ def register(spark: Any) -> None:
     ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
+    from ._requires import require_data_source_api
+
+    require_data_source_api("register() (Structured Streaming)")
     from .aof import register_aof
     from .sinks import register_sinks
 
@@ -53,4 +57,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
+    from ._requires import require_data_source_api
+
+    require_data_source_api(f"dstream_exactly_once.structured.{name} (Structured Streaming)")
     return getattr(importlib.import_module(module, __name__), name)

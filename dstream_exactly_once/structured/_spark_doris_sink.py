@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+except ImportError:  # PySpark 3.5 and older: said by name
+    from ._requires import require_data_source_api
+
+    require_data_source_api("the deo-doris Structured Streaming sink")
+    raise
 
 from .doris_sink import DORIS_SINK_NAME, DorisCommit, DorisSinkOptions, abort_batch, commit_doris_batch, load_partition
 from .store_sink import task_batch

@@ -7,7 +7,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional, Tuple
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+except ImportError:  # PySpark 3.5 and older: said by name
+    from ._requires import require_data_source_api
+
+    require_data_source_api("the deo-kafka Structured Streaming sink")
+    raise
 
 from .kafka_sink import (
     KAFKA_SINK_NAME,

@@ -7,7 +7,13 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+except ImportError:  # PySpark 3.5 and older: said by name
+    from ._requires import require_data_source_api
+
+    require_data_source_api("the deo-store Structured Streaming sink")
+    raise
 
 from ..errors import ConfigurationError
 from .store_sink import (

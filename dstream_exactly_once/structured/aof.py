@@ -36,13 +36,11 @@ from ..errors import ConfigurationError, DataLossError
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-except ImportError:  # PySpark 3.5 and older
-    import pyspark
+except ImportError:  # PySpark 3.5 and older: said by name
+    from ._requires import require_data_source_api
 
-    raise ConfigurationError(
-        f"the aof Structured Streaming source needs PySpark 4.0 or newer (the Python Data Source API, "
-        f"pyspark.sql.datasource.DataSourceStreamReader); installed PySpark is {pyspark.__version__}. "
-        f"On older PySpark read the files with FileUtils (DStreams)") from None
+    require_data_source_api("the aof Structured Streaming source")
+    raise
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from ..core.ranges import Position

@@ -123,4 +123,6 @@ def parse_aof_options(options: Mapping[str, Any], conf: Optional[Mapping[str, An
             raise ConfigurationError(f"option {POSITIONS_STORE!r} must be a store URL ({', '.join(_STORE_SCHEMES)}"
                                      f"://…), got {shown!r}")
         check_app_id(app)
-    return AofOptions(path, FileSourceOptions.from_mapping(source, source_conf), cap, include_id, store, app)
+    also = [name for name in _OWN if name != HOSTS]  # hosts: refused above
+    return AofOptions(path, FileSourceOptions.from_mapping(source, source_conf, also=also), cap, include_id, store,
+                      app)

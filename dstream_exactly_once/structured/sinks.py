@@ -9,7 +9,12 @@ __all__ = ["register_sinks"]
 
 def register_sinks(spark: Any) -> None:
     """Register the sinks of this package with ``spark`` (``spark.dataSource.register``), so that
-    ``writeStream.format("deo-store")``, ``"deo-doris"`` and ``"deo-kafka"`` find them. Idempotent."""
+    ``writeStream.format("deo-store")``, ``"deo-doris"`` and ``"deo-kafka"`` find them. Idempotent.
+
+    Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
+    from ._requires import require_data_source_api
+
+    require_data_source_api("register_sinks() (the Structured Streaming sinks)")
     from ._spark_doris_sink import DorisSinkDataSource
     from ._spark_kafka_sink import KafkaSinkDataSource
     from ._spark_store_sink import StoreSinkDataSource

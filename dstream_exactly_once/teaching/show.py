@@ -24,7 +24,7 @@ from ..errors import ServiceError
 from .chart import write_chart
 from .driver import APP_ID, plain_store_path, store_url
 from .plain_store import PlainSumStore
-from .points import EXPLAINED, KILL_TICK, Trace, kill_schedule
+from .points import CRASH_POINTS, EXPLAINED, KILL_TICK, Trace, kill_schedule
 
 TOPIC = "numbers"
 PARTITIONS = 4
@@ -136,7 +136,11 @@ def explain(s: Dict[str, Any]) -> str:
         "    with the same ranges from the offset log). Where each kill hit it:",
     ]
     lines += [f"    - {k}: {EXPLAINED.get(k.split()[0], k)}" for k in kills]
-    lines.append("  Details for every crash point: the documentation's walkthrough page (walkthrough.md)")
+    hit = {k.split()[0] for k in kills}
+    missed = [p for p in CRASH_POINTS if p not in hit]
+    if missed:
+        lines.append("  The crash points this run did not kill at (--crashes 5 kills at each once):")
+        lines += [f"    - {p}: {EXPLAINED[p]}" for p in missed]
     return "\n".join(lines)
 
 

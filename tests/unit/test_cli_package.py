@@ -35,7 +35,8 @@ def test_every_command_binds_its_function():
     assert bound == {"demo": commands.demo, "chart": commands.chart, "lag": commands.lag,
                      "batches": commands.batches, "batches skip": commands.batches_skip,
                      "in-doubt": commands.in_doubt, "offsets": None, "offsets show": commands.offsets_show,
-                     "offsets reset": commands.offsets_reset, "offsets export": commands.offsets_export}
+                     "offsets reset": commands.offsets_reset, "offsets export": commands.offsets_export,
+                     "retire": commands.retire}
 
 
 @pytest.mark.parametrize("argv, func", [
@@ -43,6 +44,7 @@ def test_every_command_binds_its_function():
     (["batches", "skip", "--store", "sqlite:///x.db", "--app", "a", "--batch", "3"], commands.batches_skip),
     (["offsets", "reset", "--store", "s", "--app", "a", "--to-latest"], commands.offsets_reset),
     (["lag", "--store", "s"], commands.lag),
+    (["retire", "--store", "s", "--app", "a", "--execute"], commands.retire),
 ])
 def test_the_parsed_command_is_the_one_that_runs(argv, func):
     assert cli_parser().parse_args(argv).func is func

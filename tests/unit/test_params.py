@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dstream_exactly_once.errors import (
@@ -126,8 +128,14 @@ def test_unknown_keys_are_listed_in_one_error():
     with pytest.raises(UnknownKafkaParamError) as info:
         parse(**{"bogus.key": 1, "another.one": "x", "client.id": "ok", "fetch.max.bytez": 5})
     message = str(info.value)
-    assert "'another.one', 'bogus.key', 'fetch.max.bytez'" in message
-    assert "client.id" not in message
+    unknown, _, allowed = message.partition("; allowed keys: ")
+    assert unknown == "unknown kafkaParams key(s): 'another.one', 'bogus.key', 'fetch.max.bytez'"
+    # every key the stream takes is listed, and the ones it accepts and ignores
+    from dstream_exactly_once.kafka.params import _DIRECT, _IGNORED
+
+    for key in [*_DIRECT, "bootstrap.servers", "metadata.broker.list", "sasl.jaas.config", "group.id",
+                "auto.offset.reset", "enable.auto.commit", "isolation.level", *_IGNORED]:
+        assert key in re.findall(r"[\w.]+", allowed), key
     assert isinstance(info.value, ConfigurationError) and isinstance(info.value, ValueError)
 
 

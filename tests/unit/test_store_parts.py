@@ -15,7 +15,8 @@ from dstream_exactly_once.stores import interfaces
 from dstream_exactly_once.stores.base import TransactionalStore
 
 PARTS = [interfaces.EpochStore, interfaces.PositionStore, interfaces.BatchLog, interfaces.LogRetention,
-         interfaces.CommitStore, interfaces.HeartbeatStore, interfaces.AppDirectory, interfaces.ResultReader]
+         interfaces.CommitStore, interfaces.HeartbeatStore, interfaces.AppDirectory, interfaces.AppRetirement,
+         interfaces.ResultReader]
 BACKENDS = [stores.SQLiteStore, stores.PostgresStore, stores.RedisStore, stores.RedisClusterStore]
 
 

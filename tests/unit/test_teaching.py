@@ -80,7 +80,11 @@ def test_table_lines_up_expected_and_both_pipelines():
 def test_explanation_names_each_kill_and_the_reason():
     text = explain(summary(9, 5))
     assert "2 time(s)" in text and "ONE store transaction" in text
-    assert f"mid-output: {EXPLAINED['mid-output']}" in text and "walkthrough page (walkthrough.md)" in text
+    assert f"mid-output: {EXPLAINED['mid-output']}" in text
+    # self-contained: the crash points this run did not hit are explained too, no page is named
+    for point in ("before-planning", "after-offset-log", "after-output-before-commit"):
+        assert f"- {point}: {EXPLAINED[point]}" in text
+    assert ".md" not in text
 
 
 TRACE = [{"event": "batch", "alo_sum": 10, "eo_sum": 10}, {"event": "kill", "point": "mid-output", "alo_sum": 30,
