@@ -1,20 +1,23 @@
 """Child driver of the aof Structured Streaming SIGKILL tests (``python -m tests.integration.aof_query_proc …``).
 
-- ``driver GLOB CHECKPOINT STORE APP N HOLD_DIR``: one Spark driver running
-  ``readStream.format("aof")`` over ``GLOB`` (``bytes.max`` 4096, a 0.3 s trigger) into
-  ``writeStream.format("deo-store")`` on ``CHECKPOINT``: every line ``i`` becomes one ``incr`` of
-  namespace ``seen``, key ``i``. Prints ``STARTED`` once the query runs, ``DONE <lines>`` when the
-  store holds ``N`` distinct lines (exit 0), ``OVERCOUNT <line> <count>`` (exit 2) as soon as a line
-  is counted twice. Kill it at any moment with SIGKILL and start it again on the same checkpoint
-  and store.
+- ``driver GLOB CHECKPOINTS N HOLD_DIR STORE APP [STORE APP …]``: one Spark driver running one query
+  per ``STORE APP`` pair: ``readStream.format("aof")`` over ``GLOB`` (``bytes.max`` 4096, a 0.3 s
+  trigger) into ``writeStream.format("deo-store")`` on checkpoint ``CHECKPOINTS/APP``: every line
+  ``i`` becomes one ``incr`` of namespace ``seen``, key ``i``. Prints ``STARTED`` once every query
+  runs, ``DONE <lines> …`` (each store's, in argument order) when every store holds ``N`` distinct
+  lines (exit 0), ``OVERCOUNT <app> <line> <count>`` (exit 2) as soon as a line is counted twice.
+  Kill it at any moment with SIGKILL and start it again on the same checkpoints and stores. The
+  queries share the driver (one JVM start serves them all) and nothing else: each has its own
+  checkpoint, application id and store.
 
 The sink registered as ``deo-store`` here is the library's (:class:`HoldingStoreSink`) with two
-points a test can arm, to SIGKILL the driver at a known step of a micro-batch: a file
-``HOLD_DIR/before-commit`` holds the sink's ``commit(messages, batchId)`` before the store
+points a test can arm per query, to SIGKILL the driver at a known step of a micro-batch: a file
+``HOLD_DIR/APP/before-commit`` holds the query's ``commit(messages, batchId)`` before the store
 transaction (Spark has written the batch's offset-log entry; the store has not seen the batch), a
-file ``HOLD_DIR/after-commit`` holds it after the store transaction (before Spark's commit-log
+file ``HOLD_DIR/APP/after-commit`` holds it after the store transaction (before Spark's commit-log
 entry). A file holding a number holds only batch ids from that number on (an empty file: any). A
-held commit writes ``HOLD_DIR/held`` (``<point> <batch id>``) and waits to be killed.
+held commit writes ``HOLD_DIR/APP/held`` (``<point> <batch id>``) and waits to be killed; the
+other queries go on.
 
 The writer process is :mod:`tests.integration.file_faults_proc` (``writer DIR N PAUSE ROTATE_EVERY``).
 """
@@ -24,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dstream_exactly_once.structured._spark_store_sink import StoreSinkDataSource, StoreStreamWriter
 
@@ -35,10 +38,10 @@ WORKER_TIMEOUT = "Python worker failed to connect back"
 HOLD_DIR = "AOF_FAULTS_HOLD_DIR"
 
 
-def _hold(point: str, batch_id: int) -> None:
-    directory = os.environ.get(HOLD_DIR)
+def _hold(app: str, point: str, batch_id: int) -> None:
+    directory = os.path.join(os.environ.get(HOLD_DIR) or "", app)
     try:
-        with open(os.path.join(directory or "", point)) as f:
+        with open(os.path.join(directory, point)) as f:
             lowest = int(f.read().strip() or 0)
     except FileNotFoundError:
         return
@@ -55,9 +58,9 @@ class HoldingStreamWriter(StoreStreamWriter):
     """The deo-store writer, holding before or after its store transaction when the test armed it."""
 
     def commit(self, messages: List[Optional[Any]], batchId: int) -> None:  # noqa: N803 - Spark's name
-        _hold("before-commit", batchId)
+        _hold(self.opts.app, "before-commit", batchId)
         super().commit(messages, batchId)
-        _hold("after-commit", batchId)
+        _hold(self.opts.app, "after-commit", batchId)
 
 
 class HoldingStoreSink(StoreSinkDataSource):
@@ -67,7 +70,7 @@ class HoldingStoreSink(StoreSinkDataSource):
         return HoldingStreamWriter(super().streamWriter(schema, overwrite).opts)
 
 
-def drive(pattern: str, checkpoint: str, store_url: str, app: str, n: int, hold_dir: str) -> int:
+def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequence[Tuple[str, str]]) -> int:
     os.environ[HOLD_DIR] = hold_dir  # before the JVM starts: its Python workers inherit it
     from pyspark.sql import SparkSession
 
@@ -80,38 +83,48 @@ def drive(pattern: str, checkpoint: str, store_url: str, app: str, n: int, hold_
     spark = SparkSession(sc)
     register_aof(spark)
     spark.dataSource.register(HoldingStoreSink)
-    options = store_sink_options(store_url, app)  # a new epoch: fences an older driver of the same app
 
-    def start():  # type: ignore[no-untyped-def]
+    def start(store_url: str, app: str) -> Any:
+        options = store_sink_options(store_url, app)  # a new epoch: fences an older driver of the same app
         return (spark.readStream.format("aof").option("path", pattern).option("bytes.max", "4096").load()
                 .selectExpr("'seen' AS namespace", "value AS key", "'incr' AS op", "CAST(1 AS BIGINT) AS value")
-                .writeStream.format("deo-store").options(**options).option("checkpointLocation", checkpoint)
+                .writeStream.format("deo-store").options(**options)
+                .option("checkpointLocation", os.path.join(checkpoints, app))
                 .trigger(processingTime="300 milliseconds").start())
 
-    query = start()
+    queries: Dict[str, Any] = {app: start(url, app) for url, app in targets}
     print("STARTED", flush=True)
-    with open_store(store_url, app) as reader:
+    readers = {app: open_store(url, app) for url, app in targets}
+    try:
         while True:
-            failure = query.exception()
-            if failure is not None and WORKER_TIMEOUT in str(failure):
-                query = start()  # the source's Python worker was too slow to start: again, same checkpoint
-            elif failure is not None:
-                print(f"FAILED {failure}", flush=True)
-                return 3
-            seen = reader.get_values("seen")
-            twice = next(((line, count) for line, count in seen.items() if count != 1), None)
-            if twice is not None:
-                print(f"OVERCOUNT {twice[0]} {twice[1]}", flush=True)
-                return 2
-            if len(seen) >= n:
-                print(f"DONE {len(seen)}", flush=True)
-                query.stop()
+            counts = []
+            for url, app in targets:
+                failure = queries[app].exception()
+                if failure is not None and WORKER_TIMEOUT in str(failure):
+                    queries[app] = start(url, app)  # the source's Python worker was too slow to start: again
+                elif failure is not None:
+                    print(f"FAILED {app} {failure}", flush=True)
+                    return 3
+                seen = readers[app].get_values("seen")
+                twice = next(((line, count) for line, count in seen.items() if count != 1), None)
+                if twice is not None:
+                    print(f"OVERCOUNT {app} {twice[0]} {twice[1]}", flush=True)
+                    return 2
+                counts.append(len(seen))
+            if min(counts) >= n:
+                print("DONE " + " ".join(map(str, counts)), flush=True)
+                for query in queries.values():
+                    query.stop()
                 return 0
             time.sleep(0.3)
+    finally:
+        for reader in readers.values():
+            reader.close()
 
 
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
-    if mode != "driver":
-        sys.exit(f"unknown mode {mode!r}; want: driver GLOB CHECKPOINT STORE APP N HOLD_DIR")
-    sys.exit(drive(rest[0], rest[1], rest[2], rest[3], int(rest[4]), rest[5]))
+    pairs = rest[4:]
+    if mode != "driver" or not pairs or len(pairs) % 2:
+        sys.exit(f"want: driver GLOB CHECKPOINTS N HOLD_DIR STORE APP [STORE APP …]; got {sys.argv[1:]!r}")
+    sys.exit(drive(rest[0], rest[1], int(rest[2]), rest[3], list(zip(pairs[::2], pairs[1::2], strict=True))))

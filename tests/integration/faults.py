@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -96,18 +96,27 @@ def committed(store: str, app: str) -> int:
     return -1 if last is None else last
 
 
-def kill_after_commits(spawn: Callable[[], subprocess.Popen], store: str, app: str, kills: int, seed: int) -> int:
-    """Start ``spawn()`` until a run prints DONE; the first ``kills`` runs are SIGKILLed once a new batch
-    committed in ``store`` (polled), after a random short delay that lands anywhere in the next batch.
-    Returns the number of kills."""
+def kill_after_commits(spawn: Callable[[], subprocess.Popen], apps: Sequence[Tuple[str, str]], kills: int,
+                       seed: int, before_run: Optional[Callable[[int], None]] = None) -> int:
+    """Start ``spawn()`` until a run prints DONE; the first ``kills`` runs are SIGKILLed once every
+    ``(store, app)`` of ``apps`` committed a new batch (polled), after a random short delay that lands
+    anywhere in the next batch. ``before_run(run)`` (0-based) is called before each start. Returns
+    the number of kills."""
     rng = random.Random(seed)
     done_kills = 0
-    for _ in range(kills + 5):
+    for run in range(kills + 5):
+        if before_run is not None:
+            before_run(run)
+        before = [committed(store, app) for store, app in apps]
         proc = spawn()
         if done_kills < kills:
-            before = committed(store, app)
             deadline = time.monotonic() + 180
-            while proc.poll() is None and committed(store, app) <= before and time.monotonic() < deadline:
+            while proc.poll() is None and any(committed(store, app) <= b
+                                              for (store, app), b in zip(apps, before, strict=True)):
+                if time.monotonic() > deadline:
+                    kill_group(proc)
+                    out = proc.stdout.read() if proc.stdout else ""
+                    raise AssertionError(f"run {run}: not every store committed a batch within 180 s:\n{out[-4000:]}")
                 time.sleep(0.05)
             time.sleep(rng.uniform(0.0, 0.6))
             if proc.poll() is None:

@@ -1,11 +1,14 @@
 """Acceptance: ``readStream.format("aof")`` over rotating logs → ``writeStream.format("deo-store")``, the
-driver SIGKILLed and restarted from its checkpoint; every line counted exactly once on SQLite,
-PostgreSQL and Redis.
+driver SIGKILLed 10 times and restarted from its checkpoints; every line counted exactly once on
+SQLite, PostgreSQL and Redis.
 
 A writer process (``file_faults_proc writer``) appends the lines 1..N to ``service.log``, rotating it
-by rename and copytruncate; the test hands it a share of the lines once each driver of the query
-(``aof_query_proc driver``: line ``i`` → one ``incr`` of ``seen``/``i``) has started, so every run
-reads new lines while it is SIGKILLed as a whole process group at one of three kinds of points:
+by rename and copytruncate; the test hands it a share of the lines once each driver
+(``aof_query_proc driver``) has started, so every run reads new lines. The driver runs three
+queries over the same logs, one per store (its own checkpoint and application id each; line ``i``
+→ one ``incr`` of ``seen``/``i``), so one JVM start per kill serves the three stores. Every run is
+SIGKILLed as a whole process group once each query reached its kill point of that run; the points
+rotate over the stores so each store is killed at each of them at least three times:
 
 - ``mid-batch``: a random moment after Spark committed a micro-batch of this run (planning, reading
   or committing the next one);
@@ -16,10 +19,10 @@ reads new lines while it is SIGKILLed as a whole process group at one of three k
   next batch id is past the held one, Spark has no commit-log entry for it) — the restart runs the
   batch again and the store must answer "replayed".
 
-A last driver drains from the same checkpoint; the store must count every line exactly once, none
-missing. A sink that applied replayed batch ids again would count the lines of every batch held at
-``after-commit`` twice; a source that re-planned a killed micro-batch differently would miss or
-double the lines at the seam.
+A last driver drains from the same checkpoints; every store must count every line exactly once,
+none missing. A sink that applied replayed batch ids again would count the lines of every batch
+held at ``after-commit`` twice; a source that re-planned a killed micro-batch differently would miss
+or double the lines at the seam.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -44,15 +47,18 @@ from .test_file_faults import _lines, _spawn, _wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-N = 2_000
+N = 4_000
 WRITER_PAUSE = "0.2"  # seconds per 50 lines: a run's new lines span several 0.3 s triggers
+STORES = ("sqlite", "postgres", "redis")
+POINTS = ("mid-batch", "before-commit", "after-commit")
+KILLS = 10
 
-#: The kill points per store, in order (10 SIGKILLs in all).
-SCHEDULES = {
-    "sqlite": ("mid-batch", "before-commit", "after-commit", "mid-batch"),
-    "postgres": ("before-commit", "after-commit", "mid-batch"),
-    "redis": ("after-commit", "before-commit", "mid-batch"),
-}
+
+def schedule(store: int, kill: int) -> str:
+    """The kill point of store number ``store`` in run ``kill`` (0-based): the stores start at
+    different points and rotate, so every run kills at every point and each store meets each point
+    at least ``KILLS // 3`` times."""
+    return POINTS[(store + kill) % len(POINTS)]
 
 
 def _aof(*args: str, stderr_path: str) -> subprocess.Popen:
@@ -90,58 +96,71 @@ def _held(hold: Path) -> Optional[Tuple[str, int]]:
     return point, int(batch)
 
 
-def _store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path}/aof.db"
-    return request.getfixturevalue({"postgres": "postgres_url", "redis": "redis_url"}[backend])
+def _at_point(point: str, checkpoint: Path, hold: Path, committed: set) -> object:
+    """Whether a query reached its kill point of this run (``committed``: its commit-log entries
+    before the run)."""
+    if point == "mid-batch":
+        # also the first kill's constraint: Spark refuses to restart a query whose first offset-log
+        # entry a SIGKILL left half written (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)
+        return _spark_log(checkpoint, "commits") - committed
+    return _held(hold)
 
 
-@pytest.mark.parametrize("backend", list(SCHEDULES))
-def test_aof_to_store_sink_every_line_once_across_sigkills(backend, tmp_path, request):
-    url, app = _store_url(backend, tmp_path, request), f"aof-faults-{uuid.uuid4().hex[:8]}"
-    logs, checkpoint, hold = tmp_path / "logs", tmp_path / "checkpoint", tmp_path / "hold"
+def test_aof_to_store_sinks_every_line_once_across_sigkills(tmp_path, request):
+    urls = {"sqlite": f"sqlite:///{tmp_path}/aof.db", "postgres": request.getfixturevalue("postgres_url"),
+            "redis": request.getfixturevalue("redis_url")}
+    apps = {store: f"aof-faults-{store}-{uuid.uuid4().hex[:8]}" for store in STORES}
+    logs, checkpoints, hold = tmp_path / "logs", tmp_path / "checkpoints", tmp_path / "hold"
     logs.mkdir()
-    hold.mkdir()
+    for app in apps.values():
+        (hold / app).mkdir(parents=True)
     (logs / "service.log").touch()
     stderr = str(tmp_path / "children.err")
-    args = (f"{logs}/service.log*", str(checkpoint), url, app, str(N), str(hold))
-    rng = random.Random(backend)
+    args = [f"{logs}/service.log*", str(checkpoints), str(N), str(hold)]
+    for store in STORES:
+        args += [urls[store], apps[store]]
+    rng = random.Random(KILLS)
     release = tmp_path / "release"  # how many lines the writer may have written
     writer = _spawn("writer", str(logs), str(N), WRITER_PAUSE, str(N // 4), str(release), stderr_path=stderr)
-    steps = SCHEDULES[backend]
-    killed = []
+    killed: Dict[str, List[Tuple[str, Optional[int]]]] = {store: [] for store in STORES}
     try:
-        for step, point in enumerate(steps, 1):
-            if point == "before-commit":  # armed before the start, for the first batch new to the store
-                (hold / point).write_text(str(_next_batch(url, app)))
-            elif point == "after-commit":  # the run's first commit call, a replay or not
-                (hold / point).touch()
-            committed = _spark_log(checkpoint, "commits")
+        for kill in range(KILLS):
+            points = {store: schedule(i, kill) for i, store in enumerate(STORES)}
+            committed = {}
+            for store, point in points.items():
+                if point == "before-commit":  # armed before the start, for the first batch new to the store
+                    (hold / apps[store] / point).write_text(str(_next_batch(urls[store], apps[store])))
+                elif point == "after-commit":  # the run's first commit call, a replay or not
+                    (hold / apps[store] / point).touch()
+                committed[store] = _spark_log(checkpoints / apps[store], "commits")
             driver = _aof("driver", *args, stderr_path=stderr)
             try:
                 _wait_for(_lines(driver), "STARTED", 180)
-                _release(release, step * N // (len(steps) + 1))  # new lines, written while this run reads
-                if point == "mid-batch":
-                    # also the first kill's constraint: Spark refuses to restart a query whose first
-                    # offset-log entry a SIGKILL left half written (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY)
-                    eventually(lambda before=committed: _spark_log(checkpoint, "commits") - before,
-                               "a micro-batch committed by this run", 180, interval=0.05, proc=driver)
-                    time.sleep(rng.uniform(0.0, 0.6))
-                    killed.append((point, None))
-                else:
-                    held, batch = eventually(lambda: _held(hold), f"the sink's commit held at {point}", 180,
-                                             interval=0.05, proc=driver)
-                    assert held == point
-                    assert batch not in _spark_log(checkpoint, "commits")
+                _release(release, (kill + 1) * N // (KILLS + 1))  # new lines, written while this run reads
+                eventually(lambda run=(points, committed): all(
+                    _at_point(run[0][s], checkpoints / apps[s], hold / apps[s], run[1][s]) for s in STORES),
+                           "every query at its kill point (" + ", ".join(f"{s}: {p}" for s, p in points.items())
+                           + ")", 180, interval=0.05, proc=driver)
+                for store, point in points.items():
+                    if point == "mid-batch":
+                        killed[store].append((point, None))
+                        continue
+                    held, batch = _held(hold / apps[store])
+                    assert held == point, (store, held, point)
+                    checkpoint = checkpoints / apps[store]
+                    assert batch not in _spark_log(checkpoint, "commits"), (store, point, batch)
                     if point == "before-commit":
-                        assert batch in _spark_log(checkpoint, "offsets")
-                    stored = _next_batch(url, app)
-                    killed.append((point, batch))
-                    assert stored == batch + (point == "after-commit"), (point, batch, stored)
+                        assert batch in _spark_log(checkpoint, "offsets"), (store, point, batch)
+                    stored = _next_batch(urls[store], apps[store])
+                    killed[store].append((point, batch))
+                    assert stored == batch + (point == "after-commit"), (store, point, batch, stored)
+                if "mid-batch" in points.values():
+                    time.sleep(rng.uniform(0.0, 0.6))
             finally:
                 kill_group(driver)
-            for name in (point, "held"):
-                (hold / name).unlink(missing_ok=True)
+            for app in apps.values():
+                for name in (*POINTS[1:], "held"):
+                    (hold / app / name).unlink(missing_ok=True)
         final = _aof("driver", *args, stderr_path=stderr)
         try:
             _release(release, N)
@@ -155,11 +174,14 @@ def test_aof_to_store_sink_every_line_once_across_sigkills(backend, tmp_path, re
                                  f"{f.read()[-3000:]}") from None
     finally:
         kill_group(writer)
-    assert [p for p, _ in killed] == list(SCHEDULES[backend])
-    assert done == f"DONE {N}"
-    with open_store(url, app) as store:
-        seen = store.get_values("seen")
-    assert sorted(set(range(1, N + 1)) - {int(k) for k in seen}) == []  # none missing
-    assert {k: v for k, v in seen.items() if v != 1} == {}  # none counted twice
-    assert len(seen) == N
+    for i, store in enumerate(STORES):  # every SIGKILL really happened, at the planned point
+        assert [p for p, _ in killed[store]] == [schedule(i, kill) for kill in range(KILLS)], store
+        assert all(sum(p == point for p, _ in killed[store]) >= KILLS // 3 for point in POINTS), killed[store]
+    assert done == "DONE " + " ".join([str(N)] * len(STORES))
+    for store in STORES:
+        with open_store(urls[store], apps[store]) as opened:
+            seen = opened.get_values("seen")
+        assert sorted(set(range(1, N + 1)) - {int(k) for k in seen}) == [], store  # none missing
+        assert {k: v for k, v in seen.items() if v != 1} == {}, store  # none counted twice
+        assert len(seen) == N, store
     assert len(list(logs.iterdir())) == 4  # service.log and 3 rotations (rename, copytruncate, rename)

@@ -56,7 +56,7 @@ def test_kafka_to_kafka_sink_exactly_once_under_sigkill(kafka, tmp_path):
     kafka.create_topic(out_topic, partitions=2)
     kafka.produce(in_topic, range(RECORDS), partitions=2)
     kills = kill_after_commits(lambda: start(kafka.bootstrap, in_topic, out_topic, store, app, str(tmp_path / "cp")),
-                               store, app, KILLS, seed=20)
+                               [(store, app)], KILLS, seed=20)
     assert kills == KILLS
     records = read_committed(kafka.bootstrap, out_topic)
     counts = Counter(r.value for r in records)
