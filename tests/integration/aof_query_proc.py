@@ -31,8 +31,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dstream_exactly_once.structured._spark_store_sink import StoreSinkDataSource, StoreStreamWriter
 
-#: Spark gives a streaming source's Python worker 10 s to connect back; a loaded machine may miss it.
-WORKER_TIMEOUT = "Python worker failed to connect back"
+#: Failures after which a query is started again from its checkpoint, as a supervisor would: Spark
+#: gives a streaming source's Python worker 10 s to connect back, which a loaded machine may miss;
+#: and three queries of Python data sources starting at once in one driver can fail their first
+#: tasks' deserialization (``java.io.OptionalDataException``, a race inside Spark's JVM).
+RESTARTABLE = ("Python worker failed to connect back", "java.io.OptionalDataException")
 
 #: Environment variable naming the hold directory (Spark's Python workers inherit the driver's environment).
 HOLD_DIR = "AOF_FAULTS_HOLD_DIR"
@@ -100,8 +103,9 @@ def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequen
             counts = []
             for url, app in targets:
                 failure = queries[app].exception()
-                if failure is not None and WORKER_TIMEOUT in str(failure):
-                    queries[app] = start(url, app)  # the source's Python worker was too slow to start: again
+                if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+                    print(f"RESTARTED {app} {str(failure)[:200]!r}", flush=True)
+                    queries[app] = start(url, app)
                 elif failure is not None:
                     print(f"FAILED {app} {failure}", flush=True)
                     return 3
