@@ -27,7 +27,6 @@ changes no stored position, so a crash before, during or after it leaves the sam
 from __future__ import annotations
 
 import json
-from operator import attrgetter
 from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from ..core.ranges import Position, SourceRange, decode_ranges
@@ -39,8 +38,6 @@ __all__ = ["FOLD_AT", "Merged", "apply", "entry_text", "merge", "supersedes"]
 #: A flat commit finding this many entries in the log folds them into the rows first (SQL: and writes
 #: its own positions as rows): the log, and what a read merges, stays bounded.
 FOLD_AT = 32
-
-_KEY, _START, _END = attrgetter("position_key"), attrgetter("start"), attrgetter("end")
 
 
 class Merged(NamedTuple):
