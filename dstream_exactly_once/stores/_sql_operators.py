@@ -14,9 +14,10 @@ from typing import Any, Dict, List, Optional
 
 from .base import RESERVED_NAMESPACE
 
-__all__ = ["SQLOperatorMixin"]
+__all__ = ["HEARTBEAT_KEY", "SQLOperatorMixin"]
 
-_KEY = "heartbeat"
+#: The key of the heartbeat document in the reserved value namespace.
+HEARTBEAT_KEY = "heartbeat"
 
 
 class SQLOperatorMixin:
@@ -34,12 +35,12 @@ class SQLOperatorMixin:
             self._check_epoch(cur, epoch)
             cur.run("INSERT INTO deo_values (app, ns, k, inum, fnum, doc) VALUES (?, ?, ?, NULL, NULL, ?) "
                     "ON CONFLICT (app, ns, k) DO UPDATE SET inum = NULL, fnum = NULL, doc = excluded.doc",
-                    (self.app_id, RESERVED_NAMESPACE, _KEY, doc_json))
+                    (self.app_id, RESERVED_NAMESPACE, HEARTBEAT_KEY, doc_json))
 
     def load_heartbeat(self) -> Optional[Dict[str, Any]]:
         with self._read() as (cur, _):
             row = None if cur is None else cur.one("SELECT doc FROM deo_values WHERE app = ? AND ns = ? AND k = ?",
-                                                   (self.app_id, RESERVED_NAMESPACE, _KEY))
+                                                   (self.app_id, RESERVED_NAMESPACE, HEARTBEAT_KEY))
         if row is None or row[0] is None:
             return None
         doc = json.loads(row[0])

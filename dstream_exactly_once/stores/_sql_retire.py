@@ -13,14 +13,13 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from ._commit_rules import FLAT_KEY
+from ._sql_operators import HEARTBEAT_KEY
 from ._sql_statements import Cursor
 from .base import SCHEMA_VERSION
 from .interfaces import inventory_row, sorted_inventory
 from .writes import RESERVED_NAMESPACE
 
 __all__ = ["SQLRetireMixin"]
-
-_HEARTBEAT = "heartbeat"  # the key of the heartbeat document in the reserved namespace (_sql_operators)
 
 #: The tables holding one application's rows, and the inventory kind each counts as (values and batch
 #: rows are counted per namespace).
@@ -56,8 +55,8 @@ class SQLRetireMixin:
             rows.append(inventory_row(what, None, int(row[0]) if row else 0))
         for ns, key, n in cur.all("SELECT ns, CASE WHEN ns = ? AND k IN (?, ?) THEN k END AS special, COUNT(*) "
                                   "FROM deo_values WHERE app = ? GROUP BY ns, special",
-                                  (RESERVED_NAMESPACE, _HEARTBEAT, FLAT_KEY, self.app_id)):
-            kind: Optional[str] = {_HEARTBEAT: "heartbeat", FLAT_KEY: "commit marker"}.get(key) if key else None
+                                  (RESERVED_NAMESPACE, HEARTBEAT_KEY, FLAT_KEY, self.app_id)):
+            kind: Optional[str] = {HEARTBEAT_KEY: "heartbeat", FLAT_KEY: "commit marker"}.get(key) if key else None
             rows.append(inventory_row(kind or "values", None if kind else str(ns), int(n)))
         for ns, n in cur.all("SELECT ns, COUNT(*) FROM (SELECT DISTINCT ns, batch_id, part FROM deo_batch_rows "
                              "WHERE app = ?) AS entries GROUP BY ns", app):
