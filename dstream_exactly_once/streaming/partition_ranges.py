@@ -1,6 +1,6 @@
 """A planned batch's ranges as user code sees them: a partition index never silently picks a range.
 
-Spark 2.4 code finds a partition's Kafka range with ``rdd.offsetRanges()[TaskContext.partitionId()]``
+Spark 2.4 code finds a partition's Kafka range with ``rdd.offsetRanges()[TaskContext.get().partitionId()]``
 (or ``batch.ranges[...]``): partition ``i`` read range ``i``. When the task planner shapes a batch
 (:mod:`dstream_exactly_once.core.tasks`: small ranges packed into one task, large ones split, empty
 ones given no task) partition ``i`` reads the pieces of task ``i`` instead, so that index names the
