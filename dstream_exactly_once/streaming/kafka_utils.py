@@ -29,6 +29,7 @@ from .exactly_once import ExactlyOnceDStream, check_monitor_group
 from .factory import open_committer
 from .kafka_rdd import KafkaRDD, make_kafka_rdd
 from .lifecycle import close_on_stop
+from .partition_ranges import check_task_layout
 from .receiver_stream import create_stream
 
 __all__ = ["KafkaUtils"]
@@ -153,7 +154,7 @@ class KafkaUtils:
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
         committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                                   close_source=batches.close)
+                                   close_source=batches.close, check=lambda s: check_task_layout(s, batches.opts.pack))
         return ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
     @staticmethod
