@@ -119,7 +119,7 @@ def keyword_checks(name: str, **values: Any) -> None:
     its option's kind and within its range (``None`` where the option allows it)."""
     entry = entry_point(name)
     for key, value in values.items():
-        entry.option(key).parse(value, f"{name}({key}=…)")
+        entry.option(key).parse(value, f"{name}() option {key!r}")
 
 
 @lru_cache(maxsize=1)

@@ -1,8 +1,8 @@
-"""``docs/options.md``'s option tables, rendered from the registry.
+"""The options reference's tables, rendered from the registry.
 
-``python -m dstream_exactly_once.option_registry.docs docs/options.md`` rewrites the part of the file
-between :data:`BEGIN` and :data:`END`; ``--check`` only says whether it is current (exit status 1 when
-not). ``make options-doc`` runs the first.
+``python -m dstream_exactly_once.option_registry.docs PATH`` rewrites the part of the reference file
+``PATH`` between :data:`BEGIN` and :data:`END`; ``--check`` only says whether it is current (exit
+status 1 when not). ``make options-doc`` runs the first on the project's reference.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _default(e: EntryPoint, o: Option) -> str:
     if o.required:
         return "**required**"
     if o.default is None or o.default == ():
-        return "–"
+        return "`None`" if e.form == "keywords" else "unset"
     if isinstance(o.default, bool):
         return _code(o.default if e.form == "keywords" else str(o.default).lower())
     return _code(o.default)
@@ -82,7 +82,7 @@ def _name(e: EntryPoint, o: Option) -> str:
 
 
 def _table(e: EntryPoint) -> List[str]:
-    lines = [f"#### `{e.name}`", "", _cell(e.doc) + ".", ""]
+    lines = [f"#### `{e.name}`", "", _cell(e.doc[:1].upper() + e.doc[1:]) + ".", ""]
     if e.ignored or e.open_keys:
         extra = []
         if e.open_keys:
@@ -97,7 +97,7 @@ def _table(e: EntryPoint) -> List[str]:
 
 
 def render(entries: Optional[Sequence[EntryPoint]] = None) -> str:
-    """The generated part of docs/options.md (between :data:`BEGIN` and :data:`END`, exclusive)."""
+    """The generated part of the reference (between :data:`BEGIN` and :data:`END`, exclusive)."""
     entries = list(entries if entries is not None else entry_points())
     placed: List[str] = []
     lines: List[str] = []
@@ -111,22 +111,25 @@ def render(entries: Optional[Sequence[EntryPoint]] = None) -> str:
             placed.append(e.name)
     missing = [e.name for e in entries if e.name not in placed]
     if missing:
-        raise ValueError(f"entry points without a section in docs/options.md: {missing}")
+        raise ValueError(f"entry points without a section in the options reference: {missing}")
     return "\n".join(lines)
 
 
 def rewrite(text: str) -> str:
-    """``text`` (docs/options.md) with its generated part rendered anew."""
+    """``text`` (the options reference) with its generated part rendered anew."""
     head, sep, rest = text.partition(BEGIN)
     _, sep2, tail = rest.partition(END)
     if not sep or not sep2:
-        raise ValueError(f"docs/options.md needs the markers {BEGIN!r} and {END!r}")
+        raise ValueError(f"the options reference needs the markers {BEGIN!r} and {END!r}")
     return f"{head}{BEGIN}\n\n{render()}\n{END}{tail}"
 
 
 def main(argv: Sequence[str]) -> int:
     check = "--check" in argv
-    paths = [a for a in argv if a != "--check"] or ["docs/options.md"]
+    paths = [a for a in argv if a != "--check"]
+    if len(paths) != 1:
+        sys.stderr.write("usage: python -m dstream_exactly_once.option_registry.docs [--check] PATH\n")
+        return 2
     with open(paths[0], encoding="utf-8") as f:
         text = f.read()
     new = rewrite(text)

@@ -149,7 +149,7 @@ def doris_sink_options(store: str, app: str, fe: str, db: str, table: str, *, us
     from ..option_registry import keyword_checks
     from ..stores import open_store
 
-    keyword_checks("doris_sink_options", store=store, fe=fe, db=db, table=table, user=user, **doris)
+    keyword_checks("doris_sink_options", store=store, db=db, table=table, user=user, **doris)
     if password != "":
         keyword_checks("doris_sink_options", password=password)
     options = {"store": store, "app": app, "fe": fe, "db": db, "table": table, "user": user, **doris}
