@@ -135,7 +135,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if ran:
         from dstream_exactly_once.option_registry import entry_points, option_count
 
-        options = {r for r in ran}
+        bad = [r for r in ran if r[0] == "bad input"]
+        secret = [r for r in ran if r[0] == "password"]
         terminalreporter.write_line(
-            f"option registry: {len(entry_points())} entry points, {option_count()} options; generated bad-input "
-            f"cases run: {len(ran)} over {len(options)} options")
+            f"option registry: {len(entry_points())} entry points, {option_count()} options; generated cases run: "
+            f"{len(bad)} bad-input cases over {len({r[1:] for r in bad})} options, {len(secret)} password cases "
+            f"over {len({r[1:] for r in secret})} options")
