@@ -70,7 +70,10 @@ class Live:
     def glob(self) -> str:
         return f"{self.root}/*.log"
 
-    def url_with_password(self, password: str) -> str:
+    def url_with_password(self, password: str, where: str = "user") -> str:
+        """A URL holding ``password`` in its user part, or (``where="query"``) as a query option."""
+        if where == "query":
+            return f"http://127.0.0.1:9/nowhere?password={quote(password, safe='')}"
         return f"postgresql://deo:{quote(password, safe='')}@127.0.0.1:9/nowhere"
 
     def snapshot(self) -> Tuple[Any, ...]:
@@ -92,6 +95,8 @@ class Live:
         return self._ssc
 
     def close(self) -> None:
+        if self._ssc is not None:  # never started: stopping it closes what the accepted calls opened
+            self._ssc.stop(stopSparkContext=False)
         self.store.close()
         if self.server_store is not None:
             self.server_store.close()

@@ -177,23 +177,45 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, live: Live,
 
 
 # ------------------------------------------------------------------ passwords
-def _secret_cases() -> List[Tuple[str, str]]:
-    return [(e.name, o.key) for e in entry_points() if e.name in INVOKERS for o in e.options
-            if o.secret or o.kind == "url" or o.key == "--store"]
+#: the options naming a store (a URL the entry point connects to when everything else is good)
+STORE_KEYS = ("store", "starting.positions.store", "--store")
+_DORIS_FE = ("the Doris FE URL is quoted whole in the message refusing it, a password in its query "
+             "included")
+#: password placements that show today: (entry, key, where) -> reason
+SECRET_XFAIL = {("deo-doris", "fe", "query"): _DORIS_FE, ("doris_sink_options", "fe", "query"): _DORIS_FE}
 
 
-@pytest.mark.parametrize("entry,key", _secret_cases())
-def test_a_password_in_an_option_never_shows(entry: str, key: str, live: Live, caplog: pytest.LogCaptureFixture,
-                                             request: pytest.FixtureRequest) -> None:
-    """A password given in an option (a secret option, or the user part of a URL option) is not in the
-    error text, the error's repr, nor any log record down to DEBUG, when another option is refused."""
+def _secret_cases() -> List[Any]:
+    out = []
+    for e in entry_points():
+        if e.name not in INVOKERS:
+            continue
+        for o in e.options:
+            if o.secret:
+                out.append(pytest.param(e.name, o.key, "value", id=f"{e.name}|{o.key}|value"))
+            elif o.kind == "url" or o.key == "--store":
+                for where in ("user", "query"):
+                    reason = SECRET_XFAIL.get((e.name, o.key, where))
+                    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                    out.append(pytest.param(e.name, o.key, where, id=f"{e.name}|{o.key}|{where}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("entry,key,where", _secret_cases())
+def test_a_password_in_an_option_never_shows(entry: str, key: str, where: str, live: Live,
+                                             caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest) -> None:
+    """A password given in an option (a secret option, or a URL option's user part or query) is not in
+    the error text, the error's repr, nor any log record down to DEBUG, when the call is refused."""
     request.config.deo_bad_input_cases.append(("password", entry, key))  # type: ignore[attr-defined]
     option = next(o for o in entry_points() if o.name == entry).option(key)
     if entry in SERVER:
         live.hold_server(request.getfixturevalue(SERVER[entry]))
-    value = PASSWORD if option.secret else live.url_with_password(PASSWORD)
+    value = PASSWORD if option.secret else live.url_with_password(PASSWORD, where)
+    # a store URL alone would be connected to: another, bad option gets the call refused first; any other
+    # URL (the Doris FE's) is refused by its own check
+    alone = option.kind == "url" and key not in STORE_KEYS
     with caplog.at_level(logging.DEBUG):
-        error, message = INVOKERS[entry](live, key, value, also_bad=True)
+        error, message = INVOKERS[entry](live, key, value, also_bad=not alone)
     assert error is not None, f"{entry}: the call with a bad option was accepted"
     shown = " ".join([message, repr(error), *(r.getMessage() for r in caplog.records)])
     assert PASSWORD not in shown, f"{entry}|{key}: the password shows: {shown}"
