@@ -143,5 +143,5 @@ def add_operator_commands(sub: Any) -> None:
                  "Throughput, lag and durations per batch from stream.progress_to(path) output.")
     chart.set_defaults(func=commands.chart)
     chart.add_argument("progress", metavar="PROGRESS.jsonl")
-    chart.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    chart.add_argument("-o", "--output", required=True, metavar="OUT.png", type=non_empty)
     chart.add_argument("--dpi", type=int_at_least(30), default=100)

@@ -233,11 +233,12 @@ def _cli(words: Tuple[str, ...], base: Tuple[str, ...] = ()) -> Callable[..., Re
     def invoke(live: Live, key: str, value: Any, also_bad: bool = False) -> Result:
         from dstream_exactly_once.cli.main import main
 
-        args = [a.replace("{url}", live.url).replace("{app}", live.app) for a in base]
+        args = [a.replace("{url}", live.url).replace("{app}", live.app).replace("{root}", live.root) for a in base]
         if key in args:
             i = args.index(key)
             del args[i:i + 2]
-        argv = [*words, *args, key, str(value)] + (["--store-x", "1"] if also_bad else [])
+        command = [w.replace("{root}", live.root) for w in words]
+        argv = [*command, *args, key, str(value)] + (["--store-x", "1"] if also_bad else [])
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             error, message = _call(lambda: main(argv) == 2 and exit(2))
@@ -304,6 +305,8 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "dstream-eo batches skip": _cli(("batches", "skip"), (*_STORE_APP, "--batch", "0")),
     "dstream-eo retire": _cli(("retire",), _STORE_APP),
     "dstream-eo lag": _cli(("lag",), ("--store", "{url}")),
+    "dstream-eo demo": _cli(("demo",)),  # every flag is checked before anything starts
+    "dstream-eo chart": _cli(("chart", "{root}/progress.jsonl"), ("--output", "{root}/chart.png")),
     "dstream-eo in-doubt": _cli(("in-doubt",), (*_STORE_APP, "--fe", "http://127.0.0.1:9", "--db", "d",
                                                 "--table", "t")),
 }

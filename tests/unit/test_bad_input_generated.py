@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -225,8 +225,6 @@ def test_a_password_in_an_option_never_shows(entry: str, key: str, where: str, l
 UNCHECKED: Dict[str, str] = {
     "exactly_once": "needs a running direct stream (a broker); its store arguments are checked by the same "
                     "functions as createExactlyOnceStream's",
-    "dstream-eo demo": "starts Kafka and Spark; its flags are argparse-checked like every other command's",
-    "dstream-eo chart": "reads a progress file; its flags are argparse-checked like every other command's",
 }
 
 
