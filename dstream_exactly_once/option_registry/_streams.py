@@ -3,7 +3,8 @@ planner's options and the Spark conf keys the library reads."""
 
 from __future__ import annotations
 
-from typing import Tuple
+from dataclasses import replace
+from typing import Dict, Tuple
 
 from ..core.options import REQUIRED, Option
 from ..core.tasks import SPLIT_SIZE, TARGET_COUNT, TARGET_SIZE
@@ -82,11 +83,13 @@ OUTPUT_CALLS: Tuple[EntryPoint, ...] = (
     EntryPoint("commit_each_batch", "keywords", "one store transaction per batch: results and positions",
                (Option("func", "callable", REQUIRED, "(batch, rdd) -> Writes"),
                 Option("offset_log", "enum", "ahead", "ahead: the batch enters the offset log before it runs; "
-                       "in_commit: the commit transaction writes it", allowed=("ahead", "in_commit")))),
+                       "in_commit: the commit transaction writes it (one store transaction per batch; then this "
+                       "must be the stream's only output)", allowed=("ahead", "in_commit")))),
     EntryPoint("commit_each_partition", "keywords", "one store transaction per task",
                (Option("func", "callable", REQUIRED, "(records, offset_range, batch) -> Writes"),
-                Option("pack", "bool", False, "True: small ranges share a task and func gets the tuple of "
-                       "its ranges"))),
+                Option("pack", "bool", False, "False: one task per range with data, func(records, offset_range, "
+                       "batch); True: small ranges share a task as the task planner packs them, func gets the "
+                       "tuple of its task's ranges and one transaction commits them all (never split)"))),
     EntryPoint("foreach_batch", "keywords", "a BatchIdSink, or (batch_id, rdd) -> Writes, once per batch",
                (Option("sink", "callable", REQUIRED, "a BatchIdSink or a function (batch_id, rdd)"),)),
     EntryPoint("write_each_partition", "keywords", "a sink with write_partition() and recover(), per range",
@@ -102,10 +105,33 @@ _TASKS = (
            low=0),
 )
 
+#: the reference's fuller lines for the file source's own options (its table keeps one short line each)
+_FILE_DOCS: Dict[str, str] = {
+    "starting.offsets": "files present at the first start: from byte 0, or after their last complete line",
+    "bytes.max": "most bytes read from one file in one batch",
+    "md5.check.enabled": "identify files by a content fingerprint (off: by device/inode only)",
+    "md5.sample.length": "bytes the fingerprint covers (BLAKE2b-128; the names are kept from the ss-aof design)",
+    "path.syntax": "glob: the whole absolute path; regex: a Python regular expression over the file names of "
+                   "the literal directory before the last /",
+    "exclude": "comma-separated globs (str or list): files whose name or path matches one are ignored",
+    "exclude.regex": "a regular expression: files whose path it finds are ignored",
+    "line.decoding": "UTF-8 (an undecodable line fails the task naming file and byte), U+FFFD replacement, or "
+                     "raw bytes records",
+    "line.max.bytes": "longest record in bytes, without its newline; less than bytes.max (with only bytes.max "
+                      "set: max(4, min(1048576, bytes.max - 1)))",
+    "line.overflow": "a longer line is split into records of at most line.max.bytes (never inside a UTF-8 "
+                     "character), or stops the stream naming file and byte offset",
+    "include.file.name": "records carry the file's path",
+    "include.byte.offset": "records carry the byte offset of their first byte",
+    "fail.on.data.loss": "bytes gone when a planned range is read: true stops the stream with DataLossError naming "
+                         "the batch, the range and the command that continues; false commits what still exists "
+                         "and records the loss beside the commit",
+}
+
 FILE_OPTION_ENTRIES: Tuple[EntryPoint, ...] = (
     EntryPoint("file options", "options",
                "a file stream's options mapping (also as Spark conf spark.aof.<name>; the mapping wins)",
-               (*FILE_OPTIONS.values(),
+               (*(replace(o, doc=_FILE_DOCS.get(o.key, o.doc)) for o in FILE_OPTIONS.values()),
                 Option("shared.filesystem", "bool", False, "every executor sees the same files at the same paths"),
                 Option("hosts", "str", None, "h1,h2: node-local files on these hosts"),
                 *_TASKS)),
