@@ -62,9 +62,10 @@ class Feed:
         self.t0 = 0.0
 
     @classmethod
-    def kafka(cls, bootstrap: str, topic: str, partitions: int, rate: int, hot: float = 0.0) -> Feed:
+    def kafka(cls, bootstrap: str, topic: str, partitions: int, rate: int, hot: float = 0.0,
+              settings: Optional[Dict[str, Any]] = None) -> Feed:
         """The producer of one topic (B4's, :func:`bench.planning._produce_until`)."""
-        return cls(partial(_produce_until, hot=hot), bootstrap, [(topic, partitions)], rate)
+        return cls(partial(_produce_until, hot=hot, settings=settings), bootstrap, [(topic, partitions)], rate)
 
     def __enter__(self) -> Feed:
         self.t0 = time.monotonic()

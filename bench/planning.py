@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .common import Context, log, percentile
 
@@ -25,16 +25,18 @@ PRODUCE_RATE = 2000  # records/s asked for, over all partitions, while planning 
 
 
 def _produce_until(bootstrap: str, targets: List[Tuple[str, int]], rate: int, stop: Any, sent: Any,
-                   hot: float = 0.0) -> None:
+                   hot: float = 0.0, settings: Optional[Dict[str, Any]] = None) -> None:
     """Producer process: ``rate`` records/s of 100 bytes round-robin over every partition of ``targets``
     (``(topic, partitions)``) until ``stop`` is set, ``sent`` counting them as they go; a fraction ``hot``
-    of them to partition 0 of the first topic instead (a skewed feed)."""
+    of them to partition 0 of the first topic instead (a skewed feed). ``settings``: producer settings
+    instead of ``acks=1`` (e.g. an idempotent ``acks="all"`` producer)."""
     import logging
 
     from kafka import KafkaProducer
 
     logging.getLogger("kafka").setLevel(logging.ERROR)  # event-loop timing warnings on a busy machine
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, client_id="deo-bench-producer")
+    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="deo-bench-producer",
+                             **{"acks": 1, "linger_ms": 20, **(settings or {})})
     flat = [(topic, p) for topic, partitions in targets for p in range(partitions)]
     value, n, t0, i = b"x" * 100, 0, time.monotonic(), 0
     try:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
 from .params import KafkaConfig
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 __all__ = ["CONSUMERS", "EXECUTOR_FETCH_BYTES", "ConsumerCache", "ConsumerFactory", "close_consumer", "log_bounds",
            "sessionless_consumer"]
@@ -133,18 +135,21 @@ def sessionless_consumer(config: KafkaConfig, r: OffsetRange) -> Any:
         raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}", config) from exc
 
 
-def log_bounds(config: KafkaConfig, tps: List[Any], timeout_ms: int = 10000) -> Tuple[Dict[Any, int], Dict[Any, int]]:
-    """``({tp: log start}, {tp: log end})`` of the kafka-python ``TopicPartition`` s ``tps``, asked of the
-    broker with a new client at the reader's isolation level (the end is the last stable offset under
-    read_committed). Raises whatever the client raises when the broker cannot be asked."""
-    from kafka import KafkaConsumer
+def log_bounds(config: KafkaConfig, keys: Sequence[K], timeout_ms: int = 10000) -> Tuple[Dict[K, int], Dict[K, int]]:
+    """``({key: log start}, {key: log end})`` of the partitions ``keys`` (``(topic, partition)`` pairs, such
+    as kafka-python ``TopicPartition`` s), asked of the broker with a new kafka-python client at the
+    reader's isolation level (the end is the last stable offset under read_committed). Serves both
+    readers: it is pure Python, so a caller can give up on it (:class:`.stall.BoundedProbe`). Raises
+    whatever the client raises when the broker cannot be asked."""
+    from kafka import KafkaConsumer, TopicPartition
 
+    tps = {TopicPartition(k[0], k[1]): k for k in keys}  # type: ignore[index]
     kwargs = config.consumer_kwargs(client_id="dstream-exactly-once-executor-probe")
     consumer = KafkaConsumer(**kwargs)
     try:
-        starts = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
-        ends = consumer.end_offsets(tps, timeout_ms=timeout_ms)
-        return {tp: int(v) for tp, v in starts.items()}, {tp: int(v) for tp, v in ends.items()}
+        starts = consumer.beginning_offsets(list(tps), timeout_ms=timeout_ms)
+        ends = consumer.end_offsets(list(tps), timeout_ms=timeout_ms)
+        return {tps[tp]: int(v) for tp, v in starts.items()}, {tps[tp]: int(v) for tp, v in ends.items()}
     finally:
         close_consumer(consumer)
 

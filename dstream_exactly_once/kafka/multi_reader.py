@@ -21,6 +21,7 @@ in batch order, so its output does not depend on fetch timing).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError
@@ -150,7 +151,7 @@ def _look(config: KafkaConfig, watch: stall.Watch, consumer: Any, active: List[A
     the data-loss policy for offsets below the log start or beyond its end (``pos`` moved past them),
     nothing for an unreachable broker (the poll timeout decides), and for records the broker holds a
     new consumer without a fetch session to read them with (returned; ``None`` otherwise)."""
-    verdict = stall.classify(lambda keys: log_bounds(config, keys), {tp: pos[tp] for tp in active})
+    verdict = stall.classify(watch.bounded(partial(log_bounds, config)), {tp: pos[tp] for tp in active})
     watch.last = verdict
     if settle_lost(verdict, by_tp, pos, fail_on_data_loss, on_data_loss, consumer.seek):
         watch.progressed()

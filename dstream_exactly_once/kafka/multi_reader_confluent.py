@@ -17,11 +17,11 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from ..errors import DStreamExactlyOnceError
 from . import stall
 from .confluent_params import is_out_of_range, translate_confluent_error
-from .consumers import ConsumerCache
+from .consumers import ConsumerCache, log_bounds
 from .multi_reader import live_ranges, stuck_or_stalled
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_confluent import CONSUMERS, _block, _consume, _Consumer, librdkafka_error, watermarks
+from .reader_confluent import CONSUMERS, _block, _consume, _Consumer, librdkafka_error
 from .reader_kafka_python import DataLossCallback, settle_lost, skip_lost_offsets
 from .records import RecordBlock
 
@@ -99,7 +99,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
             elif wait_s < max_wait_s:
                 wait_s = min(2 * wait_s, max_wait_s)
             elif watch.due():
-                verdict = stall.classify(partial(watermarks, consumer), {k: pos[k] for k in active})
+                verdict = stall.classify(watch.bounded(partial(log_bounds, config)), {k: pos[k] for k in active})
                 watch.last = verdict
                 if settle_lost(verdict, by_key, pos, fail_on_data_loss, on_data_loss,
                                partial(_assign_unfinished, consumer, by_key, pos)):

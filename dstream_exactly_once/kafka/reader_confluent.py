@@ -23,12 +23,12 @@ from __future__ import annotations
 import logging
 from bisect import bisect_left
 from functools import partial
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 from ..errors import DStreamExactlyOnceError
 from . import stall
 from .confluent_params import is_out_of_range, librdkafka_properties, translate_confluent_error
-from .consumers import ConsumerCache
+from .consumers import ConsumerCache, log_bounds
 from .offsets import OffsetRange
 from .params import KafkaConfig
 from .reader_kafka_python import DataLossCallback, settle_lost, skip_lost_offsets, stuck_error
@@ -36,7 +36,7 @@ from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONSUMERS", "read_range", "reassign", "watermarks"]
+__all__ = ["CONSUMERS", "read_range", "reassign"]
 
 #: messages asked for per ``consume`` call (kafka-python reader: ``max_records=10000`` per poll)
 _BATCH = 10000
@@ -71,20 +71,6 @@ class _Consumer:
             self.consumer.close()
         except Exception:  # noqa: BLE001 - closing a broken consumer must not mask the real error
             log.debug("error closing a cached confluent-kafka consumer", exc_info=True)
-
-
-def watermarks(consumer: Any, keys: List[Tuple[str, int]], timeout_s: float = 10.0
-               ) -> Tuple[Dict[Tuple[str, int], int], Dict[Tuple[str, int], int]]:
-    """``({(topic, partition): log start}, {…: log end})`` of ``keys``, asked of the broker (not the
-    client's cached watermarks); raises when the broker cannot be asked."""
-    from confluent_kafka import TopicPartition
-
-    starts: Dict[Tuple[str, int], int] = {}
-    ends: Dict[Tuple[str, int], int] = {}
-    for t, p in keys:
-        low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s, cached=False)
-        starts[(t, p)], ends[(t, p)] = int(low), int(high)
-    return starts, ends
 
 
 def reassign(consumer: Any, key: Tuple[str, int], offset: int) -> None:
@@ -173,7 +159,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             elif wait_s < max_wait_s:
                 wait_s = min(2 * wait_s, max_wait_s)  # short waits first: a range may end in a gap
             elif watch.due():
-                verdict = stall.classify(partial(watermarks, consumer), {key: pos})
+                verdict = stall.classify(watch.bounded(partial(log_bounds, config)), {key: pos})
                 watch.last = verdict
                 where = {key: pos}
                 if settle_lost(verdict, {key: r}, where, fail_on_data_loss, on_data_loss, partial(reassign, consumer)):

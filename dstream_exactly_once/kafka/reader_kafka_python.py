@@ -20,6 +20,7 @@ skipped offsets and why) each time offsets of the range have vanished under
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar
 
 from ..core.loss import DataLoss, LossCallback
@@ -99,7 +100,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             if items or pos >= until:
                 watch.progressed()
             elif watch.due():
-                verdict = stall.classify(lambda keys: log_bounds(config, keys), {tp: pos})
+                verdict = stall.classify(watch.bounded(partial(log_bounds, config)), {tp: pos})
                 watch.last = verdict
                 where = {tp: pos}
                 if settle_lost(verdict, {tp: r}, where, fail_on_data_loss, on_data_loss, consumer.seek):

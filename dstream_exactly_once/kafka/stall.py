@@ -26,17 +26,18 @@ share this module so the three verdicts mean the same for kafka-python and confl
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple, TypeVar
 
 from ..errors import DataLossError, KafkaReadStalledError
 from .offsets import OffsetRange
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RECOVERIES", "STALL_CHECK_S", "Probe", "Verdict", "Watch", "beyond_end_error", "classify", "log_recovery",
-           "read_stalled_error", "stall_check_after"]
+__all__ = ["PROBE_TIMEOUT_S", "RECOVERIES", "STALL_CHECK_S", "BoundedProbe", "Probe", "Verdict", "Watch",
+           "beyond_end_error", "classify", "log_recovery", "read_stalled_error", "stall_check_after"]
 
 #: seconds without progress before a reader asks the broker what it holds (at most a quarter of the
 #: poll timeout, so even a short poll timeout leaves room for a recovery)
@@ -84,6 +85,7 @@ class Watch:
         self.check_s = stall_check_after(poll_timeout_ms)
         self.recoveries = 0
         self.last: Optional[Verdict] = None  # type: ignore[type-arg]
+        self.probe: Optional[BoundedProbe] = None  # type: ignore[type-arg]  # the reader's, made at its first look
         self.progressed()
 
     def progressed(self) -> None:
@@ -91,6 +93,12 @@ class Watch:
         self.since = time.monotonic()
         self.next_look = self.since + self.check_s
         self.last = None
+
+    def bounded(self, probe: Probe[K]) -> BoundedProbe[K]:
+        """This read's :class:`BoundedProbe` around ``probe`` (one per read: a blocked look is not repeated)."""
+        if self.probe is None:
+            self.probe = BoundedProbe(probe)
+        return self.probe
 
     def due(self) -> bool:
         """Whether the read should ask the broker now (and, if so, when it may ask again)."""
@@ -114,6 +122,42 @@ class Watch:
     def expired(self) -> bool:
         """Whether the read has waited its whole poll timeout since its last progress."""
         return self.waited_ms() > self.poll_timeout_ms
+
+
+#: seconds a look at the broker may take before the broker counts as unreachable
+PROBE_TIMEOUT_S = 10.0
+
+
+class BoundedProbe(Generic[K]):
+    """``probe`` run in a daemon thread, given :data:`PROBE_TIMEOUT_S` seconds: a client call that does
+    not honour its own timeout (librdkafka's watermark query can block while no broker answers) never
+    blocks the read. While an earlier look is still blocked, a new one is not started and counts as
+    unreachable. ``probe`` must use its own client (it may be left behind, blocked)."""
+
+    def __init__(self, probe: Probe[K], timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        self.probe = probe
+        self.timeout_s = timeout_s
+        self.running: Optional[threading.Thread] = None
+
+    def __call__(self, keys: List[K]) -> Tuple[Mapping[K, int], Mapping[K, int]]:
+        if self.running is not None and self.running.is_alive():
+            raise TimeoutError("an earlier look at the broker is still waiting for an answer")
+        out: Dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                out["value"] = self.probe(keys)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                out["error"] = exc
+
+        self.running = threading.Thread(target=run, name="dstream-eo-kafka-probe", daemon=True)
+        self.running.start()
+        self.running.join(self.timeout_s)
+        if "error" in out:
+            raise out["error"]
+        if "value" not in out:
+            raise TimeoutError(f"the broker did not answer within {self.timeout_s:.0f} s")
+        return out["value"]  # type: ignore[no-any-return]
 
 
 def classify(probe: Probe[K], waiting: Mapping[K, int]) -> Verdict[K]:

@@ -1,0 +1,145 @@
+"""B8 with a producer that stops and starts again: ``python3 -m bench.stopstart [--partitions 100,1000]``.
+
+Not a test: it prints a table (and a line for ``bench/RESULTS.md``). Per P, in one run:
+
+1. a topic of P partitions; the library's exactly-once stream (``KafkaUtils.createExactlyOnceStream``
+   + ``commit_each_batch`` folding each batch to a count and a sum, SQLite, 0.5 s batches,
+   ``local[2]``, the task planner's defaults: packed tasks) starts from ``earliest`` in its own
+   process (:mod:`bench.stopstart_child`);
+2. once it planned its first batch, B8's producer process (kafka-python, idempotent, ``acks=all``,
+   ``linger_ms=20``) writes
+   ``--rate`` records/s spread evenly over the P partitions for ``--produce`` seconds, then stops
+   (it flushes and closes);
+3. the stream is given ``--drain`` seconds: the time from the stop until the stored count equals
+   the broker's end offsets is the **drain time** (target: within 30 s);
+4. the producer starts again for ``--again`` seconds and stops; the second drain is timed the same way;
+5. the stream stops gracefully (SIGTERM). Checked: the stored count equals every record sent and the
+   broker's end offsets (**exact**), the store holds no pending batch, and the stream's log shows no
+   failed batch (``every batch after the stop committed``).
+
+CPU load on the machine while it runs is printed (``os.getloadavg``) beside each result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+from .keepup import ROOT, Feed, make_topic
+from .keepup_child import _end_offsets
+
+#: the producer of a stream that must keep up: idempotent, every replica acknowledges, 20 ms linger
+PRODUCER = {"enable_idempotence": True, "acks": "all", "linger_ms": 20}
+
+
+def _stored(url: str, app: str) -> Optional[Dict[str, int]]:
+    """The stream's stored count and sum (``None`` before its store exists)."""
+    from dstream_exactly_once.stores import open_store
+
+    if not os.path.exists(url[len("sqlite:///"):]):
+        return None
+    with open_store(url, app) as store:
+        values = store.get_values("keepup")
+        pending = len(store.pending_batches())
+    return {"count": int(values.get("count", 0)), "sum": int(values.get("sum", 0)), "pending": pending}
+
+
+def _wait_drained(url: str, app: str, bootstrap: str, topic: str, limit_s: float) -> Optional[float]:
+    """Seconds until the stored count equals the topic's end offsets (``None``: not within ``limit_s``)."""
+    t0 = time.monotonic()
+    want = sum(_end_offsets(bootstrap, topic).values())
+    while time.monotonic() - t0 < limit_s:
+        got = _stored(url, app)
+        if got is not None and got["count"] >= want:
+            return time.monotonic() - t0
+        time.sleep(0.25)
+    return None
+
+
+def run_case(kafka: Any, partitions: int, args: argparse.Namespace) -> Dict[str, Any]:
+    topic = make_topic(kafka, f"stopstart-{partitions}-{int(time.time())}", partitions)
+    workdir = tempfile.mkdtemp(prefix="deo-stopstart-")
+    url, app = f"sqlite:///{workdir}/stopstart.db", "stopstart"
+    log_path = os.path.join(workdir, "stream.log")
+    spec = {"bootstrap": kafka.bootstrap, "topic": topic, "url": url, "app": app, "batch_s": args.interval}
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with open(log_path, "w", encoding="utf-8") as log_file:
+        child = subprocess.Popen([sys.executable, "-m", "bench.stopstart_child", json.dumps(spec)], cwd=ROOT,
+                                 env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    out: Dict[str, Any] = {"partitions": partitions}
+    try:
+        t0 = time.monotonic()
+        while _stored(url, app) is None and time.monotonic() - t0 < 180:
+            time.sleep(0.5)  # the stream's store exists once its first batch is planned
+        sent = 0
+        drains: List[Optional[float]] = []
+        for seconds in (args.produce, args.again):
+            with Feed.kafka(kafka.bootstrap, topic, partitions, args.rate, settings=PRODUCER) as feed:
+                time.sleep(seconds)
+                out.setdefault("rate_achieved", round(feed.achieved()))
+            sent += int(feed.sent.value)
+            drains.append(_wait_drained(url, app, kafka.bootstrap, topic, args.drain))
+            out.setdefault("load_at_stop", round(os.getloadavg()[0], 1))
+        out["sent"] = sent
+        out["drain_s"] = [None if d is None else round(d, 1) for d in drains]
+    finally:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    ends = sum(_end_offsets(kafka.bootstrap, topic).values())
+    stored = _stored(url, app) or {"count": -1, "sum": -1, "pending": -1}
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    failed = [line for line in text.splitlines() if "Error" in line and ("batch" in line or "Kafka" in line)]
+    out.update(end_offsets=ends, stored=stored["count"], pending=stored["pending"],
+               exact=stored["count"] == sent == ends and stored["sum"] == 100 * sent,
+               failed_lines=len(failed), first_failure=failed[0][:300] if failed else None,
+               drained_in_30s=all(d is not None and d <= 30 for d in drains))
+    return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m bench.stopstart", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", default="100,1000")
+    ap.add_argument("--rate", type=int, default=2000, help="records/s over all partitions (default 2000)")
+    ap.add_argument("--produce", type=float, default=100.0, help="seconds of the first producing phase")
+    ap.add_argument("--again", type=float, default=20.0, help="seconds of the second producing phase")
+    ap.add_argument("--drain", type=float, default=90.0, help="seconds given to each drain")
+    ap.add_argument("--interval", type=float, default=0.5)
+    ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results", "stopstart.json"))
+    args = ap.parse_args(argv)
+    from dstream_exactly_once.testing import LocalKafka
+
+    rows = []
+    with LocalKafka(broker_config={"num.network.threads": 3}) as kafka:
+        for p in [int(x) for x in args.partitions.split(",")]:
+            row = run_case(kafka, p, args)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print()
+    print("| P | producer | sent | drain after stop 1 / 2 (s) | within 30 s | exact | pending | failed-batch lines "
+          "| load at stop |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['partitions']} | {args.produce:.0f} s + {args.again:.0f} s at {r.get('rate_achieved')}/s "
+              f"| {r['sent']} | {' / '.join('none' if d is None else str(d) for d in r['drain_s'])} "
+              f"| {'yes' if r['drained_in_30s'] else 'NO'} | {'yes' if r['exact'] else 'NO'} | {r['pending']} "
+              f"| {r['failed_lines']} | {r['load_at_stop']} |")
+    os.makedirs(os.path.dirname(args.results), exist_ok=True)
+    with open(args.results, "w", encoding="utf-8") as f:
+        json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    return 0 if all(r["exact"] and r["drained_in_30s"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
