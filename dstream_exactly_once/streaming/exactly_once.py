@@ -46,7 +46,7 @@ from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .factory import open_committer
-from .lifecycle import close_on_stop
+from .lifecycle import close_on_stop, run_on_start
 from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
 from .termination import await_termination, register_committer
@@ -145,9 +145,18 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
             return make_rdd(ranges, self._task_shape(tasks, batch))
 
         super().__init__(ssc, compute, plan_on_generate=plan_on_generate)
+        # the epoch (the first store write) waits for ssc.start(): an output call refused before it
+        # leaves the store as it was and fences no running driver
+        run_on_start(ssc, self._start)
         close_on_stop(ssc, committer.close)
         register_committer(ssc, committer)
         attach_monitoring(ssc, committer)
+
+    def _start(self) -> None:
+        """Take the epoch when the context starts — for a stream with an output pattern only: a stream
+        whose output calls were all refused is never run, and must fence nobody."""
+        if self._outputs:
+            self.committer.start()
 
     def data_loss(self) -> DataLossTotals:
         """What this stream skipped as lost since this driver started, in its source's unit (Kafka:
@@ -202,6 +211,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
     @property
     def epoch(self) -> int:
+        """The epoch this driver holds: taken when the StreamingContext starts (``ssc.start()``), after
+        every argument of the stream and its output calls was checked; reading it before raises."""
         return self.committer.epoch
 
     # ------------------------------------------------------------------ pattern (a)
