@@ -65,7 +65,9 @@ class PartitionSink(Protocol):
     ``complete_batch=False``) in the same store transaction that records its label; ``recover``
     resolves in-doubt work of a batch that is about to be replayed. A ``write_partition`` that also
     takes ``writes=`` (a :class:`Writes`) must add them to that commit, copied when it commits:
-    they grow while the rows are read (a skipped range's data-loss record).
+    they grow while the rows are read (a skipped range's data-loss record). A sink with a ``check()``
+    method has it called by :meth:`ExactlyOnceDStream.write_each_partition`, before the stream takes
+    its epoch: settings its service must accept are refused there, with nothing written.
     """
 
     def write_partition(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, partition_id: int,
@@ -373,6 +375,9 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                                      f"(e.g. DorisSink, KafkaTransactionalSink), got {sink!r}")
         if rows is not None and not callable(rows):
             raise ConfigurationError(f"rows must be a function (records) -> rows, or None, got {rows!r}")
+        check = getattr(sink, "check", None)
+        if callable(check):  # a sink that reaches its service to check its settings, before the epoch
+            check()
         self._add_output("write_each_partition")
         committer = self.committer
         store = committer.store

@@ -39,6 +39,14 @@ class _Sink:
         return None
 
 
+class _RefusingSink(_Sink):
+    """A sink whose service refuses its settings (as KafkaTransactionalSink.check() does for a
+    transaction timeout above the broker's cap)."""
+
+    def check(self):
+        raise ConfigurationError("transaction_timeout_ms=3600000 is above the broker's cap")
+
+
 def bad_output_calls() -> List[Tuple[str, Callable[[Any], None], str]]:
     """(what, a refused output call on a stream, a word its error must contain)."""
     def in_commit_then_second(stream: Any) -> None:
@@ -54,6 +62,8 @@ def bad_output_calls() -> List[Tuple[str, Callable[[Any], None], str]]:
         ("foreach_batch not a sink", lambda s: s.foreach_batch(42), "foreach_batch"),
         ("write_each_partition not a sink", lambda s: s.write_each_partition(object()), "write_each_partition"),
         ("write_each_partition rows=5", lambda s: s.write_each_partition(_Sink(), rows=5), "rows"),
+        ("write_each_partition, the sink's check() refuses", lambda s: s.write_each_partition(_RefusingSink()),
+         "transaction_timeout_ms"),
         ("a second output after offset_log='in_commit'", in_commit_then_second, "in_commit"),
     ]
 
