@@ -93,6 +93,8 @@ def run_skip(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError
     from ..operators.skip import skip_batch
 
+    with open_cli_store(args.store, args.app):  # a missing store file or an unknown app, each named
+        pass
     try:
         plan = skip_batch(args.store, args.app, args.batch, execute=args.execute, force=args.force,
                           reason=args.reason)
