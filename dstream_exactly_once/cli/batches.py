@@ -221,5 +221,5 @@ def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
 
 def check_doris_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
-        raise CliError(f"--fe must be an http(s):// URL of a Doris FE, got {url!r}")
+        raise CliError(f"--fe must be an http(s):// URL of a Doris FE, got {redact_url(url)!r}")
     return url

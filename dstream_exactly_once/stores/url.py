@@ -26,11 +26,11 @@ __all__ = [
     "unknown_options_error", "url_scheme", "with_options",
 ]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-_]*)://")
 #: query items holding secrets (libpq's among them); a value runs to the next "&" (a "#" in it is
 #: part of it, not a fragment)
 SECRET_OPTIONS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
-_QUERY_SECRET = re.compile(r"((?:^|[?&;])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
+_QUERY_SECRET = re.compile(r"((?:^|[?&;#])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 #: what each Redis URL option takes: a tuple lists the allowed values; ``"file"`` is a readable file
@@ -70,12 +70,14 @@ def url_scheme(url: str) -> str:
 def redact_url(url: str) -> str:
     """``url`` with any password (in the userinfo or a ``password=`` query item) replaced by ``***``.
 
-    Works on malformed URLs too: when in doubt, more is hidden rather than less.
+    The one function every message, ``repr`` and log line that quotes a URL goes through (store URLs,
+    the Doris FE URL, Kafka broker addresses). Works on malformed URLs too, and on a
+    ``user:password@host`` without a scheme: when in doubt, more is hidden rather than less.
     """
     text = str(url)
     m = _SCHEME.match(text)
-    if m:
-        prefix, rest = text[: m.end()], text[m.end():]
+    if m or "@" in text:
+        prefix, rest = (text[: m.end()], text[m.end():]) if m else ("", text)
         head = re.split(r"[?#]", rest, maxsplit=1)[0]
         # userinfo ends at the last "@" of the authority; an unencoded "?"/"#" in a password hides
         # the "@" from ``head``, so fall back to the last "@" anywhere.
