@@ -146,8 +146,12 @@ def doris_sink_options(store: str, app: str, fe: str, db: str, table: str, *, us
     new epoch fences any older query of the same application. ``doris`` takes further options
     (``format``, ``columns``, ``column_separator``, ``strict_labels``).
     """
+    from ..option_registry import keyword_checks
     from ..stores import open_store
 
+    keyword_checks("doris_sink_options", store=store, db=db, table=table, user=user, **doris)
+    if password != "":
+        keyword_checks("doris_sink_options", password=password)
     options = {"store": store, "app": app, "fe": fe, "db": db, "table": table, "user": user, **doris}
     if password:
         options["doris.password"] = password

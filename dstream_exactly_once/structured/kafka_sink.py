@@ -186,8 +186,11 @@ def kafka_sink_options(store: str, app: str, topic: str, kafka_params: Mapping[s
     checked — the options, the broker and the output topic, the store — before the epoch is taken, so
     a refused call writes nothing; the new epoch fences any older query of the same application.
     """
+    from ..option_registry import keyword_checks
     from ..stores import open_store
 
+    keyword_checks("kafka_sink_options", store=store, prefix=prefix, transaction_timeout_ms=transaction_timeout_ms,
+                   on_replay_mismatch=on_replay_mismatch)
     options = {"store": store, "app": app, "topic": topic, "prefix": prefix,
                "transaction_timeout_ms": str(transaction_timeout_ms), "on_replay_mismatch": on_replay_mismatch}
     if not isinstance(kafka_params, Mapping):

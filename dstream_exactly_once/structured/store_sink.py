@@ -185,8 +185,11 @@ def store_sink_options(store: str, app: str, *, writes_function: Optional[str] =
     reached) before the epoch is taken, so a refused call writes nothing; the new epoch fences any
     older query of the same application.
     """
+    from ..option_registry import keyword_checks
     from ..stores import open_store
 
+    keyword_checks("store_sink_options", store=store, writes_function=writes_function,
+                   max_message_bytes=max_message_bytes)
     options = {"store": store, "app": app, "max_message_bytes": str(max_message_bytes)}
     if writes_function is not None:
         options["writes_function"] = writes_function
