@@ -256,7 +256,7 @@ def test_old_offset_log_entries_are_dropped_and_the_stream_resumes(kafka, topic_
     kafka.produce(topic_name, range(1, 31), partition=0)
     url = f"sqlite:///{tmp_path}/retain.db"
     ssc = StreamingContext(sc, 0.5)
-    with pytest.raises(ConfigurationError, match="retain_batches must be an int >= 1, got 0"):
+    with pytest.raises(ConfigurationError, match="'retain_batches' must be an integer >= 1, got 0"):
         KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="r", retain_batches=0)
     store = open_store(url, "r")
     assert store.last_logged_batch_id() is None  # the refused stream wrote nothing
