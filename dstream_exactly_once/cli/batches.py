@@ -93,6 +93,8 @@ def run_skip(args: argparse.Namespace) -> int:
     from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError
     from ..operators.skip import skip_batch
 
+    with open_cli_store(args.store, args.app):  # a missing store file or an unknown app, each named
+        pass
     try:
         plan = skip_batch(args.store, args.app, args.batch, execute=args.execute, force=args.force,
                           reason=args.reason)
@@ -219,5 +221,5 @@ def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
 
 def check_doris_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
-        raise CliError(f"--fe must be an http(s):// URL of a Doris FE, got {url!r}")
+        raise CliError(f"--fe must be an http(s):// URL of a Doris FE, got {redact_url(url)!r}")
     return url

@@ -19,7 +19,7 @@ from ..core.live_log import LiveLog
 from ..errors import CliError, ConfigurationError
 from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status, refuse_if_live
-from .exit_codes import EXIT_OK
+from .exit_codes import EXIT_OK, EXIT_USAGE
 from .kafka_args import BROKER_KIND, open_broker
 from .offsets import gather, parse_scope
 from .output import emit_json, print_table
@@ -84,38 +84,49 @@ def _at_ms(args: argparse.Namespace) -> int:
     return at_ms
 
 
-def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
-    """``topic,partition,offset`` rows (Kafka) or ``position key,position`` rows, each key one of ``rows``."""
-    known = {r["key"] for r in rows}
-    out: Dict[str, int] = {}
-    unknown: List[str] = []
+def read_positions_file(path: str) -> Dict[str, Tuple[int, int]]:
+    """The rows of a ``--from-file`` CSV: ``{key: (position, line)}`` from ``topic,partition,offset``
+    (Kafka) or ``position key,position`` rows; blank lines and ``#`` comments are skipped. Checked
+    before the store or the broker is asked anything: an unreadable, empty or malformed file is a
+    usage error (exit status 2) naming the file (and the line)."""
     try:
         with open(path, newline="", encoding="utf-8") as f:
             lines = list(enumerate(csv.reader(f), 1))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise CliError(f"cannot read --from-file {path!r}: {exc}") from exc
+        raise CliError(f"cannot read --from-file {path!r}: {exc}", EXIT_USAGE) from exc
+    out: Dict[str, Tuple[int, int]] = {}
     for n, row in lines:
-        if not row or row[0].startswith("#"):
+        if not row or not "".join(row).strip() or row[0].startswith("#"):
             continue
         try:
-            key, pos = (f"{row[0]}/{int(row[1])}", int(row[2])) if len(row) == 3 else (row[0], int(row[1]))
             if len(row) not in (2, 3):
                 raise ValueError
+            key, pos = (f"{row[0]}/{int(row[1])}", int(row[2])) if len(row) == 3 else (row[0], int(row[1]))
         except (ValueError, IndexError):
             raise CliError(f"--from-file {path}:{n}: expected topic,partition,offset or key,position, "
-                           f"got {','.join(row)!r}") from None
+                           f"got {','.join(row)!r}", EXIT_USAGE) from None
         if pos < 0:
-            raise CliError(f"--from-file {path}:{n}: position of {key} must be >= 0, got {pos}")
+            raise CliError(f"--from-file {path}:{n}: position of {key} must be >= 0, got {pos}", EXIT_USAGE)
         if key in out:
-            raise CliError(f"--from-file {path}:{n}: {key} is named twice")
-        if key not in known:
-            unknown.append(f"{key} (line {n})")
-        out[key] = pos
+            raise CliError(f"--from-file {path}:{n}: {key} is named twice (first on line {out[key][1]})", EXIT_USAGE)
+        out[key] = (pos, n)
+    if not out:
+        what = "the file is empty" if not lines else "only blank lines and # comments"
+        raise CliError(f"--from-file {path} holds no positions ({what}): write one topic,partition,offset or "
+                       f"position key,position per line", EXIT_USAGE)
+    return out
+
+
+def _from_csv(path: str, rows: List[Dict[str, Any]]) -> Dict[str, int]:
+    """The positions of ``path`` (:func:`read_positions_file`), each key one of ``rows``."""
+    known = {r["key"] for r in rows}
+    read = read_positions_file(path)
+    unknown = [f"{key} (line {n})" for key, (_pos, n) in read.items() if key not in known]
     if unknown:
         raise CliError(f"--from-file {path}: unknown position(s) {', '.join(unknown)}: neither a stored position "
                        f"of the app nor a partition of its topics at the broker; known: "
                        f"{', '.join(sorted(known)) or '(none)'}")
-    return out
+    return {key: pos for key, (pos, _n) in read.items()}
 
 
 def _clamp(rows: Mapping[str, Dict[str, Any]], requested: Dict[str, int]) -> List[Dict[str, Any]]:
@@ -174,6 +185,8 @@ def _check_writable(targets: Dict[str, int], docs: Dict[str, Dict[str, Any]]) ->
 
 
 def _plan(args: argparse.Namespace, store: Any) -> Tuple[List[Dict[str, Any]], Dict[str, Dict[str, Any]]]:
+    if args.from_file:
+        read_positions_file(args.from_file)  # an empty or malformed file is named before anything is asked
     broker = open_broker(args)
     try:
         rows = gather(store, broker, parse_scope(args.topic), with_meta=True)

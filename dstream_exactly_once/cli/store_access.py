@@ -19,13 +19,15 @@ def open_cli_store(url: str, app_id: Optional[str]) -> TransactionalStore:
     exists: a missing SQLite file is refused (never created), and so is an app with no state there
     (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
     from ..stores import open_store
-    from ..stores.url import redact_url
+    from ..stores.sqlite import SQLiteStore
+    from ..stores.url import redact_url, url_scheme
 
+    if isinstance(url, str) and url_scheme(url) == "sqlite":  # before opening: reading a missing path is refused
+        path = SQLiteStore(url, app_id or "_").path  # constructing reads nothing
+        if not os.path.exists(path):
+            raise CliError(f"no store at {redact_url(url)}: the SQLite file {path!r} does not exist")
     store = open_store(url, app_id or "_")
     try:
-        path = getattr(store, "path", None)
-        if store.scheme == "sqlite" and isinstance(path, str) and path != ":memory:" and not os.path.exists(path):
-            raise CliError(f"no store at {redact_url(url)}: the SQLite file {path!r} does not exist")
         if app_id is not None:
             apps = store.list_apps()
             if app_id not in apps:

@@ -6,8 +6,10 @@ Driver lifecycle:
 2. the source resumes after those positions and validates everything against the live source
    (topics, offsets inside the log, paths) — a launch that fails here has written nothing and
    fenced nobody;
-3. only then a new **epoch** (fencing token) is taken; older drivers can no longer commit. If the
-   store moved meanwhile (an old driver's last commit), the source resumes again from the fresh state;
+3. only then — when the stream starts (:meth:`BatchCommitter.start`, called by the StreamingContext's
+   ``start()`` once the stream's output calls were checked too) — a new **epoch** (fencing token) is
+   taken; older drivers can no longer commit. If the store moved meanwhile (an old driver's last
+   commit), the source resumes again from the fresh state;
 4. batches in the **offset log** without a **commit log** entry are replayed first, in order,
    with their original ids and ranges; only then are new batches planned;
 5. every new batch is written to the offset log *before* it runs (:attr:`BatchCommitter.log_ahead`;
@@ -70,15 +72,19 @@ def check_retain_batches(retain_batches: object) -> int:
 class BatchCommitter(DriverOnly):
     """Driver-side state of one exactly-once stream: epoch, offset log, replays, counters.
 
-    Construction performs steps 1–4 of the module docstring: it validates the source against
-    the store's state before taking the epoch, so a failed construction writes nothing.
+    Construction performs steps 1–2 of the module docstring (read-only: it validates the source
+    against the store's state, so a failed construction writes nothing); :meth:`start` performs
+    steps 3–4 (the epoch is the first write).
     """
 
     #: Old offset-log / commit-log entries are dropped every this many batch ids.
     PURGE_EVERY = 10
 
     def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100,
-                 retry: Optional[RetryPolicy] = None) -> None:
+                 retry: Optional[RetryPolicy] = None, start: bool = True) -> None:
+        """Steps 1–2 (read-only); with ``start`` (the default) also step 3, :meth:`start`. A stream
+        factory passes ``start=False`` and the stream calls :meth:`start` when its StreamingContext
+        starts, once its output calls were validated too."""
         if not isinstance(store, TransactionalStore):
             raise ConfigurationError(f"store must be a TransactionalStore, got {store!r}")
         if not isinstance(source, BatchSource):
@@ -87,25 +93,19 @@ class BatchCommitter(DriverOnly):
         self.retry = check_retry_policy(retry)
         self.store = store
         self.source = source
-        state = self._resume()  # read-only; raises before anything is written
-        # a retry after a lost reply takes one more epoch: it fences only this driver's lost attempt
-        self.epoch = self.call_store(store.start_epoch, "start_epoch")
-        fresh = self._read_state()
-        if fresh != state:  # another driver committed between the read and the epoch
-            log.info("the store moved while this driver started; resuming from its newer state")
-            state = self._resume(fresh)
-        positions, pending, last = state
+        self._state = self._resume()  # read-only; raises before anything is written
+        self._epoch: Optional[int] = None
         self._register()
         #: progress records (``core/progress.py``) and the driver's heartbeat (``core/heartbeat.py``)
         self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
                                         source_counters=source.event_counters,
 
                                         data_loss_unit=source.data_loss_unit)
-        self.heartbeat = Heartbeat(store, self.epoch, 0.0)
+        self.heartbeat = Heartbeat(store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
         self.last_committed_id: Optional[int] = None
-        self._pending: Deque[PlannedBatch] = deque(pending)
-        self.replay_ids: Set[int] = {b.batch_id for b in pending}
-        self.next_batch_id = 0 if last is None else last + 1
+        self._pending: Deque[PlannedBatch] = deque()
+        self.replay_ids: Set[int] = set()
+        self.next_batch_id = 0
         self._by_time: OrderedDict[datetime, Optional[PlannedBatch]] = OrderedDict()
         self._lock = threading.RLock()
         self.failed: Optional[BaseException] = None
@@ -119,9 +119,49 @@ class BatchCommitter(DriverOnly):
         self.committed = 0
         self.replayed = 0
         self.skipped_empty = 0
-        if pending:
-            log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(pending),
-                        [b.batch_id for b in pending])
+        if start:
+            self.start()
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` took this driver's epoch."""
+        return self._epoch is not None
+
+    @property
+    def epoch(self) -> int:
+        """The epoch (fencing token) this driver holds, taken by :meth:`start`."""
+        if self._epoch is None:
+            raise DStreamExactlyOnceError(
+                f"the stream of app {self.store.app_id!r} has not taken its epoch yet: it is taken when the "
+                f"StreamingContext starts (ssc.start()), after every argument of the stream and of its output "
+                f"calls was checked")
+        return self._epoch
+
+    def start(self) -> int:
+        """Step 3 of the module docstring: take a new epoch (the first store write; older drivers can
+        no longer commit), re-read the store and resume from it if another driver committed since
+        the read-only start, and queue the uncommitted batches for replay. Idempotent; returns the
+        epoch."""
+        with self._lock:
+            if self._epoch is not None:
+                return self._epoch
+            state = self._state
+            # a retry after a lost reply takes one more epoch: it fences only this driver's lost attempt
+            epoch = self.call_store(self.store.start_epoch, "start_epoch")
+            fresh = self._read_state()
+            if fresh != state:  # another driver committed between the read and the epoch
+                log.info("the store moved while this driver started; resuming from its newer state")
+                state = self._resume(fresh)
+            _positions, pending, last = state
+            self.heartbeat.epoch = epoch
+            self._pending = deque(pending)
+            self.replay_ids = {b.batch_id for b in pending}
+            self.next_batch_id = 0 if last is None else last + 1
+            self._epoch = epoch
+            if pending:
+                log.warning("replaying %d uncommitted batch(es) %s before planning new ones", len(pending),
+                            [b.batch_id for b in pending])
+            return epoch
 
     # ------------------------------------------------------------ store calls
     def call_store(self, fn: Callable[[], T], what: str) -> T:
@@ -173,7 +213,7 @@ class BatchCommitter(DriverOnly):
         return state
 
     def __repr__(self) -> str:
-        return f"BatchCommitter(store={self.store!r}, epoch={self.epoch}, next_batch_id={self.next_batch_id})"
+        return f"BatchCommitter(store={self.store!r}, epoch={self._epoch}, next_batch_id={self.next_batch_id})"
 
     # ------------------------------------------------------------ planning (JobGenerator thread)
     def next_batch(self, time: datetime) -> Optional[PlannedBatch]:
@@ -188,6 +228,12 @@ class BatchCommitter(DriverOnly):
         with self._lock:
             if time in self._by_time:
                 return self._by_time[time]
+            if self._epoch is None and self.failed is None:
+                try:
+                    self.start()  # the StreamingContext's start normally took it already
+                except BaseException as exc:
+                    self.fail(exc)
+                    raise
             if self._by_time and time < next(reversed(self._by_time)):
                 err = DStreamExactlyOnceError(
                     f"the batch at {time} was planned but is no longer remembered (only the last "
@@ -339,7 +385,7 @@ class BatchCommitter(DriverOnly):
     def close(self) -> None:
         """Release the source's and the store's driver-side resources (idempotent)."""
         try:
-            if self.failed is None:  # operators see a stopped driver at once, not after the live window
+            if self.failed is None and self._epoch is not None:  # operators see a stopped driver at once
                 self.heartbeat.beat(self.last_committed_id, force=True, stopped=True)
             self.source.close()
         finally:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 from ..core.options import parse_bool, parse_int
 from ..errors import ConfigurationError, UnknownKafkaParamError
 from ..redaction import register_secret
+from ..stores.url import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -124,15 +125,17 @@ def _port_ok(item: str) -> bool:
 def _servers(key: str, v: Any) -> list[str]:
     items = v.split(",") if isinstance(v, str) else v
     if not isinstance(items, (list, tuple)) or not items:
-        raise ConfigurationError(f"kafkaParams[{key!r}] must be 'host:port[,host:port…]', got {v!r}")
+        raise ConfigurationError(f"kafkaParams[{key!r}] must be 'host:port[,host:port…]', got "
+                                 f"{redact_url(v) if isinstance(v, str) else v!r}")
     out = []
     for item in items:
         item = str(item).strip()
         if not re.fullmatch(r"\[?[\w.\-:]+\]?:\d{1,5}", item):
-            raise ConfigurationError(f"kafkaParams[{key!r}] has a bad broker address {item!r} (want host:port)")
+            raise ConfigurationError(f"kafkaParams[{key!r}] has a bad broker address {redact_url(item)!r} "
+                                     f"(want host:port)")
         if not _port_ok(item):
             raise ConfigurationError(
-                f"kafkaParams[{key!r}] has a bad broker address {item!r}: the port must be 1..65535")
+                f"kafkaParams[{key!r}] has a bad broker address {redact_url(item)!r}: the port must be 1..65535")
         out.append(item)
     return out
 

@@ -12,6 +12,8 @@ _TIMEOUT = "a positive number of seconds"
 ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("sqlite:// URL", "query", "query options of a SQLite store URL", (
         Option("timeout", "float", 30.0, f"how long a write waits for the file's lock ({_TIMEOUT})", low=0),
+        Option("create_dirs", "bool", False, "let the first write create the file's missing directories "
+               "(otherwise a path in a missing directory is refused)"),
     )),
     EntryPoint("postgresql:// URL", "query", "query options of a PostgreSQL store URL (every other libpq "
                "connection parameter is passed to libpq, which checks it)", (
@@ -22,8 +24,8 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                "redis+cluster://, rediss+cluster://)", (
         Option("connect_timeout", "float", 5.0, f"connection timeout ({_TIMEOUT})", low=0),
         Option("timeout", "float", 30.0, f"socket timeout of each command ({_TIMEOUT})", low=0),
-        Option("ssl_ca_certs", "str", None, "CA file for rediss:// (path)"),
-        Option("ssl_cert_reqs", "enum", "required", "whether the server's certificate is checked",
+        Option("ssl_ca_certs", "str", None, "CA file for rediss:// only (a readable file)"),
+        Option("ssl_cert_reqs", "enum", "required", "whether the server's certificate is checked (rediss:// only)",
                allowed=("none", "optional", "required")),
         Option("wait_replicas", "int", 0, "after each write, WAIT for this many replicas", low=0),
         Option("wait_timeout", "int", 1000, "how long WAIT waits, in ms", low=1),

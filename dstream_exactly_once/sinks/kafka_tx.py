@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 from .._checks import is_int
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, OffsetConflictError, SinkError
-from ..kafka.admin import open_admin
+from ..kafka.admin import broker_config, open_admin
 from ..kafka.errors_map import translate_kafka_error
 from ..kafka.offsets import OffsetRange, to_bytes
 from ..kafka.params import KafkaConfig, parse_kafka_params
@@ -95,6 +95,21 @@ def _to_bytes(v: Any) -> Optional[bytes]:
         raise SinkError(f"Kafka output {exc}") from exc
 
 
+#: Kafka's ``transaction.timeout.ms`` is a 32-bit int; the broker further caps it at its
+#: ``transaction.max.timeout.ms`` (900000 ms by default)
+MAX_TRANSACTION_TIMEOUT_MS = 2**31 - 1
+
+
+def check_transaction_timeout(value: object, option: str = "transaction_timeout_ms") -> int:
+    """``value`` if it is an int from 1 to :data:`MAX_TRANSACTION_TIMEOUT_MS`, else a
+    :class:`ConfigurationError` naming ``option``, the value and the range."""
+    if not is_int(value) or not 0 < value <= MAX_TRANSACTION_TIMEOUT_MS:
+        raise ConfigurationError(f"{option} must be an int from 1 to {MAX_TRANSACTION_TIMEOUT_MS} (milliseconds; the "
+                                 f"broker also caps it at its transaction.max.timeout.ms, 900000 by default), "
+                                 f"got {value!r}")
+    return value
+
+
 class KafkaTransactionalSink:
     """Write each partition's ``(key, value)`` records to ``topic`` in one Kafka transaction.
 
@@ -113,9 +128,7 @@ class KafkaTransactionalSink:
             raise ConfigurationError(f"topic must be a non-empty str, got {topic!r}")
         if not isinstance(prefix, str) or not prefix or any(c.isspace() for c in prefix):
             raise ConfigurationError(f"prefix must be a non-empty str without spaces, got {prefix!r}")
-        if not is_int(transaction_timeout_ms) \
-                or transaction_timeout_ms <= 0:
-            raise ConfigurationError(f"transaction_timeout_ms must be a positive int, got {transaction_timeout_ms!r}")
+        check_transaction_timeout(transaction_timeout_ms)
         self.topic = topic
         self.prefix = prefix
         self.transaction_timeout_ms = transaction_timeout_ms
@@ -126,6 +139,38 @@ class KafkaTransactionalSink:
 
     def __repr__(self) -> str:
         return f"KafkaTransactionalSink(topic={self.topic!r}, bootstrap={self.config.bootstrap!r})"
+
+    def check(self) -> None:
+        """Reach the broker before the stream takes its epoch (``write_each_partition`` calls it): the
+        output topic exists and ``transaction_timeout_ms`` is within the broker's
+        ``transaction.max.timeout.ms``."""
+        admin = open_admin(self.config, f"{self.prefix}-kafka-sink")
+        try:
+            try:
+                topics = set(admin.list_topics())
+            except Exception as exc:  # noqa: BLE001 - translated at this boundary
+                raise translate_kafka_error(exc, self.config.bootstrap, "listing topics", self.config) from exc
+            if self.topic not in topics:
+                raise ConfigurationError(f"the Kafka sink's output topic {self.topic!r} does not exist at Kafka "
+                                         f"{self.config.bootstrap}; create it (the sink does not rely on the broker "
+                                         f"creating topics)")
+            self.check_broker_limits(admin)
+        finally:
+            try:
+                admin.close()
+            except Exception:  # noqa: BLE001 - closing must not mask the outcome
+                log.debug("error closing the Kafka sink's admin client", exc_info=True)
+
+    def check_broker_limits(self, admin: Any, option: str = "transaction_timeout_ms") -> None:
+        """Refuse a ``transaction_timeout_ms`` above the broker's ``transaction.max.timeout.ms`` (read
+        with ``admin``), naming ``option``, both values and the way out; the broker would otherwise
+        refuse every transaction of the sink."""
+        cap = broker_config(admin, "transaction.max.timeout.ms", self.config)
+        if cap is not None and cap.isdigit() and self.transaction_timeout_ms > int(cap):
+            raise ConfigurationError(
+                f"{option}={self.transaction_timeout_ms} is above the broker's transaction.max.timeout.ms={cap} "
+                f"at Kafka {self.config.bootstrap}: set {option} to at most {cap} (or raise the broker's "
+                f"transaction.max.timeout.ms)")
 
     def group_id(self, app_id: str) -> str:
         return f"{self.prefix}.{app_id}"

@@ -10,7 +10,7 @@ from ..errors import ConfigurationError, StoreAuthError, StoreBusyError, StoreEr
 from ..redaction import redact_exception_chain
 from ._sql_statements import Cursor
 from .sql import SQLStore
-from .url import check_options, float_option, parse_url, redact_url
+from .url import LIBPQ_OPTION_VALUES, check_option_values, check_options, float_option, parse_url, redact_url
 from .writes import Writes
 
 __all__ = ["PostgresStore"]
@@ -41,8 +41,9 @@ class PostgresStore(SQLStore):
     and the offset compare-and-set turns an already applied commit into a REPLAYED no-op.
 
     URL: ``postgresql://user:password@host:port/dbname`` (or ``postgres://``), with any libpq
-    parameter in the query (another name is refused, listing libpq's); ``connect_timeout`` defaults
-    to 5 seconds. ``#``, ``?``, ``/``, ``@`` and ``%`` in a user name or password must be
+    parameter in the query (another name is refused, listing libpq's; the values of parameters with
+    a fixed set — ``sslmode``, ``target_session_attrs``, … — are checked before connecting);
+    ``connect_timeout`` defaults to 5 seconds. ``#``, ``?``, ``/``, ``@`` and ``%`` in a user name or password must be
     percent-encoded (``urllib.parse.quote(password, safe="")``); a URL with them raw is refused.
 
     Tables: ``deo_values`` and ``deo_positions`` are created ``WITH (fillfactor = 50)``: every
@@ -77,6 +78,7 @@ class PostgresStore(SQLStore):
         allowed = libpq_options()
         if allowed:
             check_options(url, parsed.options(), allowed)
+        check_option_values(url, parsed.options(), LIBPQ_OPTION_VALUES)
         self._connect_timeout = max(2, math.ceil(float_option(url, parsed.options(), "connect_timeout", 5.0)))
         self._address = parsed.address(5432)
         self._user = parsed.username

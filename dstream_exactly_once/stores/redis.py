@@ -60,7 +60,7 @@ from ._redis_retire import RedisRetireMixin
 from ._redis_wait import WRITTEN_STATUSES as _WRITTEN
 from ._redis_wait import in_doubt_error, script_then_wait, wait_options
 from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import StoreURL, check_options, float_option, parse_url, redact_url
+from .url import REDIS_OPTION_VALUES, StoreURL, check_option_values, check_options, float_option, parse_url, redact_url
 
 __all__ = ["RedisStore"]
 
@@ -112,10 +112,12 @@ class RedisStore(RedisRetireMixin, TransactionalStore):
 
     URL: ``redis://[user:password@]host[:port][/db]`` or ``rediss://`` (TLS); options
     ``connect_timeout`` (default 5 s), ``timeout`` (socket timeout, default 30 s),
-    ``ssl_ca_certs``, ``ssl_cert_reqs``, and ``wait_replicas`` / ``wait_timeout``: after each write
-    (all but heartbeats) ``WAIT wait_replicas wait_timeout`` on the same connection, and a write
-    that fewer replicas confirmed raises :class:`StoreUnavailableError` (retriable) saying its
-    outcome is in doubt, instead of being acknowledged (see ``docs/stores.md``).
+    ``ssl_ca_certs`` (a readable file), ``ssl_cert_reqs`` (``none``, ``optional``, ``required``; both
+    for ``rediss://`` only; every value is checked before connecting), and ``wait_replicas`` /
+    ``wait_timeout``: after each write (all but heartbeats) ``WAIT wait_replicas wait_timeout`` on
+    the same connection, and a write that fewer replicas confirmed raises
+    :class:`StoreUnavailableError` (retriable) saying its outcome is in doubt, instead of being
+    acknowledged (see ``docs/stores.md``).
     """
 
     scheme = "redis"
@@ -128,6 +130,11 @@ class RedisStore(RedisRetireMixin, TransactionalStore):
                                      f"got {redact_url(url)!r}")
         options = parsed.options()
         check_options(url, options, _OPTIONS)
+        check_option_values(url, options, REDIS_OPTION_VALUES)
+        tls = [name for name in ("ssl_ca_certs", "ssl_cert_reqs") if name in options]
+        if tls and not parsed.scheme.startswith("rediss"):
+            raise ConfigurationError(f"store option(s) {', '.join(tls)} set TLS, which only a rediss:// URL uses "
+                                     f"(rediss+cluster:// for a cluster), got {redact_url(url)!r}")
         db = parsed.path.strip("/") or "0"
         if not db.isdigit():
             raise ConfigurationError(f"Redis database must be a number, got {db!r} in {redact_url(url)!r}")

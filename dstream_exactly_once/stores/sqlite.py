@@ -10,11 +10,11 @@ from urllib.parse import quote
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ._sql_statements import Cursor
 from .sql import SQLStore
-from .url import check_options, float_option, parse_qsl_dict, redact_url
+from .url import bool_option, check_options, float_option, parse_qsl_dict, redact_url
 
 __all__ = ["SQLiteStore"]
 
-_OPTIONS = ("timeout",)
+_OPTIONS = ("timeout", "create_dirs")
 
 
 def _split_sqlite_url(url: str) -> tuple[str, str]:
@@ -42,10 +42,13 @@ class SQLiteStore(SQLStore):
 
     URL: ``sqlite:///relative/path.db`` (resolved against the current directory when the store is
     created, so executors open the same file) or ``sqlite:////absolute/path.db``; option
-    ``?timeout=SECONDS``. The file and its parent directories are created by the first write
-    (``start_epoch``, ``commit``, …), never by opening or reading: until then reads return empty
-    results, and an existing file is read through a read-only connection (which may add SQLite's
-    own ``-wal``/``-shm`` files beside a WAL database, never change the database file).
+    ``?timeout=SECONDS``. The file is created by the first write (``start_epoch``, ``commit``, …),
+    never by opening or reading: until then reads return empty results. Its directory must exist —
+    a path in a missing directory is refused when the store is first read (a mistyped path would
+    otherwise start a new, empty application) — unless the URL says ``?create_dirs=true``: then the
+    first write creates the missing directories. An existing file is read through a read-only
+    connection (which may add SQLite's own ``-wal``/``-shm`` files beside a WAL database, never
+    change the database file).
 
     Counters and offsets are written with SQLite's ``json_each`` (built in since SQLite 3.38,
     and in most earlier builds); without it they are bound row by row, with the same results.
@@ -58,6 +61,7 @@ class SQLiteStore(SQLStore):
         options = parse_qsl_dict(query)
         check_options(url, options, _OPTIONS)
         self.timeout = float_option(url, options, "timeout", 30.0)
+        self.create_dirs = bool_option(url, options, "create_dirs", False)
         self.path = os.path.abspath(path)
         super().__init__("sqlite:///" + self.path + (f"?{query}" if query else ""), app_id)
 
@@ -68,7 +72,10 @@ class SQLiteStore(SQLStore):
                 return None
             target, uri = "file:" + quote(self.path, safe="/") + "?mode=ro", True
         else:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            if self.create_dirs:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            else:
+                self._check_directory()
             target, uri = self.path, False
         conn = sqlite3.connect(target, timeout=self.timeout, isolation_level=None, check_same_thread=False,
                                uri=uri)
@@ -85,8 +92,19 @@ class SQLiteStore(SQLStore):
             raise
         return conn
 
+    def _check_directory(self) -> None:
+        """Refuse a path in a missing directory (without ``create_dirs=true``), naming it."""
+        directory = os.path.dirname(self.path)
+        if not os.path.isdir(directory):
+            raise ConfigurationError(
+                f"SQLite store {self.path}: directory {directory} does not exist; check the path (a new path "
+                f"starts a new, empty application), create the directory, or add ?create_dirs=true to the store "
+                f"URL to let the first write create it")
+
     def _check_creatable(self) -> None:
         """Refuse a path whose file the first write could not create, without creating anything."""
+        if not self.create_dirs:
+            self._check_directory()
         parent = os.path.dirname(self.path)
         while not os.path.exists(parent):
             parent = os.path.dirname(parent)

@@ -11,6 +11,7 @@ where such a URL's password ends (Python's ``urlsplit`` and libpq split it diffe
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Sequence, Tuple
@@ -20,16 +21,44 @@ from ..errors import ConfigurationError
 from ..redaction import redact, register_secret
 
 __all__ = [
-    "SECRET_OPTIONS", "StoreURL", "check_options", "check_server_url", "float_option", "parse_qsl_dict",
-    "parse_url", "redact_url", "unknown_options_error", "url_scheme", "with_options",
+    "LIBPQ_OPTION_VALUES", "REDIS_OPTION_VALUES", "SECRET_OPTIONS", "StoreURL", "bool_option", "check_options",
+    "check_option_values", "check_server_url", "float_option", "parse_qsl_dict", "parse_url", "redact_url",
+    "unknown_options_error", "url_scheme", "with_options",
 ]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-_]*)://")
 #: query items holding secrets (libpq's among them); a value runs to the next "&" (a "#" in it is
 #: part of it, not a fragment)
 SECRET_OPTIONS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
-_QUERY_SECRET = re.compile(r"((?:^|[?&;])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
+_QUERY_SECRET = re.compile(r"((?:^|[?&;#])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+#: what each Redis URL option takes: a tuple lists the allowed values; ``"file"`` is a readable file
+REDIS_OPTION_VALUES: Dict[str, object] = {
+    "ssl_cert_reqs": ("none", "optional", "required"),
+    "ssl_ca_certs": "file",
+}
+#: libpq parameters with a fixed set of values (``"int"``: a non-negative integer; ``"ports"``: one or
+#: more comma-separated port numbers), checked before connecting; libpq's other parameters are
+#: passed as given
+LIBPQ_OPTION_VALUES: Dict[str, object] = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "sslcertmode": ("disable", "allow", "require"),
+    "sslnegotiation": ("postgres", "direct"),
+    "target_session_attrs": ("any", "read-write", "read-only", "primary", "standby", "prefer-standby"),
+    "load_balance_hosts": ("disable", "random"),
+    "sslcompression": ("0", "1"),
+    "keepalives": ("0", "1"),
+    "keepalives_idle": "int",
+    "keepalives_interval": "int",
+    "keepalives_count": "int",
+    "tcp_user_timeout": "int",
+    "port": "ports",
+}
+_RULE_TEXT = {"int": "a non-negative integer", "ports": "port numbers (1-65535) separated by commas",
+              "file": "the path of a readable file"}
 
 
 def url_scheme(url: str) -> str:
@@ -41,12 +70,14 @@ def url_scheme(url: str) -> str:
 def redact_url(url: str) -> str:
     """``url`` with any password (in the userinfo or a ``password=`` query item) replaced by ``***``.
 
-    Works on malformed URLs too: when in doubt, more is hidden rather than less.
+    The one function every message, ``repr`` and log line that quotes a URL goes through (store URLs,
+    the Doris FE URL, Kafka broker addresses). Works on malformed URLs too, and on a
+    ``user:password@host`` without a scheme: when in doubt, more is hidden rather than less.
     """
     text = str(url)
     m = _SCHEME.match(text)
-    if m:
-        prefix, rest = text[: m.end()], text[m.end():]
+    if m or "@" in text:
+        prefix, rest = (text[: m.end()], text[m.end():]) if m else ("", text)
         head = re.split(r"[?#]", rest, maxsplit=1)[0]
         # userinfo ends at the last "@" of the authority; an unencoded "?"/"#" in a password hides
         # the "@" from ``head``, so fall back to the last "@" anywhere.
@@ -244,6 +275,41 @@ def float_option(url: str, options: Mapping[str, str], name: str, default: float
         raise ConfigurationError(f"store option {name} must be a positive number of seconds, got {raw!r} "
                                  f"in {redact_url(url)!r}")
     return value
+
+
+def bool_option(url: str, options: Mapping[str, str], name: str, default: bool) -> bool:
+    """A true/false option from a URL query (``true``/``false``, ``1``/``0``, ``yes``/``no``)."""
+    raw = options.get(name)
+    if raw is None:
+        return default
+    value = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}.get(raw.lower())
+    if value is None:
+        raise ConfigurationError(redact(f"store option {name} must be true or false, got {raw!r} in "
+                                        f"{redact_url(url)!r}"))
+    return value
+
+
+def check_option_values(url: str, options: Mapping[str, str], rules: Mapping[str, object]) -> None:
+    """Refuse an option value ``rules`` does not allow (see :data:`REDIS_OPTION_VALUES`,
+    :data:`LIBPQ_OPTION_VALUES`), before anything connects: a :class:`ConfigurationError` (not
+    retriable) naming the option, the value and what is allowed. Secrets never show."""
+    for name, raw in options.items():
+        rule = rules.get(name)
+        if rule is None or _allowed(rule, raw):
+            continue
+        allowed = f"one of {', '.join(rule)}" if isinstance(rule, tuple) else _RULE_TEXT[str(rule)]
+        shown = "***" if name.lower() in SECRET_OPTIONS else repr(raw)
+        raise ConfigurationError(redact(f"store option {name} must be {allowed}, got {shown} in {redact_url(url)!r}"))
+
+
+def _allowed(rule: object, raw: str) -> bool:
+    if isinstance(rule, tuple):
+        return raw in rule
+    if rule == "int":
+        return raw.isascii() and raw.isdigit()
+    if rule == "ports":
+        return all(p.isascii() and p.isdigit() and 0 < int(p) < 65536 for p in raw.split(","))
+    return os.path.isfile(raw) and os.access(raw, os.R_OK)  # "file"
 
 
 def check_options(url: str, options: Mapping[str, str], allowed: Tuple[str, ...]) -> None:

@@ -46,7 +46,7 @@ from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .factory import open_committer
-from .lifecycle import close_on_stop
+from .lifecycle import close_on_stop, run_on_start
 from .partition_ranges import check_task_layout, shown_batch
 from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
@@ -66,7 +66,9 @@ class PartitionSink(Protocol):
     ``complete_batch=False``) in the same store transaction that records its label; ``recover``
     resolves in-doubt work of a batch that is about to be replayed. A ``write_partition`` that also
     takes ``writes=`` (a :class:`Writes`) must add them to that commit, copied when it commits:
-    they grow while the rows are read (a skipped range's data-loss record).
+    they grow while the rows are read (a skipped range's data-loss record). A sink with a ``check()``
+    method has it called by :meth:`ExactlyOnceDStream.write_each_partition`, before the stream takes
+    its epoch: settings its service must accept are refused there, with nothing written.
     """
 
     def write_partition(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, partition_id: int,
@@ -146,9 +148,18 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
             return make_rdd(ranges, self._task_shape(tasks, batch))
 
         super().__init__(ssc, compute, plan_on_generate=plan_on_generate)
+        # the epoch (the first store write) waits for ssc.start(): an output call refused before it
+        # leaves the store as it was and fences no running driver
+        run_on_start(ssc, self._start)
         close_on_stop(ssc, committer.close)
         register_committer(ssc, committer)
         attach_monitoring(ssc, committer)
+
+    def _start(self) -> None:
+        """Take the epoch when the context starts — for a stream with an output pattern only: a stream
+        whose output calls were all refused is never run, and must fence nobody."""
+        if self._outputs:
+            self.committer.start()
 
     def data_loss(self) -> DataLossTotals:
         """What this stream skipped as lost since this driver started, in its source's unit (Kafka:
@@ -203,6 +214,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
 
     @property
     def epoch(self) -> int:
+        """The epoch this driver holds: taken when the StreamingContext starts (``ssc.start()``), after
+        every argument of the stream and its output calls was checked; reading it before raises."""
         return self.committer.epoch
 
     # ------------------------------------------------------------------ pattern (a)
@@ -281,7 +294,8 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
         """
         add_batch = sink.add_batch if isinstance(sink, BatchIdSink) else sink
         if not callable(add_batch):
-            raise ConfigurationError(f"foreach_batch needs a BatchIdSink or a function (batch_id, rdd), got {sink!r}")
+            raise ConfigurationError(f"foreach_batch(sink=) needs a BatchIdSink or a function (batch_id, rdd), "
+                                     f"got {sink!r}")
         committer = self.committer
 
         def func(batch: PlannedBatch, rdd: RDD) -> Optional[Writes]:
@@ -364,6 +378,9 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                                      f"(e.g. DorisSink, KafkaTransactionalSink), got {sink!r}")
         if rows is not None and not callable(rows):
             raise ConfigurationError(f"rows must be a function (records) -> rows, or None, got {rows!r}")
+        check = getattr(sink, "check", None)
+        if callable(check):  # a sink that reaches its service to check its settings, before the epoch
+            check()
         self._add_output("write_each_partition")
         committer = self.committer
         store = committer.store

@@ -4,10 +4,12 @@
 ``FileUtils.createExactlyOnceFileStream`` all end the same way: open the store they were given (a
 URL, opened read-only here, or an opened store), then build the
 :class:`~dstream_exactly_once.core.committer.BatchCommitter`, which checks the stored positions
-against the source and takes the epoch last. :func:`open_committer` does both; when either step
-fails it closes what it opened (the store when it opened it from a URL, and the source when the
-caller hands over ``close_source``) and re-raises the error unchanged. Because the epoch is the
-committer's last step, a failed launch leaves the store exactly as it was.
+against the source without writing. :func:`open_committer` does both; when either step fails it
+closes what it opened (the store when it opened it from a URL, and the source when the caller hands
+over ``close_source``) and re-raises the error unchanged. The epoch — the first write — is taken
+only when the StreamingContext starts (:class:`~.exactly_once.ExactlyOnceDStream` arranges it), so
+a launch refused at the factory or at an output call leaves the store exactly as it was and fences
+no running driver.
 """
 
 from __future__ import annotations
@@ -47,14 +49,15 @@ def open_committer(store: object, app_id: object, source: BatchSource, *, retain
 
     On any failure the store is closed if it was opened here from a URL (a store the caller
     passed opened stays open: it is the caller's), ``close_source`` is called, and the error is
-    raised unchanged; nothing has been written to the store then.
+    raised unchanged. Nothing is written to the store here: the committer takes its epoch in
+    :meth:`~dstream_exactly_once.core.committer.BatchCommitter.start`.
     """
     opened: Optional[TransactionalStore] = None
     try:
         opened = open_store_arg(store, app_id)
         if check is not None:
             check(opened)
-        return BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry)
+        return BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry, start=False)
     except BaseException:
         if opened is not None and isinstance(store, str):
             _quietly(opened.close, "closing the store of a failed launch")

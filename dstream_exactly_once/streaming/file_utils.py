@@ -180,7 +180,8 @@ class FileUtils:
         :class:`~dstream_exactly_once.RetryPolicy`, default about 60 s).
 
         Everything — options, path, master/deployment, store URL and schema, stored positions — is
-        checked before the store is written; the epoch is taken last.
+        checked before the store is written; the epoch is taken when the StreamingContext starts, after
+        the output call's arguments were checked too.
 
         Unit of parallelism: one Spark task per planned task per batch (options ``tasks.*``). Small
         ranges are packed; large ones are split only for ``commit_each_batch`` and ``foreach_batch``

@@ -152,7 +152,7 @@ class KafkaUtils:
             from_offsets, names = None, topics
         # Everything is checked before the store is written: arguments here, the
         # store read-only in open_store, topics and offsets against the broker and the store's
-        # positions in BatchCommitter, which takes the epoch last.
+        # positions in BatchCommitter; the epoch is taken when the StreamingContext starts.
         check_monitor_group(monitor_group)
         check_retain_batches(retain_batches)
         retry = check_retry_policy(store_retry)

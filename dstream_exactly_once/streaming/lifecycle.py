@@ -1,10 +1,15 @@
-"""Driver resources released when the StreamingContext stops.
+"""Driver resources released when the StreamingContext stops, and work deferred until it starts.
 
 PySpark has no listener for a stopping ``StreamingContext``, so the streams this library creates
 register their driver-side resources (the Kafka admin client, store connections) here: the
 context's ``stop`` — on that one instance only, nothing global is patched — runs Spark's own stop
 and then closes them, newest first. Closing is idempotent and never raises; correctness never
 depends on it (nothing is committed by closing).
+
+The same way, :func:`run_on_start` runs hooks when ``ssc.start()`` is called, before Spark starts
+the streaming jobs: an exactly-once stream takes its epoch there, once every argument of the stream
+and of its output calls was checked. A hook that raises stops the start (Spark's start is not
+called) and its error reaches the ``ssc.start()`` caller.
 """
 
 from __future__ import annotations
@@ -18,9 +23,28 @@ from pyspark.streaming import StreamingContext
 
 log = logging.getLogger(__name__)
 
-__all__ = ["close_on_stop", "stop_gracefully_on_signals"]
+__all__ = ["close_on_stop", "run_on_start", "stop_gracefully_on_signals"]
 
 _ATTR = "_deo_close_on_stop"
+_START_ATTR = "_deo_run_on_start"
+
+
+def run_on_start(ssc: StreamingContext, hook: Callable[[], Any]) -> None:
+    """Call ``hook()`` when ``ssc.start()`` is called, before Spark's own start (hooks in the order
+    they were added; each runs once)."""
+    hooks: List[Callable[[], Any]] = ssc.__dict__.get(_START_ATTR) or []
+    if _START_ATTR not in ssc.__dict__:
+        spark_start = ssc.start
+
+        def start() -> None:
+            while hooks:
+                hooks[0]()
+                hooks.pop(0)
+            spark_start()
+
+        ssc.start = start  # type: ignore[method-assign]
+        setattr(ssc, _START_ATTR, hooks)
+    hooks.append(hook)
 
 
 def close_on_stop(ssc: StreamingContext, close: Callable[[], Any]) -> None:

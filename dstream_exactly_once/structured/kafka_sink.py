@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OffsetConflictError, SinkError
-from ..sinks.kafka_tx import KafkaTransactionalSink, broker_error
+from ..sinks.kafka_tx import MAX_TRANSACTION_TIMEOUT_MS, KafkaTransactionalSink, broker_error
 from ..stores.writes import CommitOutcome, Writes
 from .kafka_marker import Decision, Header, Marker, RecordDigest, check_replay, decide
 from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, check_next_batch, commit_batch
@@ -154,9 +154,10 @@ class KafkaSinkOptions:
             timeout = int(str(raw_timeout).strip())
         except ValueError:
             timeout = 0
-        if timeout <= 0:
-            raise ConfigurationError(f"deo-kafka option 'transaction_timeout_ms' must be a positive int, "
-                                     f"got {raw_timeout!r}")
+        if not 0 < timeout <= MAX_TRANSACTION_TIMEOUT_MS:
+            raise ConfigurationError(f"deo-kafka option 'transaction_timeout_ms' must be an int from 1 to "
+                                     f"{MAX_TRANSACTION_TIMEOUT_MS} (milliseconds; the broker also caps it at its "
+                                     f"transaction.max.timeout.ms, 900000 by default), got {raw_timeout!r}")
         store = StoreSinkOptions.parse({k: v for k, v in lowered.items() if k in _STORE_OPTIONS},
                                        need_epoch=need_epoch)
         try:
@@ -231,10 +232,12 @@ def _topics(opts: KafkaSinkOptions, admin: Any) -> Set[str]:
 
 
 def check_output_topic(opts: KafkaSinkOptions) -> None:
-    """Reach the broker and check that the sink's topic exists (before a query writes anything)."""
+    """Reach the broker and check that the sink's topic exists and that ``transaction_timeout_ms`` is
+    within the broker's ``transaction.max.timeout.ms`` (before a query writes anything)."""
     admin = _admin(opts)
     try:
         _topics(opts, admin)
+        opts.kafka.check_broker_limits(admin, "deo-kafka option 'transaction_timeout_ms'")
     finally:
         _close(admin, "admin client")
 

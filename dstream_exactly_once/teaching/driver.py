@@ -191,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     ssc = StreamingContext(sc, args.batch_seconds)
     eo = attach(ssc, params, args.topic, plain, eo_store, state, target)
     eo.progress_to(str(out / "progress.jsonl"))  # one JSON line per batch, for dstream-eo chart
+    eo.committer.start()  # the epoch now (ssc.start() would take it): the line below reports it
     print(f"STARTED at-least-once resumes from {len(plain.offsets())} stored offsets; exactly-once takes epoch "
           f"{eo.epoch}, replays {len(eo_store.pending_batches())} logged batch(es)", flush=True)
     return run_until_done(ssc, state.done.is_set)

@@ -175,8 +175,10 @@ def run_pipeline(args: argparse.Namespace) -> int:
     for st, (_app, pattern) in zip(stores, apps, strict=True):
         stream = KafkaUtils.createExactlyOnceStream(ssc, params, [args.topic], store=st,
                                                     failOnDataLoss=True, poll_timeout_ms=30000)
-        print(f"STARTED {st.app_id} epoch={stream.epoch} pending={len(st.pending_batches())}", flush=True)
         _attach_output(stream, pattern, args, params, executor_prob)
+        pending = len(st.pending_batches())
+        stream.committer.start()  # the epoch now (ssc.start() would take it): the line below reports it
+        print(f"STARTED {st.app_id} epoch={stream.epoch} pending={pending}", flush=True)
 
     return run_until_done(ssc, lambda: done["flag"])
 

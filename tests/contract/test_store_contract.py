@@ -768,16 +768,16 @@ class TestSQLiteStore(SQLContract, StoreContract):
 
     @pytest.fixture
     def store_url(self, tmp_path: Any) -> str:
-        return f"sqlite:///{tmp_path}/sub/dir/store.db"
+        return f"sqlite:///{tmp_path}/sub/dir/store.db?create_dirs=true"  # the first write creates sub/dir
 
     def write_schema_version(self, url: str, app_id: str, version: int) -> None:
-        with sqlite3.connect(url[len("sqlite:///"):]) as conn:
+        with sqlite3.connect(url[len("sqlite:///"):].partition("?")[0]) as conn:
             conn.execute("UPDATE deo_meta SET schema_version = ? WHERE app = ?", (version, app_id))
 
     def test_relative_path_is_resolved_for_executors(self, tmp_path: Any, monkeypatch: Any, app_id: str) -> None:
         monkeypatch.chdir(tmp_path)
-        store = open_store("sqlite:///rel/x.db?timeout=2", app_id)
-        assert store.url == f"sqlite:///{tmp_path}/rel/x.db?timeout=2"
+        store = open_store("sqlite:///rel/x.db?timeout=2&create_dirs=true", app_id)
+        assert store.url == f"sqlite:///{tmp_path}/rel/x.db?timeout=2&create_dirs=true"
         assert not (tmp_path / "rel").exists()  # opening writes nothing; the first write creates the file
         store.start_epoch()
         assert (tmp_path / "rel" / "x.db").exists()

@@ -261,11 +261,11 @@ class LayoutContract(ContractFixtures):
 class TestSQLiteLayout(LayoutContract):
     @pytest.fixture
     def store_url(self, tmp_path: Any) -> str:
-        return f"sqlite:///{tmp_path}/sub/dir/store.db"
+        return f"sqlite:///{tmp_path}/sub/dir/store.db?create_dirs=true"  # the first write creates sub/dir
 
     @staticmethod
     def _path(url: str) -> str:
-        return url[len("sqlite:///"):]
+        return url[len("sqlite:///"):].partition("?")[0]
 
     def write_v1(self, url: str, a: str, b: str) -> None:
         path = self._path(url)
@@ -292,8 +292,10 @@ class TestSQLiteLayout(LayoutContract):
 
     def test_a_path_no_write_could_create_is_refused_on_open(self, tmp_path: Any, app_id: str) -> None:
         (tmp_path / "plain-file").write_text("x")
-        with pytest.raises(StoreUnavailableError, match="plain-file.*not a writable directory"):
+        with pytest.raises(ConfigurationError, match="directory .*plain-file/sub does not exist"):
             open_store(f"sqlite:///{tmp_path}/plain-file/sub/store.db", app_id)
+        with pytest.raises(StoreUnavailableError, match="plain-file.*not a writable directory"):
+            open_store(f"sqlite:///{tmp_path}/plain-file/sub/store.db?create_dirs=true", app_id)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["plain-file"]
 
     def assert_upgraded(self, url: str, a: str, b: str) -> None:

@@ -85,10 +85,9 @@ def main(argv: List[str]) -> int:
         return to_writes(summarize(vals), {"batch_id": batch.batch_id, "part": part})
 
     part_stream.commit_each_partition(per_partition)
-    print(f"STARTED pid={os.getpid()} epochs={batch_stream.epoch},{part_stream.epoch} "
-          f"pending={len(batch_stream.store.pending_batches())},{len(part_stream.store.pending_batches())}",
-          flush=True)
-    ssc.start()
+    pending = f"{len(batch_stream.store.pending_batches())},{len(part_stream.store.pending_batches())}"
+    ssc.start()  # takes both streams' epochs
+    print(f"STARTED pid={os.getpid()} epochs={batch_stream.epoch},{part_stream.epoch} pending={pending}", flush=True)
     ssc.awaitTermination()
     return 0
 

@@ -175,7 +175,8 @@ def test_several_uncommitted_batches_are_replayed_in_order_with_their_ranges(kaf
             s.log_batch(crashed_epoch, b)
     ssc = StreamingContext(sc, 1)
     stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="replay")
-    assert stream.epoch == crashed_epoch + 1
+    with open_store(url, "replay") as s:
+        assert s.current_epoch() == crashed_epoch  # the epoch waits for ssc.start()
     seen = []
     lock = threading.Lock()
 
@@ -190,6 +191,7 @@ def test_several_uncommitted_batches_are_replayed_in_order_with_their_ranges(kaf
     stream.commit_each_batch(per_batch)
     store = open_store(url, "replay")
     run_until(ssc, lambda: store.get_value("t", "n") == 100)
+    assert stream.epoch == crashed_epoch + 1
     assert [(b, r) for b, r, _ in seen[:3]] == [(b.batch_id, b.ranges) for b in logged]
     assert all(list(r) == rr for _, r, rr in seen)
     assert [b for b, _, _ in seen] == list(range(len(seen)))
@@ -254,7 +256,7 @@ def test_old_offset_log_entries_are_dropped_and_the_stream_resumes(kafka, topic_
     kafka.produce(topic_name, range(1, 31), partition=0)
     url = f"sqlite:///{tmp_path}/retain.db"
     ssc = StreamingContext(sc, 0.5)
-    with pytest.raises(ConfigurationError, match="retain_batches must be an int >= 1, got 0"):
+    with pytest.raises(ConfigurationError, match="'retain_batches' must be an integer >= 1, got 0"):
         KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="r", retain_batches=0)
     store = open_store(url, "r")
     assert store.last_logged_batch_id() is None  # the refused stream wrote nothing

@@ -183,7 +183,7 @@ def test_non_local_master_is_refused_before_the_store_is_touched(sc, tmp_path, m
     assert not db.exists()
     stream = FileUtils.createExactlyOnceFileStream(ssc, f"{tmp_path}/*.log", {"shared.filesystem": True},
                                                    store=f"sqlite:///{db}", app_id="shared")
-    assert stream.epoch >= 1
+    assert stream.committer.start() >= 1
     stream.committer.close()
 
 

@@ -121,6 +121,20 @@ def test_a_deleted_input_topic_is_a_data_loss_error_naming_the_skip_command(kafk
     assert read_committed(kafka, out, 1, timeout=3) == []
 
 
+def test_check_refuses_a_transaction_timeout_above_the_brokers_cap(kafka, source):
+    out = kafka.create_topic(source + "-out")
+    sink = KafkaTransactionalSink(plain_params(kafka), out, transaction_timeout_ms=3_600_000)
+    with pytest.raises(ConfigurationError) as info:
+        sink.check()  # write_each_partition calls it before the stream takes its epoch
+    assert "transaction_timeout_ms=3600000" in str(info.value)
+    assert "transaction.max.timeout.ms=900000" in str(info.value) and info.value.retriable is False
+    KafkaTransactionalSink(plain_params(kafka), out, transaction_timeout_ms=900_000).check()
+    with pytest.raises(ConfigurationError, match=f"{out}-missing' does not exist"):
+        KafkaTransactionalSink(plain_params(kafka), out + "-missing").check()
+    with pytest.raises(ConfigurationError, match=r"transaction_timeout_ms must be an int from 1 to 2147483647"):
+        KafkaTransactionalSink(plain_params(kafka), out, transaction_timeout_ms=2**40)
+
+
 def test_a_transaction_timeout_the_broker_refuses_is_a_configuration_error(kafka, source, sqlite_store):
     out = kafka.create_topic(source + "-out")
     # above the broker's transaction.max.timeout.ms (15 minutes by default): InvalidTransactionTimeout

@@ -77,7 +77,8 @@ def test_refused_until_the_task_layout_is_chosen(kafka, upgraded, sc):
     assert _digest(path) == before  # nothing written: no upgrade, no epoch
     with _conf(sc, **{"spark.streaming.kafka.tasks.pack": "true"}):
         ssc, stream = _stream(sc, kafka, topic, f"sqlite:///{path}", app)  # packing chosen: it starts
-    assert stream.epoch == 2
+    assert _digest(path) == before  # building the stream writes nothing: the epoch waits for ssc.start()
+    assert stream.committer.start() == 2 == stream.epoch  # what ssc.start() does first
 
 
 def test_one_task_per_range_kept_when_chosen(kafka, upgraded, sc):

@@ -111,3 +111,29 @@ def test_query_start_checks_the_topic_before_the_epoch(kafka, tmp_path):
     with pytest.raises(ConfigurationError, match=r"output topic 'missing-[0-9a-f]+' does not exist at Kafka"):
         kafka_sink_options(store, "q", "missing-" + uuid.uuid4().hex[:6], {"bootstrap.servers": kafka.bootstrap})
     assert not os.path.exists(tmp_path / "s.db")
+
+
+def test_a_transaction_timeout_out_of_range_is_refused_before_the_store_is_touched(kafka, tmp_path):
+    out = kafka.create_topic("tto-" + uuid.uuid4().hex[:6])
+    store = f"sqlite:///{tmp_path}/s.db"
+    with pytest.raises(ConfigurationError, match=r"'transaction_timeout_ms' must be an int from 1 to 2147483647"):
+        kafka_sink_options(store, "q", out, {"bootstrap.servers": kafka.bootstrap}, transaction_timeout_ms=2**40)
+    assert not os.path.exists(tmp_path / "s.db")
+
+
+def test_a_transaction_timeout_above_the_brokers_cap_is_refused_naming_both(kafka, tmp_path):
+    """Before: accepted, an epoch taken, and the query failed a minute later with "cannot reach Kafka"."""
+    out = kafka.create_topic("tto-" + uuid.uuid4().hex[:6])
+    store = f"sqlite:///{tmp_path}/s.db"
+    with open_store(store, "q") as live:
+        epoch = live.start_epoch()
+    with pytest.raises(ConfigurationError) as info:
+        kafka_sink_options(store, "q", out, {"bootstrap.servers": kafka.bootstrap}, transaction_timeout_ms=3_600_000)
+    message = str(info.value)
+    assert "'transaction_timeout_ms'=3600000" in message or "transaction_timeout_ms'=3600000" in message, message
+    assert "transaction.max.timeout.ms=900000" in message and "at most 900000" in message, message
+    assert info.value.retriable is False
+    with open_store(store, "q") as live:
+        assert live.current_epoch() == epoch  # no epoch taken
+    opts = kafka_sink_options(store, "q", out, {"bootstrap.servers": kafka.bootstrap}, transaction_timeout_ms=900_000)
+    assert int(opts["epoch"]) == epoch + 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -179,10 +179,8 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, live: Live,
 # ------------------------------------------------------------------ passwords
 #: the options naming a store (a URL the entry point connects to when everything else is good)
 STORE_KEYS = ("store", "starting.positions.store", "--store")
-_DORIS_FE = ("the Doris FE URL is quoted whole in the message refusing it, a password in its query "
-             "included")
 #: password placements that show today: (entry, key, where) -> reason
-SECRET_XFAIL = {("deo-doris", "fe", "query"): _DORIS_FE, ("doris_sink_options", "fe", "query"): _DORIS_FE}
+SECRET_XFAIL: Dict[Tuple[str, str, str], str] = {}
 
 
 def _secret_cases() -> List[Any]:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List
 import pytest
 
 from dstream_exactly_once.core.retry import NO_RETRY
-from dstream_exactly_once.errors import ConfigurationError
+from dstream_exactly_once.errors import ConfigurationError, DStreamExactlyOnceError
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.stores.sqlite import SQLiteStore
 from dstream_exactly_once.streaming import factory
@@ -64,10 +64,17 @@ def test_bad_app_id_with_a_url_creates_no_file(tmp_path: Path) -> None:
     assert not path.exists()
 
 
-def test_a_launch_that_succeeds_takes_the_epoch(tmp_path: Path) -> None:
-    committer = open_committer(f"sqlite:///{tmp_path / 'state.db'}", "app", CountingSource(), retain_batches=10,
-                               retry=NO_RETRY)
+def test_a_launch_that_succeeds_takes_the_epoch_only_when_started(tmp_path: Path) -> None:
+    """The committer of a successful launch has written nothing (no file) until start() takes the
+    epoch; start() is idempotent."""
+    path = tmp_path / "state.db"
+    committer = open_committer(f"sqlite:///{path}", "app", CountingSource(), retain_batches=10, retry=NO_RETRY)
     try:
-        assert committer.epoch == 1
+        assert not path.exists() and not committer.started
+        with pytest.raises(DStreamExactlyOnceError, match="has not taken its epoch yet"):
+            committer.epoch  # noqa: B018 - the property raises
+        assert committer.start() == 1 == committer.epoch == committer.start()
+        with open_store(f"sqlite:///{path}", "app") as st:
+            assert st.current_epoch() == 1
     finally:
         committer.store.close()

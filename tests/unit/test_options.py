@@ -110,7 +110,7 @@ def test_unknown_store_options_have_one_message(tmp_path):
         with pytest.raises(ConfigurationError) as info:
             open_store(url, "app", **options)
         messages.append(str(info.value))
-    assert messages[0] == "unknown store option(s) bogus for sqlite:// stores; supported: timeout"
+    assert messages[0] == "unknown store option(s) bogus for sqlite:// stores; supported: timeout, create_dirs"
     assert messages[1].startswith("unknown store option(s) bogus in 'sqlite:///") and messages[1].endswith(
-        "; supported: timeout")
+        "; supported: timeout, create_dirs")
     assert not list(tmp_path.iterdir())

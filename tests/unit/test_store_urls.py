@@ -47,6 +47,7 @@ def test_open_sqlite_with_options_keeps_the_url_the_user_wrote(form: str, tmp_pa
     url = {"relative": "sqlite:///rel/x.db", "absolute": f"sqlite:///{tmp_path}/abs/x.db",
            "absolute-with-query": f"sqlite:///{tmp_path}/abs/x.db?timeout=1"}[form]
     assert url.startswith("sqlite:////") or form == "relative"
+    (tmp_path / ("rel" if form == "relative" else "abs")).mkdir()
     with open_store(url, app_id, timeout=5) as store:
         assert isinstance(store, SQLiteStore) and store.timeout == 5.0
         path = tmp_path / ("rel" if form == "relative" else "abs") / "x.db"

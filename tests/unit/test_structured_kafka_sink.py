@@ -81,7 +81,9 @@ def test_check_replay():
     ({"kafka.bootstrap.servers": None}, r"'kafka.bootstrap.servers' is required"),
     ({"topics": "x"}, r"unknown deo-kafka option\(s\) \['topics'\]; allowed"),
     ({"on_replay_mismatch": "ignore"}, r"'on_replay_mismatch' must be one of \['fail', 'keep'\], got 'ignore'"),
-    ({"transaction_timeout_ms": "soon"}, r"'transaction_timeout_ms' must be a positive int, got 'soon'"),
+    ({"transaction_timeout_ms": "soon"}, r"'transaction_timeout_ms' must be an int from 1 to 2147483647 .*got 'soon'"),
+    ({"transaction_timeout_ms": str(2**40)}, r"'transaction_timeout_ms' must be an int from 1 to 2147483647 "
+                                             r".*transaction\.max\.timeout\.ms.*got '1099511627776'"),
     ({"kafka.group.idd": "g"}, r"kafka\.\* are Kafka client settings.*'group.idd'"),
     ({"epoch": None}, r"'epoch' is required"),
     ({"app": "has space"}, r"app"),

@@ -38,7 +38,8 @@ def check_number(what: str, value: Any, *, minimum: float, integer: bool = False
 def check_fe_url(fe_url: object) -> str:
     """``http(s)://host[:port]`` without credentials, path or query; returned without a trailing ``/``."""
     if not isinstance(fe_url, str) or not fe_url:
-        raise ConfigurationError(f"Doris fe_url must be a non-empty str like 'http://fe:8030', got {fe_url!r}")
+        raise ConfigurationError(f"Doris fe_url must be a non-empty str like 'http://fe:8030', got "
+                                 f"{redact_url(fe_url) if isinstance(fe_url, str) else type(fe_url).__name__!r}")
     try:
         parts = urllib.parse.urlsplit(fe_url)
         parts.port  # noqa: B018 - validates the port
@@ -49,9 +50,10 @@ def check_fe_url(fe_url: object) -> str:
             f"Doris fe_url {redact_url(fe_url)!r} must not carry credentials; pass user= and password="
         )
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"Doris fe_url must be http(s)://host[:port], got {fe_url!r}")
+        raise ConfigurationError(f"Doris fe_url must be http(s)://host[:port], got {redact_url(fe_url)!r}")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigurationError(f"Doris fe_url must have no path or query, got {fe_url!r}")
+        raise ConfigurationError(f"Doris fe_url must have no path or query (pass user= and password= to the "
+                                 f"client), got {redact_url(fe_url)!r}")
     return f"{parts.scheme}://{parts.netloc}"
 
 
