@@ -137,3 +137,41 @@ def test_doris_sink_takes_append_only(spark, tmp_path, mode):
         "does not support Update mode"
     assert error is not None and expected in error, error
     assert not os.path.exists(tmp_path / "s.db")
+
+
+def _kafka_values(bootstrap, topic):
+    from .test_structured_kafka_sink import read_committed
+
+    return sorted(v.decode() for _, v, _ in read_committed(bootstrap, topic))
+
+
+def test_kafka_sink_new_checkpoint_with_one_batch_and_output_modes(spark, kafka, tmp_path):
+    """deo-kafka: a new checkpoint after one committed batch is refused before anything is produced;
+    complete mode writes each batch's whole table once; Spark refuses update."""
+    import uuid
+
+    from dstream_exactly_once.structured import kafka_sink_options
+
+    path, url = str(tmp_path / "in.log"), f"sqlite:///{tmp_path}/s.db"
+    topic = "ssr-" + uuid.uuid4().hex[:8]
+    kafka.create_topic(topic, partitions=1)
+    _lines(path, ["a", "b"])
+
+    def writer(app, mode="append", counts=False):
+        lines = spark.readStream.format("aof").option("path", path).load()
+        rows = lines.groupBy("value").count().selectExpr("concat(value, '=', CAST(count AS STRING)) AS value") \
+            if counts else lines.select("value")
+        return lambda cp: (rows.writeStream.format("deo-kafka").outputMode(mode)
+                           .options(**kafka_sink_options(url, app, topic, {"bootstrap.servers": kafka.bootstrap}))
+                           .option("checkpointLocation", str(cp)))
+    assert _run(writer("k-append"), tmp_path / "cp1") is None
+    assert _kafka_values(kafka.bootstrap, topic) == ["a", "b"]
+    error = _run(writer("k-append"), tmp_path / "cp2")
+    assert error is not None and "OffsetConflictError" in error and "a new checkpoint" in error, error
+    assert _kafka_values(kafka.bootstrap, topic) == ["a", "b"]  # nothing produced
+    assert _run(writer("k-complete", "complete", True), tmp_path / "cp3") is None
+    _lines(path, ["a"])
+    assert _run(writer("k-complete", "complete", True), tmp_path / "cp3") is None
+    assert _kafka_values(kafka.bootstrap, topic) == ["a", "a=1", "a=2", "b", "b=1", "b=1"]  # one snapshot a batch
+    error = _run(writer("k-update", "update", True), tmp_path / "cp4")
+    assert error is not None and "does not support Update mode" in error, error

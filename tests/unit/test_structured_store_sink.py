@@ -150,3 +150,10 @@ def test_messages_of_two_runs_are_refused():
     with pytest.raises(ConfigurationError, match=r"commit messages name 2 query runs"):
         run_of_messages([QueryRun("q", "a"), QueryRun("q", "b")], "deo-store app x batch 3")
     assert run_of_messages([QueryRun("q", "a")] * 3, "w") == QueryRun("q", "a")
+
+
+def test_task_run_outside_a_streaming_task_is_refused():
+    from dstream_exactly_once.structured.sink_runs import task_run
+
+    with pytest.raises(ConfigurationError, match=r"deo-store app x: Spark gave the task no streaming query id"):
+        task_run("deo-store app x")
