@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps demo test test-pyspark35 unit integration lint docs screenshots bench clean
+.PHONY: deps demo test test-pyspark35 unit integration lint docs options-doc screenshots bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -35,6 +35,10 @@ lint: deps
 # `make test` builds it too (tests/integration/test_api_docs.py).
 docs: deps
 	$(PYTHON) -m sphinx -W --keep-going -b html docs/api build/api
+
+# docs/options.md's option tables, generated from the option registry (a unit test checks they are current).
+options-doc:
+	$(PYTHON) -m dstream_exactly_once.option_registry.docs docs/options.md
 
 # The Streaming tab pictures in docs/images (headless Chromium, installed if needed); not part of `make test`.
 screenshots: deps

@@ -11,6 +11,7 @@
     │   ├── KafkaAuthError                   the broker refused the credentials (not retriable)
     │   └── KafkaClosedError                 a Kafka client used after close() (not retriable)
     ├── KafkaRejectedError                   the broker said no for good (not retriable)
+    ├── KafkaReadStalledError                the broker holds records the client never returned (retriable)
     ├── DecodeError(ValueError)              a record a decoder could not decode (names t/p/offset)
     ├── StoreError                           transactional store failures
     │   ├── StoreUnavailableError            server unreachable (retriable)
@@ -45,6 +46,7 @@ __all__ = [
     "FencedError",
     "KafkaAuthError",
     "KafkaClosedError",
+    "KafkaReadStalledError",
     "KafkaRejectedError",
     "KafkaUnavailableError",
     "LoadRejectedError",
@@ -113,6 +115,14 @@ class KafkaRejectedError(DStreamExactlyOnceError):
     (group, transaction, controller), a fenced producer, an unknown error code."""
 
     retriable = False
+
+
+class KafkaReadStalledError(DStreamExactlyOnceError):
+    """The broker answers and holds the records of a range, but the Kafka client returned none of them
+    for the poll timeout, also after fresh consumers without a fetch session. Not an outage; a replay
+    reads with new consumers."""
+
+    retriable = True
 
 
 class DecodeError(DStreamExactlyOnceError, ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -123,3 +123,21 @@ def sc():  # type: ignore[no-untyped-def]
     context = make_spark_context("local[2]", "deo-tests")
     yield context
     context.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.deo_bad_input_cases = []  # type: ignore[attr-defined]  # filled by test_bad_input_generated.py
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """How much of the option registry the generated bad-input test covered in this run."""
+    ran = getattr(config, "deo_bad_input_cases", [])
+    if ran:
+        from dstream_exactly_once.option_registry import entry_points, option_count
+
+        bad = [r for r in ran if r[0] == "bad input"]
+        secret = [r for r in ran if r[0] == "password"]
+        terminalreporter.write_line(
+            f"option registry: {len(entry_points())} entry points, {option_count()} options; generated cases run: "
+            f"{len(bad)} bad-input cases over {len({r[1:] for r in bad})} options, {len(secret)} password cases "
+            f"over {len({r[1:] for r in secret})} options")

@@ -129,7 +129,8 @@ def add_operator_commands(sub: Any) -> None:
     doubt.add_argument("--db", required=True, type=non_empty)
     doubt.add_argument("--table", required=True, type=non_empty)
     doubt.add_argument("--user", default="root", type=non_empty)
-    doubt.add_argument("--password-env", metavar="VAR", help="environment variable holding the Doris password")
+    doubt.add_argument("--password-env", metavar="VAR", type=non_empty,
+                       help="environment variable holding the Doris password")
     doubt.add_argument("--label-app-id", metavar="S", type=non_empty,
                        help="the DorisSink's label_app_id, if it set one")
     doubt.add_argument("--strict-labels", action="store_true", help="the DorisSink has strict_labels=True")
@@ -142,5 +143,5 @@ def add_operator_commands(sub: Any) -> None:
                  "Throughput, lag and durations per batch from stream.progress_to(path) output.")
     chart.set_defaults(func=commands.chart)
     chart.add_argument("progress", metavar="PROGRESS.jsonl")
-    chart.add_argument("-o", "--output", required=True, metavar="OUT.png")
+    chart.add_argument("-o", "--output", required=True, metavar="OUT.png", type=non_empty)
     chart.add_argument("--dpi", type=int_at_least(30), default=100)

@@ -1,7 +1,9 @@
 """Typed options from Spark conf strings or Python values: one declarative table per reader.
 
 An :class:`Option` names its key, its kind (``int``, ``bool``, ``float``, ``duration``, ``enum``,
-``str``), its default, its bounds or allowed values and one doc line. :meth:`Option.parse` turns
+``str``; for Python arguments also ``url``, ``list``, ``mapping``, ``callable`` and ``object``), its
+default (:data:`REQUIRED` when it has none), its old spellings (``aliases``), whether it holds a
+secret, its bounds or allowed values and one doc line. :meth:`Option.parse` turns
 a Python value or a conf string into the typed value; :meth:`Option.read` takes it from a Spark
 conf (a ``SparkConf`` or any mapping with ``get``), the default when the key is unset. Every bad
 value is refused with one :class:`~dstream_exactly_once.errors.ConfigurationError` shape,
@@ -18,11 +20,23 @@ from typing import Any, Iterable, Mapping, Optional, Tuple
 from .._checks import is_int, is_number
 from ..errors import ConfigurationError
 
-__all__ = ["KINDS", "Option", "check_known", "parse_bool", "parse_duration", "parse_float", "parse_int", "table",
+__all__ = ["KINDS", "REQUIRED", "Option",
+           "check_known", "parse_bool", "parse_duration", "parse_float", "parse_int", "table",
            "unknown_option"]
 
 #: the kinds an :class:`Option` may have
-KINDS = ("int", "bool", "float", "duration", "enum", "str")
+KINDS = ("int", "bool", "float", "duration", "enum", "str", "url", "list", "mapping", "callable", "object")
+
+
+class _Required:
+    """The default of an option that has none: the caller must give it."""
+
+    def __repr__(self) -> str:
+        return "required"
+
+
+#: the ``default`` of a required option
+REQUIRED: Any = _Required()
 
 _INT_TEXT = re.compile(r"\s*[-+]?\d+\s*")
 #: Spark's time-string suffixes, in seconds (``spark.network.timeout=120s``)
@@ -103,7 +117,11 @@ class Option:
 
     ``low``/``high`` bound ``int``/``float`` values (``low_note`` explains a too-small value);
     ``allowed`` lists an ``enum``'s values (matched without regard to case and surrounding blanks);
-    a ``duration`` parses to seconds. ``doc`` is the option's line in the reference.
+    a ``duration`` parses to seconds. ``doc`` is the option's line in the reference. ``aliases``
+    are older spellings of ``key`` still accepted; ``secret``: the value is a password (never shown);
+    ``nullable``: ``None`` is accepted (the default then applies). ``url``, ``list``, ``mapping``,
+    ``callable`` and ``object`` describe Python arguments (a non-empty URL string, a non-empty list
+    of non-empty strings, a mapping, a callable, any value the entry point checks itself).
     """
 
     key: str
@@ -114,6 +132,14 @@ class Option:
     high: Optional[float] = None
     allowed: Tuple[str, ...] = ()
     low_note: str = ""
+    aliases: Tuple[str, ...] = ()
+    secret: bool = False
+    nullable: bool = False
+
+    @property
+    def required(self) -> bool:
+        """Whether the option has no default."""
+        return self.default is REQUIRED
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -126,6 +152,10 @@ class Option:
 
         ``label`` names the option in the error (default ``option '<key>'``)."""
         label = label or f"option {self.key!r}"
+        if value is None and self.nullable:
+            return self.default
+        if self.kind in _PYTHON_KINDS:
+            return _parse_python(self, label, value)
         if self.kind == "bool":
             return parse_bool(label, value)
         if self.kind == "int":
@@ -142,12 +172,16 @@ class Option:
                 raise ConfigurationError(f"{label} must be one of {list(self.allowed)}, got {value!r}")
             return folded
         if not isinstance(value, str) or not value:
-            raise ConfigurationError(f"{label} must be a non-empty string, got {value!r}")
+            shown = "a value (hidden)" if self.secret else repr(value)
+            raise ConfigurationError(f"{label} must be a non-empty string, got {shown}")
         return value
 
     def check(self, value: Any, label: Optional[str] = None) -> None:
         """Refuse ``value`` unless it is already of this option's type and allowed (no conf strings)."""
         label = label or f"option {self.key!r}"
+        if self.kind in _PYTHON_KINDS or (value is None and self.nullable):
+            self.parse(value, label)
+            return
         typed = {"bool": isinstance(value, bool), "int": is_int(value), "float": is_number(value),
                  "duration": is_number(value), "enum": value in self.allowed,
                  "str": isinstance(value, str)}[self.kind]
@@ -162,6 +196,24 @@ class Option:
         if raw is None:
             return self.default
         return self.parse(raw, label or f"Spark conf {self.key!r}")
+
+
+_PYTHON_KINDS = ("url", "list", "mapping", "callable", "object")
+
+
+def _parse_python(option: Option, label: str, value: Any) -> Any:
+    """A Python argument of kind ``url``/``list``/``mapping``/``callable``/``object``, checked."""
+    kind = option.kind
+    if kind == "url" and not (isinstance(value, str) and value.strip()):
+        raise ConfigurationError(f"{label} must be a non-empty URL string, got {value!r}")
+    if kind == "list" and not (isinstance(value, (list, tuple, set, frozenset)) and value
+                               and all(isinstance(v, str) and v for v in value)):
+        raise ConfigurationError(f"{label} must be a non-empty list of non-empty strings, got {value!r}")
+    if kind == "mapping" and not isinstance(value, Mapping):
+        raise ConfigurationError(f"{label} must be a mapping (dict), got {value!r}")
+    if kind == "callable" and not callable(value):
+        raise ConfigurationError(f"{label} must be callable (a function), got {value!r}")
+    return value
 
 
 def _int_or_none(value: Optional[float]) -> Optional[int]:

@@ -6,7 +6,9 @@ rotation by rename, copytruncate and delayed compression, as long as the rotated
 by the pattern until it is read; when it does not, the loss is reported (warning + counters),
 never silent. Without a committer, at-least-once.
 
-Each batch scans the pattern once and decides, per tracked identity (its stored position, path,
+Each batch scans the pattern once (again, a few times with short pauses, while a followed identity's
+file is in no listing: a file renamed while the directory is listed is under neither name the listing
+saw, which is not a disappearance) and decides, per tracked identity (its stored position, path,
 device/inode, fingerprint of the first bytes and tail hash before the position — see
 :mod:`.identity`; the checks behind each row are in :mod:`.matching`):
 
@@ -78,6 +80,7 @@ start with its first bytes (:class:`~.matching.LocatedHeads`).
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Collection, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -85,6 +88,7 @@ from ..core.ranges import Position, SourceRange
 from ..core.source import BatchSource, RangeReader
 from ..errors import ConfigurationError, DataLossError, DecodeError
 from .identity import FileStat, FileView, content_hash, unchanged_since, utf8_cut
+from .locate import LISTINGS, RELIST_PAUSE
 from .matching import HeadIndex, LocatedHeads, Node, Scan, Track, copy_of, repeats, still_copy, verify
 from .options import FILE_LOSS_OPTION, FileSourceOptions
 from .paths import PathPattern
@@ -209,7 +213,7 @@ class FilePlanner(BatchSource):
     def plan(self, time: Optional[datetime] = None) -> List[SourceRange]:
         if not self._started:
             raise ConfigurationError("FilePlanner.plan() before start(); call start(positions) first")
-        stats, problems = self.pattern.scan_report(self._known)
+        stats, problems = self._listing()
         self._known = {st.path: st for st in stats}
         self._report_unreadable(problems)
         scan = Scan(stats, self._heads)
@@ -219,6 +223,18 @@ class FilePlanner(BatchSource):
         finally:
             scan.close()
             self._first_start = False
+
+    def _listing(self) -> Tuple[List[FileStat], List[Tuple[str, str]]]:
+        """The pattern's files now: listed again (up to :data:`~.locate.LISTINGS` times, with short pauses)
+        while a followed identity's file is in none of them, since a file renamed while the directory is
+        listed is under neither name the listing saw; an identity still nowhere is then truly gone."""
+        for listing in range(1, LISTINGS + 1):
+            stats, problems = self.pattern.scan_report(self._known)
+            nodes = {st.node for st in stats}
+            if listing == LISTINGS or all(t.node in nodes for t in self._tracks.values() if t.state == "active"):
+                return stats, problems
+            time.sleep(RELIST_PAUSE * 2 ** (listing - 1))
+        raise AssertionError("unreachable")
 
     def _report_unreadable(self, problems: Sequence[Tuple[str, str]]) -> None:
         """Log each matched entry that cannot be read once (WARN, counter ``unreadable``) while it stays so;
@@ -339,8 +355,10 @@ class FilePlanner(BatchSource):
                     t.dirty = True
                 continue
             claimed[st.node] = ""
-            # the new files whose first bytes start with st's (all of st's first HEAD bytes, or fewer if shorter)
-            candidates = fresh.starting(scan.head(st))
+            # the LONGER new files whose first bytes start with st's (all of st's first HEAD bytes, or fewer if
+            # shorter): a new file as long as another, with the same bytes, is a file of its own (read once)
+            size = scan.size(st) or 0
+            candidates = [f for f in fresh.starting(scan.head(st)) if (scan.size(f) or 0) > size]
             original = next((f for f in candidates if repeats(st, f, scan, self.options.sample_length)), None)
             if original is not None:
                 log.info("%s holds a copy of %s (new too); not read while its bytes stay equal", st.path,

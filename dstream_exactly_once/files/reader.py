@@ -4,11 +4,13 @@ Before reading, the reader checks that the file holds the planned bytes: its fir
 the range's fingerprint and the bytes before ``until_byte`` to its tail hash, and it is at least
 ``until_byte`` long. The planned path is tried first; if that file is no longer the planned one
 (renamed, rotated, compressed since planning) the identity is looked up among the pattern's files
-(same device/inode or a known copy first). It never reads another file.
+(same device/inode or a known copy first), listing the pattern again on a miss, since a file renamed
+while a directory is listed is under neither name the listing saw (:mod:`.locate`). It never reads
+another file.
 
-If no file holds the bytes (a copytruncate truncated bytes no copy holds, the file was deleted or
-compressed out of the pattern), or the file shrinks while it is read, the option
-``fail.on.data.loss`` decides: ``true`` fails the task with a
+If no listing finds a file holding the bytes (a copytruncate truncated bytes no copy holds, the file
+was deleted or compressed out of the pattern, a compressed file cannot be read), or the file shrinks
+while it is read, the option ``fail.on.data.loss`` decides: ``true`` fails the task with a
 :class:`~dstream_exactly_once.errors.DataLossError` naming the range; ``false`` yields what was read
 and reports the rest as a :class:`~dstream_exactly_once.core.loss.DataLoss` to the injected
 ``on_data_loss`` callback (the Spark side records it beside the commit), or — without a callback —
@@ -38,13 +40,14 @@ import copy
 import logging
 from dataclasses import replace
 from itertools import chain
-from typing import Any, Iterable, Iterator, List, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from ..core.loss import DataLoss, LossCallback
 from ..core.ranges import SourceRange
 from ..core.source import RangeReader
 from ..errors import ConfigurationError, DataLossError, DecodeError
-from .identity import FileStat, FileView, stat_file, utf8_cut
+from .identity import FileView, utf8_cut
+from .locate import locate_range
 from .options import FileSourceOptions
 from .paths import PathPattern
 from .ranges import FileRange
@@ -122,20 +125,9 @@ class FileRangeReader(RangeReader):
 
     # ---------------------------------------------------------------- locating the file
     def locate(self, r: FileRange) -> FileView:
-        """An open view of the file that holds ``r``'s bytes (the caller closes it)."""
-        first = stat_file(r.path)
-        candidates: List[FileStat] = [first] if first is not None else []
-        view = self._first_holding(r, candidates)
-        if view is None:
-            known = {(r.dev, r.inode), *((a[0], a[1]) for a in r.aliases)}
-            others = [st for st in self.pattern.scan() if first is None or st.node != first.node]
-            others.sort(key=lambda st: (st.node not in known, st.compressed, st.path))
-            view = self._first_holding(r, others)
-        if view is None:
-            raise DataLossError(f"cannot read {r.describe()}: the file at {r.path} is not the planned one "
-                                f"(fingerprint, tail or length differ, or it is gone) and no file named by "
-                                f"{self.pattern.path} holds those bytes")
-        return view
+        """An open view of the file that holds ``r``'s bytes (the caller closes it): the planned path,
+        else any file the pattern names, listed again on a miss (:func:`~.locate.locate_range`)."""
+        return locate_range(r, self.pattern)
 
     # ---------------------------------------------------------------- data loss
     def _located(self, r: FileRange, piece: Optional[FileRange] = None) -> Optional[FileView]:
@@ -167,20 +159,6 @@ class FileRangeReader(RangeReader):
             return
         log.info("data loss (fail.on.data.loss=false): skipping %s", loss.describe())
         self.on_data_loss(loss)
-
-    @staticmethod
-    def _first_holding(r: FileRange, candidates: List[FileStat]) -> Optional[FileView]:
-        for st in candidates:
-            if not r.sample_length and st.node != (r.dev, r.inode):
-                continue  # without fingerprints only the device/inode identifies a file
-            v = FileView(st)
-            size = v.size
-            if (size is not None and size >= r.until_byte
-                    and v.hash(0, r.sample_length) == r.fingerprint
-                    and v.hash(r.until_byte - r.tail_length, r.tail_length) == r.tail):
-                return v
-            v.close()
-        return None
 
     # ---------------------------------------------------------------- fast path
     def _blocks(self, r: FileRange) -> Iterator[Iterable[Any]]:

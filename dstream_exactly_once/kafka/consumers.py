@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
@@ -19,7 +19,8 @@ from .params import KafkaConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONSUMERS", "EXECUTOR_FETCH_BYTES", "ConsumerCache", "ConsumerFactory", "close_consumer"]
+__all__ = ["CONSUMERS", "EXECUTOR_FETCH_BYTES", "ConsumerCache", "ConsumerFactory", "close_consumer", "log_bounds",
+           "sessionless_consumer"]
 
 _CACHE_CAPACITY = 64
 #: max.partition.fetch.bytes of executor consumers unless kafkaParams set it (kafka-python: 1 MiB).
@@ -116,6 +117,36 @@ def _kafka_python_consumer(config: KafkaConfig, r: OffsetRange) -> Any:
         return KafkaConsumer(**kwargs)
     except Exception as exc:  # noqa: BLE001 - translated at this boundary
         raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}", config) from exc
+
+
+def sessionless_consumer(config: KafkaConfig, r: OffsetRange) -> Any:
+    """A new assign-only kafka-python consumer without incremental fetch sessions, for reading again
+    partitions whose records a consumer did not return (:mod:`.stall`); never put in a cache."""
+    from kafka import KafkaConsumer
+
+    kwargs = config.consumer_kwargs(client_id="dstream-exactly-once-executor-recovery")
+    kwargs.setdefault("max_partition_fetch_bytes", EXECUTOR_FETCH_BYTES)
+    kwargs["enable_incremental_fetch_sessions"] = False
+    try:
+        return KafkaConsumer(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - translated at this boundary
+        raise translate_kafka_error(exc, config.bootstrap, f"creating a consumer for {r}", config) from exc
+
+
+def log_bounds(config: KafkaConfig, tps: List[Any], timeout_ms: int = 10000) -> Tuple[Dict[Any, int], Dict[Any, int]]:
+    """``({tp: log start}, {tp: log end})`` of the kafka-python ``TopicPartition`` s ``tps``, asked of the
+    broker with a new client at the reader's isolation level (the end is the last stable offset under
+    read_committed). Raises whatever the client raises when the broker cannot be asked."""
+    from kafka import KafkaConsumer
+
+    kwargs = config.consumer_kwargs(client_id="dstream-exactly-once-executor-probe")
+    consumer = KafkaConsumer(**kwargs)
+    try:
+        starts = consumer.beginning_offsets(tps, timeout_ms=timeout_ms)
+        ends = consumer.end_offsets(tps, timeout_ms=timeout_ms)
+        return {tp: int(v) for tp, v in starts.items()}, {tp: int(v) for tp, v in ends.items()}
+    finally:
+        close_consumer(consumer)
 
 
 def close_consumer(consumer: Any) -> None:

@@ -21,19 +21,25 @@ in batch order, so its output does not depend on fetch timing).
 
 from __future__ import annotations
 
-import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError
-from . import _fetch
-from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
+from . import _fetch, stall
+from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache, log_bounds, sessionless_consumer
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_kafka_python import DataLossCallback, report_lost, skip_lost_offsets, stuck_error, take_records
+from .reader_kafka_python import (
+    DataLossCallback,
+    report_lost,
+    settle_lost,
+    skip_lost_offsets,
+    stuck_error,
+    take_records,
+)
 from .records import RecordBlock
 
-__all__ = ["live_ranges", "read_ranges"]
+__all__ = ["live_ranges", "read_ranges", "stuck_or_stalled"]
 
 
 def read_ranges(config: KafkaConfig, ranges: Sequence[OffsetRange], *, poll_timeout_ms: int = 120000,
@@ -69,6 +75,8 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
     pos: Dict[Any, int] = {tp: r.fromOffset for tp, r in by_tp.items()}
     held: Dict[Any, List[RecordBlock]] = {tp: [] for tp in tps}
     consumer = cache.acquire(config, ranges[0], fresh)
+    assigned = list(tps)
+    recovered = False  # the consumer is a recovery consumer (never put back in the cache)
     ok = False
     try:
         fetcher = _fetch.install_batches(consumer)
@@ -77,13 +85,13 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
         for tp, r in by_tp.items():
             consumer.seek(tp, r.fromOffset)
         emitted = 0  # ranges[:emitted] are yielded whole
-        last_progress = time.monotonic()
+        watch = stall.Watch(poll_timeout_ms)
         while emitted < len(tps):
-            active = [tp for tp in tps if pos[tp] < by_tp[tp].untilOffset]
+            active = [tp for tp in assigned if pos[tp] < by_tp[tp].untilOffset]
             progressed = False
             if active:
                 try:
-                    if fetcher is not None:
+                    if fetcher is not None and not recovered:
                         remaining = min(by_tp[tp].untilOffset - pos[tp] for tp in active)
                         _fetch.size_next_fetch(fetcher, by_tp[active[0]].topic, remaining, max_fetch)
                     polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=10000)
@@ -113,17 +121,59 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                 held[tps[emitted]] = []
                 emitted += 1
             if progressed or not active:
-                last_progress = time.monotonic()
-            elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                stuck = [f"{by_tp[tp]} at offset {pos[tp]}" for tp in active]
-                raise stuck_error(", ".join(stuck), poll_timeout_ms)
+                watch.progressed()
+            elif watch.due():
+                replaced = _look(config, watch, consumer, active, by_tp, pos, fail_on_data_loss, on_data_loss)
+                if replaced is not None:
+                    cache.discard(consumer)
+                    consumer, recovered = replaced, True
+                    assigned = [tp for tp in tps if pos[tp] < by_tp[tp].untilOffset]
+                    fetcher = _fetch.install_batches(consumer)
+                    consumer.assign(assigned)
+                    for tp in assigned:
+                        consumer.seek(tp, pos[tp])
+            elif watch.expired():
+                waiting = {by_tp[tp]: pos[tp] for tp in active}
+                raise stuck_or_stalled(watch, waiting, {by_tp[tp]: tp for tp in active}, "kafka-python")
         ok = True
     finally:
-        if ok:
-            consumer.resume(*tps)
+        if ok and not recovered:
+            consumer.resume(*assigned)
             cache.release(config, ranges[0], consumer)
         else:
             cache.discard(consumer)
+
+
+def _look(config: KafkaConfig, watch: stall.Watch, consumer: Any, active: List[Any], by_tp: Dict[Any, OffsetRange],
+          pos: Dict[Any, int], fail_on_data_loss: bool, on_data_loss: Optional[DataLossCallback]) -> Optional[Any]:
+    """Ask the broker what it holds of the partitions ``active`` waits on (:mod:`.stall`) and act on it:
+    the data-loss policy for offsets below the log start or beyond its end (``pos`` moved past them),
+    nothing for an unreachable broker (the poll timeout decides), and for records the broker holds a
+    new consumer without a fetch session to read them with (returned; ``None`` otherwise)."""
+    verdict = stall.classify(lambda keys: log_bounds(config, keys), {tp: pos[tp] for tp in active})
+    watch.last = verdict
+    if settle_lost(verdict, by_tp, pos, fail_on_data_loss, on_data_loss, consumer.seek):
+        watch.progressed()
+        return None
+    if verdict.present and watch.may_recover():
+        stall.log_recovery("kafka-python", verdict, {tp: f"{by_tp[tp]} at offset {pos[tp]}" for tp in active},
+                           watch.recoveries)
+        return sessionless_consumer(config, by_tp[active[0]])
+    return None
+
+
+def stuck_or_stalled(watch: stall.Watch, waiting: Dict[OffsetRange, int], keys: Dict[OffsetRange, Any],
+                     reader: str, client_error: Optional[str] = None) -> DStreamExactlyOnceError:
+    """The error of a read that waited its whole poll timeout: :class:`KafkaReadStalledError` when the
+    last look found the records on the broker, else the retriable outage error (:func:`.stuck_error`)."""
+    last = watch.last
+    if last is not None and last.present and all(keys[r] in last.present for r in waiting):
+        return stall.read_stalled_error({r: (p, last.present[keys[r]]) for r, p in waiting.items()},
+                                        watch.waited_ms(), reader)
+    where = ", ".join(f"{r} at offset {p}" for r, p in waiting.items())
+    reasons = [f"the broker could not be asked for its log bounds ({last.unreachable})"
+               if last is not None and last.unreachable else None, client_error]
+    return stuck_error(where, watch.poll_timeout_ms, "; ".join(x for x in reasons if x) or None)
 
 
 def _take(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: Any, pos: Dict[Any, int],

@@ -11,17 +11,18 @@ skipped one in an error state that a ``seek`` cannot leave).
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..errors import DStreamExactlyOnceError
+from . import stall
 from .confluent_params import is_out_of_range, translate_confluent_error
 from .consumers import ConsumerCache
-from .multi_reader import live_ranges
+from .multi_reader import live_ranges, stuck_or_stalled
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_confluent import CONSUMERS, _block, _consume, librdkafka_error
-from .reader_kafka_python import DataLossCallback, skip_lost_offsets, stuck_error
+from .reader_confluent import CONSUMERS, _block, _consume, _Consumer, librdkafka_error, watermarks
+from .reader_kafka_python import DataLossCallback, settle_lost, skip_lost_offsets
 from .records import RecordBlock
 
 __all__ = ["read_ranges"]
@@ -62,7 +63,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
             raise translate_confluent_error(exc, config.bootstrap, f"assigning {what}") from exc
         max_wait_s = min(200, poll_timeout_ms) / 1000
         wait_s = _FIRST_WAIT_S
-        last_progress = time.monotonic()
+        watch = stall.Watch(poll_timeout_ms)
         emitted = 0
         while emitted < len(order):
             active = [k for k in order if pos[k] < by_key[k].untilOffset]
@@ -93,13 +94,27 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                 held[order[emitted]] = []
                 emitted += 1
             if progressed:
-                last_progress = time.monotonic()
+                watch.progressed()
                 wait_s = _FIRST_WAIT_S
             elif wait_s < max_wait_s:
                 wait_s = min(2 * wait_s, max_wait_s)
-            elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                stuck = [f"{by_key[k]} at offset {pos[k]}" for k in active]
-                raise stuck_error(", ".join(stuck), poll_timeout_ms, librdkafka_error(holder, config))
+            elif watch.due():
+                verdict = stall.classify(partial(watermarks, consumer), {k: pos[k] for k in active})
+                watch.last = verdict
+                if settle_lost(verdict, by_key, pos, fail_on_data_loss, on_data_loss,
+                               partial(_assign_unfinished, consumer, by_key, pos)):
+                    watch.progressed()
+                elif verdict.present and watch.may_recover():
+                    described = {k: f"{by_key[k]} at offset {pos[k]}" for k in active}
+                    stall.log_recovery("confluent-kafka", verdict, described, watch.recoveries)
+                    fresh_holder = _Consumer(config, ranges[0])
+                    cache.discard(holder)
+                    holder, consumer = fresh_holder, fresh_holder.consumer
+                    _assign_unfinished(consumer, by_key, pos)
+            elif watch.expired():
+                waiting = {by_key[k]: pos[k] for k in active}
+                raise stuck_or_stalled(watch, waiting, {by_key[k]: k for k in active}, "confluent-kafka",
+                                       librdkafka_error(holder, config))
         ok = True
     finally:
         if ok:
@@ -114,6 +129,15 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
             cache.release(config, ranges[0], holder)
         else:
             cache.discard(holder)
+
+
+def _assign_unfinished(consumer: Any, by_key: Dict[Key, OffsetRange], pos: Dict[Key, int], *_moved: Any) -> None:
+    """Assign ``consumer`` every partition not yet at its range's end, at its position (also the
+    ``seek`` of :func:`.reader_kafka_python.settle_lost`: a partition whose offsets vanished is left in
+    an error state that only a new assignment leaves)."""
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(t, p, pos[(t, p)]) for (t, p), q in by_key.items() if pos[(t, p)] < q.untilOffset])
 
 
 def _take(consumer: Any, config: KafkaConfig, msgs: List[Any], by_key: Dict[Key, OffsetRange],
@@ -159,8 +183,7 @@ def _error(consumer: Any, config: KafkaConfig, m: Any, by_key: Dict[Key, OffsetR
             raise translate_confluent_error(exc, config.bootstrap, f"looking up the log start of {r}") from exc
         pos[k] = skip_lost_offsets(r, pos[k], int(earliest), fail_on_data_loss, KafkaException(err), on_data_loss)
         # the partition is in an error state (no seek): assign the unfinished partitions again at their positions
-        consumer.assign([TopicPartition(t, p, pos[(t, p)]) for (t, p), q in by_key.items()
-                         if pos[(t, p)] < q.untilOffset])
+        _assign_unfinished(consumer, by_key, pos)
         return
     if err.fatal() or (not err.retriable() and r is not None):
         raise translate_confluent_error(err, config.bootstrap, f"reading {r}") from KafkaException(err)

@@ -21,21 +21,22 @@ it. A retry (``attempt > 0``) gets a fresh consumer.
 from __future__ import annotations
 
 import logging
-import time
 from bisect import bisect_left
-from typing import Any, Iterator, List, Optional
+from functools import partial
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DStreamExactlyOnceError
+from . import stall
 from .confluent_params import is_out_of_range, librdkafka_properties, translate_confluent_error
 from .consumers import ConsumerCache
 from .offsets import OffsetRange
 from .params import KafkaConfig
-from .reader_kafka_python import DataLossCallback, skip_lost_offsets, stuck_error
+from .reader_kafka_python import DataLossCallback, settle_lost, skip_lost_offsets, stuck_error
 from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONSUMERS", "read_range"]
+__all__ = ["CONSUMERS", "read_range", "reassign", "watermarks"]
 
 #: messages asked for per ``consume`` call (kafka-python reader: ``max_records=10000`` per poll)
 _BATCH = 10000
@@ -70,6 +71,28 @@ class _Consumer:
             self.consumer.close()
         except Exception:  # noqa: BLE001 - closing a broken consumer must not mask the real error
             log.debug("error closing a cached confluent-kafka consumer", exc_info=True)
+
+
+def watermarks(consumer: Any, keys: List[Tuple[str, int]], timeout_s: float = 10.0
+               ) -> Tuple[Dict[Tuple[str, int], int], Dict[Tuple[str, int], int]]:
+    """``({(topic, partition): log start}, {…: log end})`` of ``keys``, asked of the broker (not the
+    client's cached watermarks); raises when the broker cannot be asked."""
+    from confluent_kafka import TopicPartition
+
+    starts: Dict[Tuple[str, int], int] = {}
+    ends: Dict[Tuple[str, int], int] = {}
+    for t, p in keys:
+        low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=timeout_s, cached=False)
+        starts[(t, p)], ends[(t, p)] = int(low), int(high)
+    return starts, ends
+
+
+def reassign(consumer: Any, key: Tuple[str, int], offset: int) -> None:
+    """Assign ``consumer`` the partition ``key`` at ``offset`` (librdkafka leaves a partition whose
+    offsets vanished in an error state that a ``seek`` cannot leave)."""
+    from confluent_kafka import TopicPartition
+
+    consumer.assign([TopicPartition(key[0], key[1], offset)])
 
 
 def _close(holder: Any) -> None:
@@ -123,7 +146,8 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             raise translate_confluent_error(exc, config.bootstrap, f"assigning {r}") from exc
         max_wait_s = min(200, poll_timeout_ms) / 1000
         wait_s = _FIRST_WAIT_S
-        last_progress = time.monotonic()
+        watch = stall.Watch(poll_timeout_ms)
+        key = (r.topic, r.partition)
         while pos < until:
             try:
                 msgs = _consume(consumer, wait_s)
@@ -144,11 +168,27 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             if block is not None:
                 yield block
             if msgs or errors or pos >= until:
-                last_progress = time.monotonic()
+                watch.progressed()
                 wait_s = _FIRST_WAIT_S
             elif wait_s < max_wait_s:
                 wait_s = min(2 * wait_s, max_wait_s)  # short waits first: a range may end in a gap
-            elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
+            elif watch.due():
+                verdict = stall.classify(partial(watermarks, consumer), {key: pos})
+                watch.last = verdict
+                where = {key: pos}
+                if settle_lost(verdict, {key: r}, where, fail_on_data_loss, on_data_loss, partial(reassign, consumer)):
+                    pos = where[key]
+                    watch.progressed()
+                elif verdict.present and watch.may_recover():
+                    stall.log_recovery("confluent-kafka", verdict, {key: f"{r} at offset {pos}"}, watch.recoveries)
+                    fresh_holder = _Consumer(config, r)
+                    cache.discard(holder)
+                    holder, consumer = fresh_holder, fresh_holder.consumer
+                    consumer.assign([TopicPartition(r.topic, r.partition, pos)])
+            elif watch.expired():
+                last = watch.last
+                if last is not None and key in last.present:
+                    raise stall.read_stalled_error({r: (pos, last.present[key])}, watch.waited_ms(), "confluent-kafka")
                 raise stuck_error(f"{r} at offset {pos}", poll_timeout_ms, librdkafka_error(holder, config))
         ok = True
     finally:

@@ -20,13 +20,12 @@ skipped offsets and why) each time offsets of the range have vanished under
 from __future__ import annotations
 
 import logging
-import time
-from typing import Any, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeVar
 
 from ..core.loss import DataLoss, LossCallback
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
-from . import _fetch
-from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache
+from . import _fetch, stall
+from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache, log_bounds, sessionless_consumer
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
 from .params import KafkaConfig
@@ -34,8 +33,10 @@ from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "report_lost", "skip_lost_offsets",
-           "take_records"]
+__all__ = ["ConsumerCache", "DataLossCallback", "RecordBlock", "read_range", "report_lost", "settle_lost",
+           "skip_lost_offsets", "stuck_error", "take_records"]
+
+K = TypeVar("K")
 
 #: ``on_data_loss(loss)``: told of each skip of vanished offsets (failOnDataLoss=False)
 DataLossCallback = LossCallback
@@ -65,6 +66,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
 
     tp = TopicPartition(r.topic, r.partition)
     consumer = cache.acquire(config, r, fresh)
+    recovered = False  # the consumer is a recovery consumer (never put back in the cache)
     ok = False
     try:
         fetcher = _fetch.install_batches(consumer)
@@ -73,10 +75,10 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
         consumer.seek(tp, r.fromOffset)
         pos = r.fromOffset
         until = r.untilOffset
-        last_progress = time.monotonic()
+        watch = stall.Watch(poll_timeout_ms)
         while pos < until:
             try:
-                if fetcher is not None:
+                if fetcher is not None and not recovered:
                     _fetch.size_next_fetch(fetcher, r.topic, until - pos, max_fetch)
                 polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=10000)
                 items = polled.get(tp, ())
@@ -95,12 +97,32 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
                 raise err from exc
             yield from blocks
             if items or pos >= until:
-                last_progress = time.monotonic()
-            elif (time.monotonic() - last_progress) * 1000 > poll_timeout_ms:
-                raise stuck_error(f"{r} at offset {pos}", poll_timeout_ms)
+                watch.progressed()
+            elif watch.due():
+                verdict = stall.classify(lambda keys: log_bounds(config, keys), {tp: pos})
+                watch.last = verdict
+                where = {tp: pos}
+                if settle_lost(verdict, {tp: r}, where, fail_on_data_loss, on_data_loss, consumer.seek):
+                    pos = where[tp]
+                    watch.progressed()
+                elif verdict.present and watch.may_recover():
+                    stall.log_recovery("kafka-python", verdict, {tp: f"{r} at offset {pos}"}, watch.recoveries)
+                    fresh_consumer = sessionless_consumer(config, r)
+                    cache.discard(consumer)
+                    consumer, recovered = fresh_consumer, True
+                    fetcher = _fetch.install_batches(consumer)
+                    consumer.assign([tp])
+                    consumer.seek(tp, pos)
+            elif watch.expired():
+                last = watch.last
+                if last is not None and tp in last.present:
+                    raise stall.read_stalled_error({r: (pos, last.present[tp])}, watch.waited_ms(), "kafka-python")
+                reason = f"the broker could not be asked for its log bounds ({last.unreachable})" \
+                    if last is not None and last.unreachable else None
+                raise stuck_error(f"{r} at offset {pos}", poll_timeout_ms, reason)
         ok = True
     finally:
-        if ok:
+        if ok and not recovered:
             cache.release(config, r, consumer)
         else:
             cache.discard(consumer)
@@ -138,7 +160,7 @@ def take_records(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: An
     return pos
 
 
-def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss: bool, exc: BaseException,
+def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss: bool, exc: Optional[BaseException],
                       on_data_loss: Optional[DataLossCallback]) -> int:
     """The data-loss policy for a read of ``r`` at ``pos`` that found the log starting at ``earliest``.
 
@@ -159,12 +181,34 @@ def skip_lost_offsets(r: OffsetRange, pos: int, earliest: int, fail_on_data_loss
     return lost_until
 
 
+def settle_lost(verdict: stall.Verdict[K], ranges: Mapping[K, OffsetRange], pos: Dict[K, int],
+                fail_on_data_loss: bool, on_data_loss: Optional[DataLossCallback],
+                seek: Callable[[K, int], Any]) -> bool:
+    """The data-loss policy for the partitions a look at the broker (:mod:`.stall`) found below the log
+    start (deleted before they were read) or beyond its end (truncated or recreated): raises
+    :class:`DataLossError` (``fail_on_data_loss``), else reports the skipped offsets, moves ``pos`` past
+    them and ``seek`` s a partition that has more to read. Whether any partition moved. Shared by every reader."""
+    for k, start in verdict.below_start.items():
+        r = ranges[k]
+        pos[k] = skip_lost_offsets(r, pos[k], start, fail_on_data_loss, None, on_data_loss)
+        if pos[k] < r.untilOffset:
+            seek(k, pos[k])
+    for k, end in verdict.beyond_end.items():
+        r = ranges[k]
+        if fail_on_data_loss:
+            raise stall.beyond_end_error(r, pos[k], end)
+        report_lost(r, pos[k], r.untilOffset, f"beyond the log end {end} (the topic was truncated or recreated)",
+                    on_data_loss)
+        pos[k] = r.untilOffset
+    return bool(verdict.below_start or verdict.beyond_end)
+
+
 def stuck_error(where: str, poll_timeout_ms: int, client_error: Optional[str] = None) -> KafkaUnavailableError:
     """The error of a read that got no record of ``where`` (ranges and the offsets they wait at) for
     ``poll_timeout_ms``; ``client_error`` is the client's last error, when it kept one."""
     return KafkaUnavailableError(
-        f"failed to get records of {where} after polling for {poll_timeout_ms} ms "
-        "(broker unreachable, or offsets beyond the log end)" + (f"; {client_error}" if client_error else ""))
+        f"failed to get records of {where} after polling for {poll_timeout_ms} ms: the broker is unreachable"
+        + (f"; {client_error}" if client_error else ""))
 
 
 def report_lost(r: OffsetRange, start: int, end: int, reason: str, on_data_loss: Optional[DataLossCallback]) -> None:

@@ -43,7 +43,7 @@ def check_topics(topics: Any) -> list[str]:
     if isinstance(topics, (str, bytes)) or not isinstance(topics, (list, tuple, set, frozenset)):
         raise ConfigurationError(f"topics must be a list or set of topic names, got {topics!r}")
     if not topics:
-        raise ConfigurationError("topics must not be empty")
+        raise ConfigurationError("topics must be a non-empty list or set of topic names, got an empty one")
     for t in topics:
         check_topic_name(t, "topics")
     return sorted(set(topics))

@@ -11,6 +11,7 @@ script refuse (its epoch moved).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from .interfaces import inventory_row, sorted_inventory
@@ -28,7 +29,8 @@ _FIXED = tuple(_SINGLE) + tuple(_COLLECTIONS)
 
 
 class RedisRetireMixin:
-    """``app_inventory`` and ``_delete_app`` for :class:`~dstream_exactly_once.stores.redis.RedisStore`."""
+    """``app_inventory``, ``_delete_app`` and ``newest_entry_layout`` (what the store holds of the app)
+    for :class:`~dstream_exactly_once.stores.redis.RedisStore`."""
 
     app_id: str
     _prefix: str
@@ -37,6 +39,13 @@ class RedisRetireMixin:
     _call: Any
     _key: Any
     _run_script: Any
+
+    def newest_entry_layout(self) -> Optional[int]:
+        """See :meth:`~dstream_exactly_once.stores.interfaces.BatchLog.newest_entry_layout`."""
+        found = self._call(lambda c: c.zrange(self._key("batches"), -1, -1))
+        if not found:
+            return None
+        return 2 if isinstance(json.loads(found[0]).get("ranges"), list) else 3
 
     def _app_keys(self) -> List[str]:
         """Every key under the app's prefix (app ids hold no glob characters)."""

@@ -1,4 +1,5 @@
-"""Operator reads and writes of the SQL stores: the driver's heartbeat and the list of applications.
+"""Operator reads and writes of the SQL stores: the driver's heartbeat, the list of applications and
+the layout of an application's newest offset-log entry.
 
 Kept apart from ``sql.py`` (the commit protocol). The heartbeat is a JSON document in the reserved
 value namespace :data:`~dstream_exactly_once.stores.base.RESERVED_NAMESPACE` (``deo_values``, key
@@ -21,7 +22,8 @@ HEARTBEAT_KEY = "heartbeat"
 
 
 class SQLOperatorMixin:
-    """``_heartbeat``, ``load_heartbeat`` and ``list_apps`` for :class:`~dstream_exactly_once.stores.sql.SQLStore`."""
+    """``_heartbeat``, ``load_heartbeat``, ``newest_entry_layout`` and ``list_apps`` for
+    :class:`~dstream_exactly_once.stores.sql.SQLStore`."""
 
     app_id: str
 
@@ -45,6 +47,15 @@ class SQLOperatorMixin:
             return None
         doc = json.loads(row[0])
         return doc if isinstance(doc, dict) else None
+
+    def newest_entry_layout(self) -> Optional[int]:
+        """See :meth:`~dstream_exactly_once.stores.interfaces.BatchLog.newest_entry_layout`."""
+        with self._read() as (cur, _):
+            row = None if cur is None else cur.one("SELECT ranges FROM deo_batches WHERE app = ? "
+                                                   "ORDER BY batch_id DESC LIMIT 1", (self.app_id,))
+        if row is None or row[0] is None:
+            return None
+        return 2 if isinstance(json.loads(row[0]), list) else 3
 
     def list_apps(self) -> List[str]:
         with self._read() as (cur, _):

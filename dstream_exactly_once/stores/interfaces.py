@@ -144,6 +144,12 @@ class BatchLog(StorePart):
     def last_logged_batch_id(self) -> Optional[int]:
         """The highest batch id in the offset log."""
 
+    def newest_entry_layout(self) -> Optional[int]:
+        """The store layout whose encoding the app's newest offset-log entry has: ``3`` (this version),
+        ``2`` (a JSON array of ranges encoded one by one: logged by a release of layout 1 or 2, which
+        ran one Spark task per range), or ``None`` (no entry, or a store that cannot tell). Never writes."""
+        return None
+
     @abstractmethod
     def last_committed_batch_id(self) -> Optional[int]:
         """The highest batch id in the commit log."""

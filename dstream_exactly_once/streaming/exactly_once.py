@@ -47,6 +47,7 @@ from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
 from .factory import open_committer
 from .lifecycle import close_on_stop
+from .partition_ranges import check_task_layout, shown_batch
 from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
 from .termination import await_termination, register_committer
@@ -241,7 +242,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
             try:
                 try:
                     with user_code(batch):
-                        writes = as_writes(func(batch, rdd), "the commit_each_batch function")
+                        writes = as_writes(func(shown_batch(batch, rdd), rdd), "the commit_each_batch function")
                 except Exception as exc:  # noqa: BLE001 - a read that found its data gone names the way out
                     lost = loss_failure(exc, batch, committer.store)
                     if lost is None:
@@ -323,6 +324,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                 return
             epoch = committer.epoch
             by_task = _task_ranges(rdd)
+            shown = shown_batch(batch, rdd)  # what func sees: ranges not to be picked by partition index
 
             def per_partition(index: int, records: Iterable[Any]) -> Iterable[Any]:
                 ranges = [r for r in by_task[index] if r.count() > 0] if index < len(by_task) else []
@@ -333,7 +335,7 @@ class ExactlyOnceDStream(ProgressAPI, RangeDStream):
                     begin_range(r)
                 arg = tuple(ranges) if pack else ranges[0]
                 with user_code(batch, ranges):
-                    writes = as_writes(func(counted(records, seen), arg, batch), "the commit_each_partition function")
+                    writes = as_writes(func(counted(records, seen), arg, shown), "the commit_each_partition function")
                 losses = [d for r in ranges for d in task_losses(r)]
                 if losses:  # the ranges' incident records commit with their positions, or not at all
                     writes = writes.copy()
@@ -494,7 +496,8 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     check_retain_batches(retain_batches)
     retry = check_retry_policy(store_retry)
     batches.monitor_group = monitor_group
-    committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry)
+    committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
+                               check=lambda s: check_task_layout(s, batches.opts.pack))
 
     def detached(_time: datetime) -> RangeRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")

@@ -40,8 +40,10 @@ def open_store_arg(store: object, app_id: object) -> TransactionalStore:
 
 
 def open_committer(store: object, app_id: object, source: BatchSource, *, retain_batches: int,
-                   retry: RetryPolicy, close_source: Optional[Callable[[], None]] = None) -> BatchCommitter:
-    """The committer of ``source`` over ``store`` (see :func:`open_store_arg`).
+                   retry: RetryPolicy, close_source: Optional[Callable[[], None]] = None,
+                   check: Optional[Callable[[TransactionalStore], None]] = None) -> BatchCommitter:
+    """The committer of ``source`` over ``store`` (see :func:`open_store_arg`); ``check(store)`` reads
+    the opened store and may refuse the launch before anything is written.
 
     On any failure the store is closed if it was opened here from a URL (a store the caller
     passed opened stays open: it is the caller's), ``close_source`` is called, and the error is
@@ -50,6 +52,8 @@ def open_committer(store: object, app_id: object, source: BatchSource, *, retain
     opened: Optional[TransactionalStore] = None
     try:
         opened = open_store_arg(store, app_id)
+        if check is not None:
+            check(opened)
         return BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry)
     except BaseException:
         if opened is not None and isinstance(store, str):

@@ -86,8 +86,8 @@ class KafkaRDD(RangeRDD):
 
     def offsetRanges(self) -> List[OffsetRange]:  # noqa: N802 - Spark API name
         """Every range of the batch, in batch order (``HasOffsetRanges``; with one task per range:
-        partition order)."""
-        return list(self._offset_ranges)  # type: ignore[arg-type]  # make_kafka_rdd admits OffsetRanges only
+        partition order; planned tasks: see :meth:`RangeRDD.offsetRanges`)."""
+        return RangeRDD.offsetRanges(self)  # make_kafka_rdd admits OffsetRanges only
 
     def data_loss_skipped(self) -> int:
         """Offsets of this RDD's ranges that were deleted before they were read and skipped

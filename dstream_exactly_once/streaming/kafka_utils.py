@@ -22,6 +22,7 @@ from ..kafka.params import parse_kafka_params
 from ..kafka.source import check_ranges_in_log
 from ..kafka.spark_strategy_names import LocationStrategy, direct_stream_args
 from ..kafka.strategies import ConsumerStrategy
+from ..option_registry import keyword_checks
 from ..stores.base import TransactionalStore
 from .commit_async import DirectKafkaDStream
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders
@@ -29,6 +30,7 @@ from .exactly_once import ExactlyOnceDStream, check_monitor_group
 from .factory import open_committer
 from .kafka_rdd import KafkaRDD, make_kafka_rdd
 from .lifecycle import close_on_stop
+from .partition_ranges import check_task_layout
 from .receiver_stream import create_stream
 
 __all__ = ["KafkaUtils"]
@@ -79,6 +81,8 @@ class KafkaUtils:
         ``offsetRanges()`` still lists every range. Delivery: at-least-once for outputs across
         driver restarts (with or without a checkpoint); see ``createExactlyOnceStream``.
         """
+        keyword_checks("KafkaUtils.createDirectStream", fromOffsets=fromOffsets, failOnDataLoss=failOnDataLoss,
+                       poll_timeout_ms=poll_timeout_ms, discovery_interval_s=discovery_interval_s)
         topics, params, strategy = direct_stream_args(topics, kafkaParams, strategy)
         batches = build_direct_batches(ssc, topics, params, fromOffsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
@@ -136,6 +140,9 @@ class KafkaUtils:
         range. ``spark.streaming.kafka.tasks.pack=false`` gives every range its own task. Delivery
         guarantee: exactly-once for everything written through the store's transaction.
         """
+        keyword_checks("KafkaUtils.createExactlyOnceStream", failOnDataLoss=failOnDataLoss,
+                       poll_timeout_ms=poll_timeout_ms, discovery_interval_s=discovery_interval_s,
+                       monitor_group=monitor_group, retain_batches=retain_batches)
         if _looks_like_topics(kafkaParams) and _looks_like_kafka_params(topics):
             kafkaParams, topics = topics, kafkaParams  # type: ignore[assignment]  # noqa: N806
         if isinstance(topics, Mapping):
@@ -153,7 +160,7 @@ class KafkaUtils:
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
         committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                                   close_source=batches.close)
+                                   close_source=batches.close, check=lambda s: check_task_layout(s, batches.opts.pack))
         return ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
     @staticmethod
@@ -179,6 +186,7 @@ class KafkaUtils:
         """
         if not isinstance(sc, SparkContext):
             raise ConfigurationError(f"sc must be a SparkContext, got {type(sc).__name__}")
+        keyword_checks("KafkaUtils.createRDD", failOnDataLoss=failOnDataLoss, poll_timeout_ms=poll_timeout_ms)
         config = parse_kafka_params(kafkaParams)
         if not isinstance(offsetRanges, (list, tuple)):
             raise ConfigurationError(f"offsetRanges must be a list of OffsetRange, got {type(offsetRanges).__name__}")
@@ -191,7 +199,8 @@ class KafkaUtils:
         if leaders is not None:
             if not isinstance(leaders, Mapping) or not all(
                     isinstance(k, TopicAndPartition) and isinstance(v, Broker) for k, v in leaders.items()):
-                raise ConfigurationError("leaders must be a dict {TopicAndPartition: Broker}")
+                raise ConfigurationError(f"leaders must be a dict {{TopicAndPartition: Broker}} or None, "
+                                         f"got {leaders!r}")
         check_decoders(keyDecoder, valueDecoder, messageHandler)
         opts = ReadOptions(sc.getConf(), poll_timeout_ms=poll_timeout_ms, fail_on_data_loss=failOnDataLoss,
                            config=config)

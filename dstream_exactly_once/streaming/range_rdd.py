@@ -19,6 +19,7 @@ from ..core.ranges import SourceRange
 from ..core.source import RangeReader
 from ..core.tasks import Task, one_task_per_range
 from .data_loss import reading_piece
+from .partition_ranges import PlannedRanges
 from .pinned import pinned_rdd
 from .task_context import remember_task
 
@@ -26,21 +27,31 @@ __all__ = ["RangeRDD", "make_range_rdd"]
 
 
 class RangeRDD(PipelinedRDD):
-    """An RDD built from explicit ranges; partition ``i`` reads ``offsetRanges()[i]``.
+    """An RDD built from explicit ranges; partition ``i`` reads ``offsetRanges()[i]``, or — built from
+    planned tasks (:attr:`planned`) — the pieces ``tasks[i]``.
 
     Narrow transformations (``map``, ``filter``, ``mapPartitions``…) are pipelined into the same
     Python task that reads the source, so records are not serialized between them.
     """
 
     def __init__(self, prev: RDD, func: Callable[[int, Iterable[Any]], Iterable[Any]],
-                 offset_ranges: Sequence[SourceRange], tasks: Optional[Sequence[Task]] = None) -> None:
+                 offset_ranges: Sequence[SourceRange], tasks: Optional[Sequence[Task]] = None,
+                 planned: bool = False) -> None:
         super().__init__(prev, func, preservesPartitioning=False)
         self._offset_ranges = list(offset_ranges)
         self._tasks = list(tasks) if tasks is not None else one_task_per_range(self._offset_ranges)
+        self._planned = planned
+
+    @property
+    def planned(self) -> bool:
+        """Whether the task planner shaped the partitions (then partition ``i`` does not read range ``i``)."""
+        return self._planned
 
     def offsetRanges(self) -> List[Any]:  # noqa: N802 - Spark API name (HasOffsetRanges)
-        """Every range of the batch, in batch order (with one task per range: partition order)."""
-        return list(self._offset_ranges)
+        """Every range of the batch, in batch order (with one task per range: partition order). When
+        the tasks were planned, a :class:`~.partition_ranges.PlannedRanges`: indexing it by position
+        inside a Spark task raises (use :func:`~.task_context.current_ranges` there)."""
+        return PlannedRanges(self._offset_ranges) if self._planned else list(self._offset_ranges)
 
     @property
     def tasks(self) -> List[Task]:
@@ -76,7 +87,7 @@ def make_range_rdd(sc: SparkContext, ranges: Sequence[SourceRange], reader: Rang
         base = pinned_rdd(sc, [(i, list(hosts)) for i, hosts in enumerate(locations)])
     else:
         base = sc.parallelize(range(max(len(planned), 1)), max(len(planned), 1))
-    return rdd_class(base, read_partition, ranges, planned)
+    return rdd_class(base, read_partition, ranges, planned, planned=not per_range)
 
 
 def _read_task(reader: RangeReader, task: Task) -> Iterator[Any]:

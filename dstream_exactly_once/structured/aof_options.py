@@ -122,7 +122,10 @@ def parse_aof_options(options: Mapping[str, Any], conf: Optional[Mapping[str, An
             shown = redact_url(store) if isinstance(store, str) else store
             raise ConfigurationError(f"option {POSITIONS_STORE!r} must be a store URL ({', '.join(_STORE_SCHEMES)}"
                                      f"://…), got {shown!r}")
-        check_app_id(app)
+        try:
+            check_app_id(app)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"option {POSITIONS_APP!r}: {exc}") from None
     also = [name for name in _OWN if name != HOSTS]  # hosts: refused above
     return AofOptions(path, FileSourceOptions.from_mapping(source, source_conf, also=also), cap, include_id, store,
                       app)

@@ -164,6 +164,11 @@ def doris_sink_options(store: str, app_id: str, fe: str, db: str, table: str, *,
     (``format``, ``columns``, ``column_separator``, ``strict_labels``); ``new_checkpoint`` as for
     :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
+    from ..option_registry import keyword_checks
+
+    keyword_checks("doris_sink_options", store=store, db=db, table=table, user=user, **doris)
+    if password != "":
+        keyword_checks("doris_sink_options", password=password)
     options = {"store": store, "app_id": app_id, "fe": fe, "db": db, "table": table, "user": user,
                "new_checkpoint": new_checkpoint, **doris}
     if password:

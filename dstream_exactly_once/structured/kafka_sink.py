@@ -197,6 +197,10 @@ def kafka_sink_options(store: str, app_id: str, topic: str, kafka_params: Mappin
     and the epoch of the query's start taken, by the query's first commit; ``new_checkpoint`` as for
     :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
+    from ..option_registry import keyword_checks
+
+    keyword_checks("kafka_sink_options", store=store, prefix=prefix, transaction_timeout_ms=transaction_timeout_ms,
+                   on_replay_mismatch=on_replay_mismatch)
     options = {"store": store, "app_id": app_id, "topic": topic, "prefix": prefix,
                "transaction_timeout_ms": str(transaction_timeout_ms), "on_replay_mismatch": on_replay_mismatch,
                "new_checkpoint": new_checkpoint}

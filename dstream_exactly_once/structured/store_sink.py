@@ -231,6 +231,10 @@ def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optiona
     never fences a running query. ``new_checkpoint="continue"`` lets a query started from a new
     checkpoint continue an application whose store holds committed batches (otherwise refused).
     """
+    from ..option_registry import keyword_checks
+
+    keyword_checks("store_sink_options", store=store, writes_function=writes_function,
+                   max_message_bytes=max_message_bytes)
     options = {"store": store, "max_message_bytes": str(max_message_bytes), "new_checkpoint": str(new_checkpoint)}
     if app_id is not None:
         options["app_id"] = app_id

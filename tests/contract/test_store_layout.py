@@ -185,6 +185,21 @@ class LayoutContract(ContractFixtures):
             assert b.current_epoch() == 1 and b.load_offsets() == {TopicAndPartition("x", 0): 7}
             assert b.start_epoch() == 2
 
+    def test_newest_entry_layout_tells_an_older_release_from_this_one(self, store_url: str, app_id: str) -> None:
+        """What refuses to pack an upgraded app's tasks silently: the encoding of its newest log entry."""
+        other = app_id + "-b"
+        self.write_v1(store_url, app_id, other)
+        before = self.dump(store_url, app_id, other)
+        with open_store(store_url, app_id) as store, open_store(store_url, other) as b:
+            assert store.newest_entry_layout() == 2 and b.newest_entry_layout() is None
+            assert self.dump(store_url, app_id, other) == before  # a read
+            epoch = store.start_epoch()  # upgrades the layout; the entries stay as they were written
+            assert store.newest_entry_layout() == 2
+            store.log_batch(epoch, PlannedBatch(2, 3000, (OffsetRange("t", 0, 15, 20),)))
+            assert store.newest_entry_layout() == 3
+        with open_store(store_url, app_id + "-fresh") as fresh:
+            assert fresh.newest_entry_layout() is None
+
     # ---------------------------------------------------------------- positions of other sources
     def test_positions_keep_the_source_document(self, store: TransactionalStore) -> None:
         epoch = store.start_epoch()

@@ -208,3 +208,33 @@ def test_spark_conf_options_and_bad_input(sc, tmp_path):
         assert stream.planner.options.bytes_max == 128  # the options mapping wins over conf
     finally:
         sc._conf._jconf.remove("spark.aof.bytes.max")
+
+
+def test_identical_new_files_are_each_counted_once(sc, tmp_path):
+    """Two files new in one scan with the same bytes are two files: both are counted (first scan and a
+    later one), neither is held as a copy of the other."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _append(logs / "a.log", range(1, 101))
+    _append(logs / "b.log", range(1, 101))
+    url, app = f"sqlite:///{tmp_path}/files.db", f"identical-{uuid.uuid4().hex[:6]}"
+    ssc = StreamingContext(sc, 1)
+    stream = FileUtils.createExactlyOnceFileStream(ssc, f"{logs}/*.log", {"starting.offsets": "earliest"},
+                                                   store=url, app_id=app)
+    stream.commit_each_batch(sum_and_count)
+
+    def later():  # two more identical files, made outside the pattern and renamed in together
+        while _values(url, app).get("count", 0) < 100:
+            time.sleep(0.2)
+        time.sleep(2)  # a batch or two more: both first files are read by now
+        for name in ("c", "d"):
+            _append(logs / f"{name}.tmp", range(1000, 1050))
+        os.rename(logs / "c.tmp", logs / "c.log")
+        os.rename(logs / "d.tmp", logs / "d.log")
+
+    adder = threading.Thread(target=later, daemon=True)
+    adder.start()
+    run_until(ssc, lambda: not adder.is_alive() and _values(url, app).get("count", 0) >= 300, timeout=60)
+    got = _values(url, app)
+    assert (got["count"], got["sum"]) == (300, 2 * 5050 + 2 * sum(range(1000, 1050)))
+    assert stream.committer.source.counters["losses"] == 0

@@ -28,6 +28,7 @@ EXPECTED = [
     "KafkaAuthError",
     "KafkaClosedError",
     "KafkaMessageAndMetadata",
+    "KafkaReadStalledError",
     "KafkaRejectedError",
     "KafkaUnavailableError",
     "KafkaUtils",

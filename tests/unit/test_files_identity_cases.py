@@ -270,3 +270,33 @@ def test_the_size_last_seen_is_stored_and_a_document_without_it_still_loads(tmp_
     del pos.meta["seen_size"]  # a document written without it: nothing is known beyond the position
     h.restart()
     assert h.planner.latest_positions() == {key: pos.offset}
+
+
+# ---------------------------------------------------------------- identical new files
+@pytest.mark.parametrize("when", ["first-scan", "later-scan"])
+def test_identical_new_files_are_each_read_once(tmp_path, when):
+    """Two files new in one scan with the same bytes (equal lengths) are two files: neither is held as
+    a copy of the other (only a file that is the start of a *longer* new file is)."""
+    a, b = str(tmp_path / "a.log"), str(tmp_path / "b.log")
+    h = Harness(str(tmp_path / "*.log"))
+    seen: Counter[str] = Counter()
+    if when == "later-scan":
+        write(str(tmp_path / "c.log"), lines("c", 0, 2))
+        seen.update(h.batch())
+    write(a, lines("x", 0, 40))
+    write(b, lines("x", 0, 40))
+    seen.update(h.drain())
+    h.restart()
+    seen.update(h.drain())
+    expected = Counter(names("x", 0, 40) * 2 + (names("c", 0, 2) if when == "later-scan" else []))
+    assert seen == expected
+    assert h.planner.counters["losses"] == 0
+
+
+def test_a_new_file_that_is_the_start_of_a_longer_new_file_waits(tmp_path):
+    """The documented copy rule stays: a shorter new file repeating a longer new file's start is held."""
+    a, b = str(tmp_path / "a.log"), str(tmp_path / "b.log")
+    write(a, lines("x", 0, 40))
+    write(b, lines("x", 0, 30))
+    h = Harness(str(tmp_path / "*.log"))
+    assert Counter(h.batch()) == Counter(names("x", 0, 40))

@@ -58,7 +58,7 @@ def test_unknown_option_lists_every_allowed_option():
 
 def test_a_bad_option_table_is_refused():
     with pytest.raises(ConfigurationError, match="kind must be one of"):
-        Option("k", "list")
+        Option("k", "sequence")
     with pytest.raises(ConfigurationError, match="allowed values go with kind 'enum' only"):
         Option("k", "int", allowed=("a",))
 
