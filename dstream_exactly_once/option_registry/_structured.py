@@ -12,9 +12,11 @@ from ._streams import FILE_OPTION_ENTRIES
 _IGNORED = ("path", "checkpointLocation")
 _STORE = Option("store", "url", REQUIRED, "the store URL (sqlite:///…, postgresql://…, redis://…)")
 _STORE_PASSWORD = Option("store.password", "str", None, "the store's password, kept out of the URL", secret=True)
-_APP = Option("app", "str", REQUIRED, "the application id (1-200 of A-Z a-z 0-9 . _ : -)")
-_EPOCH = Option("epoch", "int", REQUIRED, "the epoch the options builder took for this query start", low=1)
-_STORE_OPTIONS = (_STORE, _STORE_PASSWORD, _APP, _EPOCH)
+_APP = Option("app_id", "str", REQUIRED, "the application id (1-200 of A-Z a-z 0-9 . _ : -)", aliases=("app",))
+_NEW_CHECKPOINT = Option("new_checkpoint", "enum", "refuse", "a query from a new checkpoint on an application with "
+                         "committed batches: refuse it, or continue the application after its stored batches",
+                         allowed=("refuse", "continue"))
+_STORE_OPTIONS = (_STORE, _STORE_PASSWORD, _APP, _NEW_CHECKPOINT)
 _MAX_MESSAGE = Option("max_message_bytes", "int", 16 * 1024 * 1024, "the largest commit message a task sends "
                       "to the driver (bytes)", low=1024)
 _WRITES_FUNCTION = Option("writes_function", "str", None, "'package.module:function' turning a partition's rows "
@@ -62,14 +64,15 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                 Option("kafka.bootstrap.servers", "str", REQUIRED, "the brokers (host:port[,host:port])")),
                case_insensitive=True, open_keys=("kafka.",), ignored=_IGNORED),
     EntryPoint("store_sink_options", "keywords", "the deo-store sink's options for one query start",
-               (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE)),
+               (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE, _NEW_CHECKPOINT)),
     EntryPoint("doris_sink_options", "keywords", "the deo-doris sink's options for one query start (further "
                "keywords: format, columns, column_separator, strict_labels)",
                (_STORE, _APP, *(o for o in _DORIS_OWN if o.key in ("fe", "db", "table", "user")),
                 Option("password", "str", "", "the Doris user's password", secret=True),
-                *(o for o in _DORIS_OWN if o.key in ("format", "columns", "column_separator", "strict_labels")))),
+                *(o for o in _DORIS_OWN if o.key in ("format", "columns", "column_separator", "strict_labels")),
+                _NEW_CHECKPOINT)),
     EntryPoint("kafka_sink_options", "keywords", "the deo-kafka sink's options for one query start",
                (_STORE, _APP, _KAFKA_OWN[0],
                 Option("kafka_params", "mapping", REQUIRED, "Kafka client settings (kafkaParams)"),
-                *_KAFKA_OWN[1:])),
+                *_KAFKA_OWN[1:], _NEW_CHECKPOINT)),
 )

@@ -7,7 +7,7 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
     from dstream_exactly_once.structured import register
     register(spark)
     spark.readStream.format("aof").option("path", "/var/log/app/service.log*").load()
-    df.writeStream.format("deo-store").options(**store_sink_options(url, app)).start()
+    df.writeStream.format("deo-store").options(**store_sink_options(url, app_id)).start()
 
 - ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
 - ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
@@ -26,7 +26,8 @@ __all__ = ["DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "doris_si
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
-    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``).
+    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``); :func:`register_sinks` registers the
+    sinks only. Idempotent.
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api

@@ -14,7 +14,16 @@ except ImportError:  # PySpark 3.5 and older: said by name
     require_data_source_api("the deo-doris Structured Streaming sink")
     raise
 
-from .doris_sink import DORIS_SINK_NAME, DorisCommit, DorisSinkOptions, abort_batch, commit_doris_batch, load_partition
+from .doris_sink import (
+    DORIS_SINK_NAME,
+    DorisCommit,
+    DorisSinkOptions,
+    abort_batch,
+    check_doris_mode,
+    commit_doris_batch,
+    load_partition,
+)
+from .sink_runs import task_run
 from .store_sink import task_batch
 
 __all__ = ["DorisCommitMessage", "DorisSinkDataSource", "DorisStreamWriter"]
@@ -35,7 +44,8 @@ class DorisStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> DorisCommitMessage:
         partition, batch = task_batch(f"deo-doris app {self.opts.app}")
-        return DorisCommitMessage(load_partition(self.opts, batch, partition, iterator))
+        run = task_run(f"deo-doris app {self.opts.app} batch {batch} partition {partition}")
+        return DorisCommitMessage(load_partition(self.opts, batch, partition, iterator, run))
 
     @staticmethod
     def _commits(messages: List[Optional[WriterCommitMessage]]) -> List[Optional[DorisCommit]]:
@@ -56,4 +66,7 @@ class DorisSinkDataSource(DataSource):
         return DORIS_SINK_NAME
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DorisStreamWriter:  # noqa: N802
-        return DorisStreamWriter(DorisSinkOptions.parse(self.options))
+        """The writer of a micro-batch; ``overwrite`` (output mode ``complete``) is refused."""
+        opts = DorisSinkOptions.parse(self.options)
+        check_doris_mode(bool(overwrite))
+        return DorisStreamWriter(opts)

@@ -24,6 +24,7 @@ from .kafka_sink import (
     commit_kafka_batch,
     write_partition,
 )
+from .sink_runs import task_run
 from .store_sink import task_batch
 
 __all__ = ["KafkaCommitMessage", "KafkaSinkDataSource", "KafkaStreamWriter"]
@@ -47,7 +48,8 @@ class KafkaStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         partition, batch = task_batch(f"deo-kafka app {self.opts.app}")
-        return KafkaCommitMessage(write_partition(self.opts, batch, partition, iterator, self.columns))
+        run = task_run(f"deo-kafka app {self.opts.app} batch {batch} partition {partition}")
+        return KafkaCommitMessage(write_partition(self.opts, batch, partition, iterator, self.columns, run))
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # noqa: N803
         commit_kafka_batch(self.opts, [m.commit if isinstance(m, KafkaCommitMessage) else None for m in messages],
@@ -69,6 +71,8 @@ class KafkaSinkDataSource(DataSource):
         return KAFKA_SINK_NAME
 
     def streamWriter(self, schema: Any, overwrite: bool) -> KafkaStreamWriter:  # noqa: N802
+        """The writer of a micro-batch (``overwrite``, output mode ``complete``, writes each batch's whole
+        result table, as Spark's Kafka sink does)."""
         opts = KafkaSinkOptions.parse(self.options)
         columns = check_kafka_schema([(f.name, f.dataType.simpleString()) for f in schema.fields])
         check_output_topic(opts)

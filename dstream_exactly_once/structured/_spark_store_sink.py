@@ -16,10 +16,12 @@ except ImportError:  # PySpark 3.5 and older: said by name
     raise
 
 from ..errors import ConfigurationError
+from .sink_runs import QueryRun, run_of_messages, task_run
 from .store_sink import (
     STORE_SINK_NAME,
     StoreSinkOptions,
     _load_function,
+    check_complete_writes,
     check_message_size,
     check_row_schema,
     commit_batch,
@@ -32,10 +34,11 @@ __all__ = ["StoreCommitMessage", "StoreSinkDataSource", "StoreStreamWriter"]
 
 @dataclass(frozen=True)
 class StoreCommitMessage(WriterCommitMessage):
-    """One task's writes, pickled (bounded by ``max_message_bytes``)."""
+    """One task's writes, pickled (bounded by ``max_message_bytes``), and the query run it belongs to."""
 
     partition_id: int
     writes_pickle: bytes
+    run: QueryRun
 
 
 class StoreStreamWriter(DataSourceStreamWriter):
@@ -46,8 +49,10 @@ class StoreStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> StoreCommitMessage:
         partition, batch = task_ids()
+        what = f"deo-store app {self.opts.app} batch {batch} partition {partition}"
+        run = task_run(what)
         if self.opts.writes_function is None:
-            writes = rows_to_writes(iterator)
+            writes = rows_to_writes(iterator, complete=self.opts.complete)
         else:
             writes = _load_function(self.opts.writes_function)(iterator)
             from ..stores.writes import Writes
@@ -55,9 +60,9 @@ class StoreStreamWriter(DataSourceStreamWriter):
             if not isinstance(writes, Writes):
                 raise ConfigurationError(f"deo sink writes_function {self.opts.writes_function!r} must return a "
                                          f"Writes, got {type(writes).__name__}")
-        data = check_message_size(writes, self.opts.max_message_bytes,
-                                  f"deo-store app {self.opts.app} batch {batch} partition {partition}")
-        return StoreCommitMessage(partition, data)
+            if self.opts.complete:
+                check_complete_writes(writes, f"{what}, writes_function {self.opts.writes_function!r}")
+        return StoreCommitMessage(partition, check_message_size(writes, self.opts.max_message_bytes, what), run)
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # noqa: N803
         parts = []
@@ -66,7 +71,9 @@ class StoreStreamWriter(DataSourceStreamWriter):
         if len(parts) != len(messages):
             raise ConfigurationError(f"deo-store app {self.opts.app} batch {batchId}: {len(messages) - len(parts)} "
                                      f"task(s) sent no commit message; nothing was written")
-        commit_batch(self.opts, parts, batchId)
+        run = run_of_messages([m.run for m in messages if m is not None],  # type: ignore[attr-defined]
+                              f"deo-store app {self.opts.app} batch {batchId}")
+        commit_batch(self.opts, parts, batchId, run)
 
     def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:  # noqa: N803
         """Nothing was written by the tasks: nothing to undo."""
@@ -80,7 +87,11 @@ class StoreSinkDataSource(DataSource):
         return STORE_SINK_NAME
 
     def streamWriter(self, schema: Any, overwrite: bool) -> StoreStreamWriter:  # noqa: N802
-        opts = StoreSinkOptions.parse(self.options)
+        """The writer of a micro-batch; ``overwrite`` is Spark's flag of output mode ``complete``
+        (Spark refuses ``update`` for this sink before asking)."""
+        from dataclasses import replace
+
+        opts = replace(StoreSinkOptions.parse(self.options, sink=STORE_SINK_NAME), complete=bool(overwrite))
         if opts.writes_function is None:
             check_row_schema(schema.fieldNames())
         return StoreStreamWriter(opts)

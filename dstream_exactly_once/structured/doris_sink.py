@@ -31,6 +31,13 @@ aborted and the replay raises :class:`~dstream_exactly_once.errors.LoadRejectedE
 label. A replay with fewer partitions than the crashed attempt leaves the extra pre-committed loads
 to Doris's timeout (they were never decided, so nothing is lost or doubled).
 
+Runs: the decision of each batch is stored with the query run that made it, and a new checkpoint on
+an application with decided batches is refused before anything is loaded, as the ``deo-store`` sink
+does (:mod:`.sink_runs`; option ``new_checkpoint=continue`` continues the application, its batches
+taking the store's next batch ids, so its labels never meet those of the run before). Output mode:
+``append`` only — ``complete`` is refused when the query starts (it would load the whole result
+table into Doris again at every micro-batch); Spark refuses ``update`` for this sink.
+
 Rows: ``format=csv`` (default) sends each row's values joined by ``column_separator``; ``format=json``
 sends each row as an object of its columns. The store and Doris passwords travel in options
 ``store.password`` and ``doris.password`` and never appear in reprs, logs or errors.
@@ -42,8 +49,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import ConfigurationError, LoadRejectedError
+from ..errors import ConfigurationError, DStreamExactlyOnceError, LoadRejectedError
 from ..stores.writes import CommitOutcome, PlannedBatch
+from .sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
 from .store_sink import SINK_POSITION_KEY, SinkBatchRange, StoreSinkOptions, commit_batch
 
 __all__ = ["DORIS_SINK_NAME", "DorisCommit", "DorisSinkOptions", "abort_batch", "commit_doris_batch",
@@ -56,18 +64,29 @@ DORIS_SINK_NAME = "deo-doris"
 
 _DORIS_OPTIONS = ("fe", "db", "table", "user", "doris.password", "format", "columns", "column_separator",
                   "strict_labels")
+_STORE_OPTIONS = ("store", "store.password", "app_id", "app", "new_checkpoint")
 _BOOLS = {"true": True, "false": False}
+
+
+def check_doris_mode(complete: bool) -> None:
+    """Refuse output mode ``complete`` (Spark's ``overwrite`` flag) when the query starts."""
+    if complete:
+        raise ConfigurationError("the deo-doris sink accepts output mode 'append' only, got 'complete': each "
+                                 "micro-batch of a complete-mode query holds the whole result table, which would "
+                                 "be loaded into Doris again at every batch; write the query in append mode")
 
 
 @dataclass(frozen=True)
 class DorisCommit:
-    """One task's commit message: its label and pre-committed transaction (``None``: nothing loaded)."""
+    """One task's commit message: its label and pre-committed transaction (``None``: nothing loaded),
+    and the query run of the task."""
 
     partition_id: int
     label: str
     txn_id: Optional[int]
     rows: int
     finished_before: bool = False
+    run: Optional[QueryRun] = None
 
 
 @dataclass(frozen=True)
@@ -85,17 +104,16 @@ class DorisSinkOptions:
         return f"DorisSinkOptions(store={self.store!r}, doris={shown!r})"
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, need_epoch: bool = True) -> DorisSinkOptions:
+    def parse(cls, options: Mapping[str, str]) -> DorisSinkOptions:
         """Check ``options``; raises one :class:`ConfigurationError` naming the key, the bad value and
-        what is allowed. Opens nothing."""
+        what is allowed. Opens nothing, writes nothing."""
         lowered = {str(k).lower(): v for k, v in options.items()}
         doris = {k: str(v) for k, v in lowered.items() if k in _DORIS_OPTIONS}
         rest = {k: v for k, v in lowered.items() if k not in _DORIS_OPTIONS}
-        unknown = sorted(k for k in rest if k not in ("store", "store.password", "app", "epoch", "path",
-                                                      "checkpointlocation"))
+        unknown = sorted(k for k in rest if k not in _STORE_OPTIONS + ("epoch", "path", "checkpointlocation"))
         if unknown:
-            raise ConfigurationError(f"unknown deo-doris option(s) {unknown}; allowed: store, store.password, app, "
-                                     f"epoch, {', '.join(_DORIS_OPTIONS)}")
+            raise ConfigurationError(f"unknown deo-doris option(s) {unknown}; allowed: {', '.join(_STORE_OPTIONS)} "
+                                     f"(app: alias of app_id), {', '.join(_DORIS_OPTIONS)}")
         for key in ("fe", "db", "table"):
             if not doris.get(key):
                 raise ConfigurationError(f"deo-doris option {key!r} is required (fe: the FE URL "
@@ -104,7 +122,7 @@ class DorisSinkOptions:
         if strict not in _BOOLS:
             raise ConfigurationError(f"deo-doris option 'strict_labels' must be true or false, "
                                      f"got {doris['strict_labels']!r}")
-        opts = cls(StoreSinkOptions.parse(rest, need_epoch=need_epoch), doris)
+        opts = cls(StoreSinkOptions.parse(rest, sink=DORIS_SINK_NAME), doris)
         opts.sink()  # checks the Doris settings and the labels before anything runs
         return opts
 
@@ -136,34 +154,43 @@ class DorisSinkOptions:
         return DorisSink(self.client(), strict_labels=_BOOLS[self.doris.get("strict_labels", "false").lower()])
 
 
-def doris_sink_options(store: str, app: str, fe: str, db: str, table: str, *, user: str = "root",
-                       password: str = "", **doris: str) -> Dict[str, str]:
-    """Check the sink's options, take a new epoch for this query start, and return the writer options.
+def doris_sink_options(store: str, app_id: str, fe: str, db: str, table: str, *, user: str = "root",
+                       password: str = "", new_checkpoint: str = "refuse", **doris: str) -> Dict[str, str]:
+    """Check the sink's options and return them as writer options; nothing is opened or written.
 
-    Call it once per ``start()``: ``df.writeStream.format("deo-doris").options(**doris_sink_options(url,
-    "app", "http://fe:8030", "db", "table")).option("checkpointLocation", …).start()``. Everything is
-    checked (and the store reached) before the epoch is taken, so a refused call writes nothing; the
-    new epoch fences any older query of the same application. ``doris`` takes further options
-    (``format``, ``columns``, ``column_separator``, ``strict_labels``).
+    ``df.writeStream.format("deo-doris").options(**doris_sink_options(url, "app", "http://fe:8030", "db",
+    "table")).option("checkpointLocation", …).start()``. The store is first reached, and the epoch
+    of the query's start taken, by the query's first commit. ``doris`` takes further options
+    (``format``, ``columns``, ``column_separator``, ``strict_labels``); ``new_checkpoint`` as for
+    :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
     from ..option_registry import keyword_checks
-    from ..stores import open_store
 
     keyword_checks("doris_sink_options", store=store, db=db, table=table, user=user, **doris)
     if password != "":
         keyword_checks("doris_sink_options", password=password)
-    options = {"store": store, "app": app, "fe": fe, "db": db, "table": table, "user": user, **doris}
+    options = {"store": store, "app_id": app_id, "fe": fe, "db": db, "table": table, "user": user,
+               "new_checkpoint": new_checkpoint, **doris}
     if password:
         options["doris.password"] = password
-    checked = DorisSinkOptions.parse(options, need_epoch=False)
-    with open_store(checked.store.store, checked.app) as opened:
-        options["epoch"] = str(opened.start_epoch())
+    DorisSinkOptions.parse(options)
     return options
 
 
-def _decided(store: Any, batch_id: int) -> bool:
-    stored = store.load_positions().get(SINK_POSITION_KEY)
-    return stored is not None and stored.offset > batch_id
+def _decision(opts: DorisSinkOptions, store: Any, batch_id: int, run: QueryRun) -> BatchDecision:
+    return decide_batch(f"{DORIS_SINK_NAME} app {opts.app} batch {batch_id}", read_state(store, SINK_POSITION_KEY),
+                        run, batch_id, opts.store.new_checkpoint)
+
+
+def _decided(opts: DorisSinkOptions, store: Any, batch_id: int, run: Optional[QueryRun]) -> bool:
+    """Whether the store decided Spark batch ``batch_id`` of ``run`` (for an abort: never raises)."""
+    state = read_state(store, SINK_POSITION_KEY)
+    if state is None or run is None:
+        return False
+    try:
+        return _decision(opts, store, batch_id, run).replay
+    except DStreamExactlyOnceError:  # another run's batch or a replaced run: judged by the stored numbers
+        return state.query in (None, run.query) and state.next_batch > state.base + batch_id
 
 
 def _row_values(row: Any, json_format: bool) -> Any:
@@ -173,20 +200,24 @@ def _row_values(row: Any, json_format: bool) -> Any:
     return tuple(row) if callable(as_dict) else row
 
 
-def load_partition(opts: DorisSinkOptions, batch_id: int, partition_id: int, rows: Iterable[Any]) -> DorisCommit:
-    """Phase one for one task (on an executor): pre-commit ``rows`` under the partition's label."""
+def load_partition(opts: DorisSinkOptions, batch_id: int, partition_id: int, rows: Iterable[Any],
+                   run: QueryRun) -> DorisCommit:
+    """Phase one for one task (on an executor) of Spark batch ``batch_id`` of ``run``: pre-commit ``rows``
+    under the partition's label (of the application's batch id). A batch of another checkpoint is
+    refused here, before anything is loaded."""
     from ..stores import open_store
 
     sink = opts.sink()
     client = sink.client
-    label = sink.label_for(opts.app, batch_id, partition_id)
     with open_store(opts.store.store, opts.app) as store:
-        if _decided(store, batch_id):
-            log.info("deo-doris app %s batch %d: decided before; %s is not loaded again", opts.app, batch_id, label)
-            return DorisCommit(partition_id, label, None, 0, True)
+        decision = _decision(opts, store, batch_id, run)
+    label = sink.label_for(opts.app, decision.app_batch, partition_id)
+    if decision.replay:
+        log.info("deo-doris app %s batch %d: decided before; %s is not loaded again", opts.app, batch_id, label)
+        return DorisCommit(partition_id, label, None, 0, True, run)
     body = client.encode_rows(_row_values(r, client.format == "json") for r in rows)
     if not body:
-        return DorisCommit(partition_id, label, None, 0)
+        return DorisCommit(partition_id, label, None, 0, run=run)
     try:
         result = client.stream_load(label, body, two_phase_commit=True)
     except LoadRejectedError:
@@ -198,10 +229,10 @@ def load_partition(opts: DorisSinkOptions, batch_id: int, partition_id: int, row
                     "attempt; loading again", opts.app, batch_id, label)
         result = client.stream_load(label, body, two_phase_commit=True)
     if result.replayed:
-        return DorisCommit(partition_id, label, result.txn_id, 0, True)
+        return DorisCommit(partition_id, label, result.txn_id, 0, True, run)
     if result.txn_id is None:
         raise LoadRejectedError(f"{client.describe(label)}: pre-commit answered without a transaction id")
-    return DorisCommit(partition_id, label, result.txn_id, result.loaded_rows)
+    return DorisCommit(partition_id, label, result.txn_id, result.loaded_rows, run=run)
 
 
 def _check_messages(opts: DorisSinkOptions, messages: Sequence[Optional[DorisCommit]], batch_id: int
@@ -229,18 +260,22 @@ def commit_doris_batch(opts: DorisSinkOptions, messages: Sequence[Optional[Doris
     from ..stores.writes import Writes
 
     parts = _check_messages(opts, messages, batch_id)
+    run = run_of_messages([m.run for m in parts if m.run is not None],  # type: ignore[misc]
+                          f"{DORIS_SINK_NAME} app {opts.app} batch {batch_id}")
     sink = opts.sink()
     table = f"{sink.client.db}.{sink.client.table}"
+    with open_store(opts.store.store, opts.app) as store:
+        app_batch = _decision(opts, store, batch_id, run).app_batch
     writes = Writes()
     for m in parts:
         if m.txn_id is not None and not m.finished_before:
             writes.add_label(m.label)
             writes.put(sink.namespace, m.label, {"txn_id": m.txn_id, "rows": m.rows, "table": table,
-                                                 "batch": batch_id, "partition": m.partition_id})
-    outcome = commit_batch(opts.store, [writes], batch_id)
+                                                 "batch": app_batch, "partition": m.partition_id})
+    outcome = commit_batch(opts.store, [writes], batch_id, run, sink_name=DORIS_SINK_NAME)
     with open_store(opts.store.store, opts.app) as store:
         if outcome is CommitOutcome.REPLAYED:
-            done = _recover(opts, store, batch_id, len(parts))
+            done = _recover(opts, store, app_batch, len(parts))
             log.info("deo-doris app %s batch %d: decided before; in-doubt loads finished: %s", opts.app, batch_id,
                      {k: v.value for k, v in done.items()})
         else:
@@ -253,8 +288,9 @@ def abort_batch(opts: DorisSinkOptions, messages: Sequence[Optional[DorisCommit]
     """Abort the pre-committed loads of ``batch_id`` unless the store decided it; the labels aborted."""
     from ..stores import open_store
 
+    runs = [m.run for m in messages if m is not None and m.run is not None]
     with open_store(opts.store.store, opts.app) as store:
-        if _decided(store, batch_id):
+        if _decided(opts, store, batch_id, runs[0] if runs else None):
             log.warning("deo-doris app %s batch %d: abort after the store decided it; its loads stay pre-committed "
                         "and the replay of the batch commits them", opts.app, batch_id)
             return []

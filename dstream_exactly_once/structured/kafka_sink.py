@@ -8,10 +8,13 @@ executor to the driver (there is no "resume transaction"), so each task commits 
 
 Protocol, for Spark partition ``p`` of micro-batch ``b`` of application ``app``:
 
-1. executor: the store is read. A newer epoch → :class:`~dstream_exactly_once.errors.FencedError`;
-   a next batch id other than ``b`` or ``b + 1`` (a new checkpoint on an application that wrote
-   before) → :class:`~dstream_exactly_once.errors.OffsetConflictError`; ``b + 1`` → the batch was
-   committed before: nothing is produced. Nothing is written on any of these paths;
+1. executor: the store is read and judged under the rules of :mod:`.sink_runs`: a run replaced by
+   a later start of the query, or whose epoch a later one took → :class:`~dstream_exactly_once.errors.FencedError`;
+   a batch of another checkpoint than the one that committed the application's batches (one or
+   many) → :class:`~dstream_exactly_once.errors.OffsetConflictError` (unless option
+   ``new_checkpoint=continue``); the batch committed before → nothing is produced. Nothing is
+   written on any of these paths. From here on ``b`` is the application's batch id (the Spark batch
+   id, plus the stored batches a continued application had before the checkpoint);
 2. executor: ``init_transactions()`` with the partition's transactional id fences an older producer
    with that id and completes or aborts what it left open; then the partition's *marker* is read:
    the offset of the marker group ``{prefix}.{app}.{p}`` (a consumer group used only as a marker)
@@ -44,12 +47,16 @@ wait. The marker is an ordinary group offset, subject to the broker's offset ret
 (``offsets.retention.minutes``, 7 days by default): a query stopped longer than that replays its
 last batch without the marker's protection.
 
+Output modes: ``append``, and ``complete`` as Spark's own Kafka sink applies it: every micro-batch
+writes the whole result table to the topic once (a consumer sees one full snapshot per batch).
+Spark refuses ``update`` for this sink.
+
 Rows (the shape of Spark's Kafka sink): ``value`` (string or binary, required), and optionally
 ``key`` (string or binary), ``topic`` (string; null or absent → option ``topic``), ``partition``
 (int; null or absent → the producer's partitioner) and ``headers`` (array of struct
 ``key`` string, ``value`` binary). Other columns are ignored. Options: ``topic``, ``store``,
-``store.password``, ``app``, ``epoch`` (taken by :func:`kafka_sink_options` at each start),
-``prefix``, ``transaction_timeout_ms``, ``on_replay_mismatch`` and the client settings as
+``store.password``, ``app_id`` (alias ``app``), ``new_checkpoint``, ``prefix``,
+``transaction_timeout_ms``, ``on_replay_mismatch`` and the client settings as
 ``kafka.``-prefixed kafkaParams (``kafka.bootstrap.servers`` is required). Passwords never appear
 in reprs, logs or errors.
 """
@@ -64,7 +71,8 @@ from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, O
 from ..sinks.kafka_tx import MAX_TRANSACTION_TIMEOUT_MS, KafkaTransactionalSink, broker_error
 from ..stores.writes import CommitOutcome, Writes
 from .kafka_marker import Decision, Header, Marker, RecordDigest, check_replay, decide
-from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, check_next_batch, commit_batch
+from .sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
+from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
 
 __all__ = ["KAFKA_SINK_NAME", "KafkaPartitionCommit", "KafkaSinkOptions", "check_kafka_schema",
            "check_output_topic", "commit_kafka_batch", "kafka_sink_options", "write_partition"]
@@ -74,9 +82,9 @@ log = logging.getLogger(__name__)
 #: The name to pass to ``writeStream.format``.
 KAFKA_SINK_NAME = "deo-kafka"
 
-_STORE_OPTIONS = ("store", "store.password", "app", "epoch")
+_STORE_OPTIONS = ("store", "store.password", "app_id", "app", "new_checkpoint")
 _OWN_OPTIONS = ("topic", "prefix", "transaction_timeout_ms", "on_replay_mismatch")
-_IGNORED_OPTIONS = ("path", "checkpointlocation")
+_IGNORED_OPTIONS = ("path", "checkpointlocation", "epoch")  # epoch: refused by StoreSinkOptions, saying why
 _MISMATCH = ("fail", "keep")
 
 #: column → the Spark types it may have (``DataType.simpleString()``)
@@ -91,11 +99,13 @@ COLUMN_TYPES: Dict[str, Tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class KafkaPartitionCommit:
-    """One task's commit message: what its partition did (``replayed``: its output was in Kafka before)."""
+    """One task's commit message: what its partition did (``replayed``: its output was in Kafka before)
+    and the query run of the task."""
 
     partition_id: int
     produced: int
     replayed: bool
+    run: Optional[QueryRun] = None
 
 
 @dataclass(frozen=True)
@@ -129,9 +139,9 @@ class KafkaSinkOptions:
         return f"{self.kafka.group_id(self.app)}.{partition_id}"
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, need_epoch: bool = True) -> KafkaSinkOptions:
+    def parse(cls, options: Mapping[str, str]) -> KafkaSinkOptions:
         """Check ``options`` (Spark's writer options); raises one :class:`ConfigurationError` naming the
-        key, the bad value and what is allowed. Opens nothing."""
+        key, the bad value and what is allowed. Opens nothing, writes nothing."""
         lowered = {str(k).lower(): v for k, v in options.items()}
         kafka_params = {k[len("kafka."):]: v for k, v in options.items() if str(k).lower().startswith("kafka.")}
         unknown = sorted(k for k in lowered if not k.startswith("kafka.")
@@ -158,8 +168,8 @@ class KafkaSinkOptions:
             raise ConfigurationError(f"deo-kafka option 'transaction_timeout_ms' must be an int from 1 to "
                                      f"{MAX_TRANSACTION_TIMEOUT_MS} (milliseconds; the broker also caps it at its "
                                      f"transaction.max.timeout.ms, 900000 by default), got {raw_timeout!r}")
-        store = StoreSinkOptions.parse({k: v for k, v in lowered.items() if k in _STORE_OPTIONS},
-                                       need_epoch=need_epoch)
+        store = StoreSinkOptions.parse({k: v for k, v in lowered.items() if k in _STORE_OPTIONS + ("epoch",)},
+                                       sink=KAFKA_SINK_NAME)
         try:
             kafka = KafkaTransactionalSink(kafka_params, topic, prefix=str(lowered.get("prefix", "deo")),
                                            transaction_timeout_ms=timeout)
@@ -176,31 +186,30 @@ def _option_text(value: Any) -> str:
     return str(value)
 
 
-def kafka_sink_options(store: str, app: str, topic: str, kafka_params: Mapping[str, Any], *, prefix: str = "deo",
-                       transaction_timeout_ms: int = 60000, on_replay_mismatch: str = "fail") -> Dict[str, str]:
-    """Check the sink's options, take a new epoch for this query start, and return the writer options.
+def kafka_sink_options(store: str, app_id: str, topic: str, kafka_params: Mapping[str, Any], *, prefix: str = "deo",
+                       transaction_timeout_ms: int = 60000, on_replay_mismatch: str = "fail",
+                       new_checkpoint: str = "refuse") -> Dict[str, str]:
+    """Check the sink's options and the broker's output topic, and return the writer options; nothing
+    is written to the store.
 
-    Call it once per ``start()``: ``df.writeStream.format("deo-kafka").options(**kafka_sink_options(url,
-    "app", "out", {"bootstrap.servers": "broker:9092"})).option("checkpointLocation", …).start()``.
-    ``kafka_params`` are Kafka client settings (as for the DStream API's ``kafkaParams``). Everything is
-    checked — the options, the broker and the output topic, the store — before the epoch is taken, so
-    a refused call writes nothing; the new epoch fences any older query of the same application.
+    ``df.writeStream.format("deo-kafka").options(**kafka_sink_options(url, "app", "out",
+    {"bootstrap.servers": "broker:9092"})).option("checkpointLocation", …).start()``. ``kafka_params``
+    are Kafka client settings (as for the DStream API's ``kafkaParams``). The store is first reached,
+    and the epoch of the query's start taken, by the query's first commit; ``new_checkpoint`` as for
+    :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
     from ..option_registry import keyword_checks
-    from ..stores import open_store
 
     keyword_checks("kafka_sink_options", store=store, prefix=prefix, transaction_timeout_ms=transaction_timeout_ms,
                    on_replay_mismatch=on_replay_mismatch)
-    options = {"store": store, "app": app, "topic": topic, "prefix": prefix,
-               "transaction_timeout_ms": str(transaction_timeout_ms), "on_replay_mismatch": on_replay_mismatch}
+    options = {"store": store, "app_id": app_id, "topic": topic, "prefix": prefix,
+               "transaction_timeout_ms": str(transaction_timeout_ms), "on_replay_mismatch": on_replay_mismatch,
+               "new_checkpoint": new_checkpoint}
     if not isinstance(kafka_params, Mapping):
         raise ConfigurationError(f"kafka_params must be a dict of Kafka client settings, got "
                                  f"{type(kafka_params).__name__}")
     options.update({f"kafka.{k}": _option_text(v) for k, v in kafka_params.items()})
-    checked = KafkaSinkOptions.parse(options, need_epoch=False)
-    check_output_topic(checked)
-    with open_store(checked.store.store, checked.app) as opened:
-        options["epoch"] = str(opened.start_epoch())
+    check_output_topic(KafkaSinkOptions.parse(options))
     return options
 
 
@@ -314,18 +323,18 @@ class _Targets:
                                      f"committed")
 
 
-def _check_store(opts: KafkaSinkOptions, batch_id: int) -> bool:
-    """Step 1: ``True`` when the store committed ``batch_id`` before; raises when this query may not write."""
+def _check_store(opts: KafkaSinkOptions, batch_id: int, run: QueryRun) -> BatchDecision:
+    """Step 1: what the store says of Spark batch ``batch_id`` of ``run``; raises when this run may not write."""
     from ..stores import open_store
 
+    where = f"deo-kafka app {opts.app} batch {batch_id}"
     with open_store(opts.store.store, opts.app) as store:
         current = store.current_epoch()
-        stored = store.load_positions().get(SINK_POSITION_KEY)
-    if current > opts.store.epoch:
-        raise FencedError(f"deo-kafka app {opts.app} batch {batch_id}: a newer query (epoch {current}) took over "
-                          f"from this one (epoch {opts.store.epoch}); nothing was produced")
-    check_next_batch(KAFKA_SINK_NAME, opts.app, None if stored is None else stored.offset, batch_id)
-    return stored is not None and stored.offset == batch_id + 1
+        decision = decide_batch(where, read_state(store, SINK_POSITION_KEY), run, batch_id, opts.store.new_checkpoint)
+    if decision.epoch is not None and current > decision.epoch:
+        raise FencedError(f"{where}: a newer query (epoch {current}) took over from this one (epoch "
+                          f"{decision.epoch}); nothing was produced")
+    return decision
 
 
 def _read_marker(opts: KafkaSinkOptions, admin: Any, group: str) -> Optional[Marker]:
@@ -387,8 +396,9 @@ def _replay(opts: KafkaSinkOptions, marker: Marker, rows: Iterable[Any], columns
 
 
 def write_partition(opts: KafkaSinkOptions, batch_id: int, partition_id: int, rows: Iterable[Any],
-                    columns: Collection[str] = ("value",)) -> KafkaPartitionCommit:
-    """Steps 1–3 of the protocol for one task (on an executor); see the module docstring.
+                    columns: Collection[str], run: QueryRun) -> KafkaPartitionCommit:
+    """Steps 1–3 of the protocol for one task (on an executor) of Spark batch ``batch_id`` of ``run``;
+    see the module docstring.
 
     Broker errors Kafka marks retriable (e.g. a group coordinator still being elected) are retried
     before the first row is read, within the sink's retry policy; after it, they fail the task
@@ -396,10 +406,12 @@ def write_partition(opts: KafkaSinkOptions, batch_id: int, partition_id: int, ro
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
 
+    decision = _check_store(opts, batch_id, run)
     where = f"deo-kafka app {opts.app} batch {batch_id} partition {partition_id}"
-    if _check_store(opts, batch_id):
+    if decision.replay:
         log.info("%s: the store committed the batch before; nothing produced", where)
-        return KafkaPartitionCommit(partition_id, 0, True)
+        return KafkaPartitionCommit(partition_id, 0, True, run)
+    batch_id = decision.app_batch  # the marker counts the application's batches
     group = opts.marker_group(partition_id)
     producer, targets, marker = opts.kafka.retry.call(lambda: _prepare(opts, partition_id, where), where)
     in_transaction = False
@@ -407,7 +419,7 @@ def write_partition(opts: KafkaSinkOptions, batch_id: int, partition_id: int, ro
         if decide(marker, batch_id, f"{where} (marker group {group!r})") is Decision.DONE:
             assert marker is not None
             _replay(opts, marker, rows, columns, where)
-            return KafkaPartitionCommit(partition_id, 0, True)
+            return KafkaPartitionCommit(partition_id, 0, True, run)
         digest = RecordDigest()
         producer.begin_transaction()
         in_transaction = True
@@ -421,7 +433,7 @@ def write_partition(opts: KafkaSinkOptions, batch_id: int, partition_id: int, ro
             {TopicPartition(opts.topic, 0): OffsetAndMetadata(done.next_batch, done.metadata(), -1)}, group)
         producer.commit_transaction()
         in_transaction = False
-        return KafkaPartitionCommit(partition_id, digest.records, False)
+        return KafkaPartitionCommit(partition_id, digest.records, False, run)
     except Exception as exc:  # noqa: BLE001 - translated at this boundary, keeping its class and flag
         err = _translated(opts, exc, f"writing {where} to {opts.topic!r} in a Kafka transaction")
         if err is exc:
@@ -443,7 +455,9 @@ def commit_kafka_batch(opts: KafkaSinkOptions, messages: Sequence[Optional[Kafka
     if len(parts) != len(messages):
         raise ConfigurationError(f"deo-kafka app {opts.app} batch {batch_id}: {len(messages) - len(parts)} "
                                  f"task(s) sent no commit message; the batch is not recorded")
-    outcome = commit_batch(opts.store, [Writes()], batch_id, sink_name=KAFKA_SINK_NAME)
+    run = run_of_messages([m.run for m in parts if m.run is not None],  # type: ignore[misc]
+                          f"deo-kafka app {opts.app} batch {batch_id}")
+    outcome = commit_batch(opts.store, [Writes()], batch_id, run, sink_name=KAFKA_SINK_NAME)
     log.info("deo-kafka app %s batch %d: %d record(s) produced by %d partition(s), %d found in Kafka before; "
              "store: %s", opts.app, batch_id, sum(m.produced for m in parts), len(parts),
              sum(m.replayed for m in parts), outcome.value)

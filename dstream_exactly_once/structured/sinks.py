@@ -10,6 +10,8 @@ __all__ = ["register_sinks"]
 def register_sinks(spark: Any) -> None:
     """Register the sinks of this package with ``spark`` (``spark.dataSource.register``), so that
     ``writeStream.format("deo-store")``, ``"deo-doris"`` and ``"deo-kafka"`` find them. Idempotent.
+    :func:`~dstream_exactly_once.structured.register` registers these and the ``aof`` source; call
+    this one for a query that reads from another source.
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api

@@ -9,13 +9,20 @@ Delivery guarantee: exactly-once into the store as long as the query restarts fr
 The store keeps, per application (one application id per query), the next batch id to commit as a
 position (compare-and-set ``stored == batchId`` → apply; ``== batchId + 1`` → the batch was
 committed before, nothing is written) plus the commit-log entry of the batch id; a batch Spark
-replays after a crash is therefore skipped, and one that never committed is applied once. A query
-start takes a new epoch (:func:`store_sink_options`); a zombie query still committing with an older
-epoch is refused with :class:`~dstream_exactly_once.errors.FencedError`. ``abort`` writes nothing.
-A query restarted from a *new* checkpoint against the same application id starts again at batch 0
-and is refused with :class:`~dstream_exactly_once.errors.OffsetConflictError` naming the stored and
-the offered batch id before anything is written (the store is checked before the commit-log lookup
-would take the batch for a replay).
+replays after a crash is therefore skipped, and one that never committed is applied once. Each
+committed batch id is stored with the query run that committed it (Spark's query id, kept in the
+checkpoint, and run id, new at each start; :mod:`.sink_runs`): a query started from a *new*
+checkpoint against an application with committed batches — one or many — is refused with
+:class:`~dstream_exactly_once.errors.OffsetConflictError` before anything is written, unless option
+``new_checkpoint=continue`` continues the application from the stored state. The first commit of
+each start of the query takes a new epoch; a zombie run still committing with an older one is
+refused with :class:`~dstream_exactly_once.errors.FencedError`. Building the options
+(:func:`store_sink_options`) writes nothing. ``abort`` writes nothing.
+
+Output modes: ``append``; ``complete`` only with ``put`` rows (each batch holds the whole result
+table and a ``put`` sets each key to its current value: "set" semantics) — an ``incr`` or ``row``
+row in ``complete`` mode fails the batch before anything is written, naming the mode and the op
+(it would add the whole table again at every batch). Spark refuses ``update`` for this sink.
 
 Row shape (default): columns ``namespace`` (str), ``key`` (str), ``op`` (str) and ``value``:
 
@@ -36,17 +43,19 @@ so a task carries one write per key, not one per input row.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import SourceRange, register_range_kind
-from ..errors import ConfigurationError, OffsetConflictError
+from ..errors import ConfigurationError
 from ..stores.url import redact_url
 from ..stores.writes import CommitOutcome, PlannedBatch, Writes
+from .sink_runs import QueryRun, decide_batch, read_state
 
-__all__ = ["SINK_POSITION_KEY", "STORE_SINK_NAME", "SinkBatchRange", "StoreSinkOptions", "check_next_batch",
+__all__ = ["SINK_POSITION_KEY", "STORE_SINK_NAME", "SinkBatchRange", "StoreSinkOptions", "commit_batch",
            "merge_writes", "rows_to_writes", "store_sink_options"]
 
 log = logging.getLogger(__name__)
@@ -62,7 +71,12 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 ROW_COLUMNS = ("namespace", "key", "op", "value")
 ROW_OPS = ("incr", "put", "row")
-_KNOWN_OPTIONS = ("store", "store.password", "app", "epoch", "writes_function", "max_message_bytes", "path")
+_KNOWN_OPTIONS = ("store", "store.password", "app_id", "app", "new_checkpoint", "writes_function",
+                  "max_message_bytes", "path")
+_STORE_SCHEMES = ("sqlite", "postgresql", "postgres", "redis", "rediss", "redis+cluster", "rediss+cluster")
+#: Options of earlier releases that are refused with a message saying what replaced them.
+_GONE_OPTIONS = {"epoch": "the epoch is taken by the query's first commit after each start, not by building "
+                          "the options; drop option 'epoch'"}
 
 
 @register_range_kind
@@ -76,6 +90,8 @@ class SinkBatchRange(SourceRange):
 
     kind = "sink-batch"
     batch_id: int
+    #: the JSON text of the run document stored beside the position (:mod:`.sink_runs`); "" for none
+    run_doc: str = field(default="", compare=False)
 
     @property
     def position_key(self) -> str:
@@ -89,23 +105,27 @@ class SinkBatchRange(SourceRange):
     def end(self) -> int:
         return self.batch_id + 1
 
+    def position_meta(self) -> Optional[Dict[str, Any]]:
+        return json.loads(self.run_doc) if self.run_doc else None
+
     def to_json_obj(self) -> Any:
-        return {"batch_id": self.batch_id}
+        if not self.run_doc:
+            return {"batch_id": self.batch_id}
+        return {"batch_id": self.batch_id, "run": json.loads(self.run_doc)}
 
     @classmethod
     def from_json_obj(cls, obj: Any) -> SinkBatchRange:
-        return cls(int(obj["batch_id"]))
+        run = obj.get("run")
+        return cls(int(obj["batch_id"]), "" if run is None else json.dumps(run, separators=(",", ":"),
+                                                                            sort_keys=True))
 
     def describe(self) -> str:
         return f"sink batch {self.batch_id}"
 
 
-def _int_option(options: Mapping[str, str], name: str, default: Optional[int], minimum: int) -> int:
+def _int_option(options: Mapping[str, str], name: str, default: int, minimum: int) -> int:
     raw = options.get(name)
     if raw is None:
-        if default is None:
-            raise ConfigurationError(f"deo sink option {name!r} is required (an int >= {minimum}); take one for "
-                                     f"each query start with dstream_exactly_once.structured.store_sink_options()")
         return default
     try:
         value = int(str(raw).strip())
@@ -114,6 +134,28 @@ def _int_option(options: Mapping[str, str], name: str, default: Optional[int], m
     if value < minimum:
         raise ConfigurationError(f"deo sink option {name!r} must be an int >= {minimum}, got {raw!r}")
     return value
+
+
+def app_id_option(options: Mapping[str, Any], sink: str) -> str:
+    """The application id of lower-cased sink ``options``: ``app_id``, or its alias ``app`` (not both)."""
+    from ..stores import check_app_id
+
+    if "app_id" in options and "app" in options and options["app_id"] != options["app"]:
+        raise ConfigurationError(f"{sink} options 'app_id' {options['app_id']!r} and its alias 'app' "
+                                 f"{options['app']!r} differ; give one")
+    app = options.get("app_id", options.get("app"))
+    if app is None:
+        raise ConfigurationError(f"{sink} option 'app_id' is required (alias 'app'): the application id of this "
+                                 f"query (1..200 of A-Z a-z 0-9 . _ : -)")
+    check_app_id(app)
+    return str(app)
+
+
+def refuse_gone_options(options: Mapping[str, Any], sink: str) -> None:
+    """Refuse options of earlier releases, saying what replaced them."""
+    for key, why in _GONE_OPTIONS.items():
+        if key in options:
+            raise ConfigurationError(f"{sink} option {key!r} ({options[key]!r}) is no longer used: {why}")
 
 
 def _with_password(url: str, password: Optional[str]) -> str:
@@ -132,72 +174,79 @@ def _with_password(url: str, password: Optional[str]) -> str:
 
 @dataclass(frozen=True)
 class StoreSinkOptions:
-    """The checked options of a ``deo-store`` query (the store URL never appears in ``repr``)."""
+    """The checked options of a ``deo-store`` query (the store URL never appears in ``repr``).
+
+    ``complete`` says the query runs in output mode ``complete`` (set by the sink when Spark creates
+    its writer)."""
 
     store: str
     app: str
-    epoch: int
     writes_function: Optional[str]
     max_message_bytes: int
+    new_checkpoint: str = "refuse"
+    complete: bool = False
 
     def __repr__(self) -> str:
-        return (f"StoreSinkOptions(store={redact_url(self.store)!r}, app={self.app!r}, epoch={self.epoch}, "
-                f"writes_function={self.writes_function!r}, max_message_bytes={self.max_message_bytes})")
+        return (f"StoreSinkOptions(store={redact_url(self.store)!r}, app_id={self.app!r}, "
+                f"writes_function={self.writes_function!r}, max_message_bytes={self.max_message_bytes}, "
+                f"new_checkpoint={self.new_checkpoint!r}, complete={self.complete})")
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, need_epoch: bool = True) -> StoreSinkOptions:
+    def parse(cls, options: Mapping[str, str], *, sink: str = "deo sink") -> StoreSinkOptions:
         """Check ``options`` (Spark's writer options); raises one :class:`ConfigurationError` naming the
-        key, the bad value and what is allowed. Opens nothing."""
-        from ..stores import check_app_id
+        key, the bad value and what is allowed. Opens nothing, writes nothing."""
         from ..stores.url import url_scheme
+        from .sink_runs import check_new_checkpoint_option
 
         lowered = {str(k).lower(): v for k, v in options.items()}
+        refuse_gone_options(lowered, sink)
         unknown = sorted(k for k in lowered if k not in _KNOWN_OPTIONS and k != "checkpointlocation")
         if unknown:
-            raise ConfigurationError(f"unknown deo sink option(s) {unknown}; allowed: {list(_KNOWN_OPTIONS)}")
+            raise ConfigurationError(f"unknown {sink} option(s) {unknown}; allowed: {list(_KNOWN_OPTIONS)}")
         store = lowered.get("store")
         if not isinstance(store, str) or not store:
-            raise ConfigurationError("deo sink option 'store' is required: a store URL (sqlite:///path.db, "
+            raise ConfigurationError(f"{sink} option 'store' is required: a store URL (sqlite:///path.db, "
                                      "postgresql://…, redis://…)")
-        if url_scheme(store) not in ("sqlite", "postgresql", "postgres", "redis", "rediss"):
-            raise ConfigurationError(f"deo sink option 'store' must be a sqlite://, postgresql:// or redis:// URL, "
-                                     f"got {redact_url(store)!r}")
-        app = lowered.get("app")
-        if app is None:
-            raise ConfigurationError("deo sink option 'app' is required: the application id of this query "
-                                     "(1..200 of A-Z a-z 0-9 . _ : -)")
-        check_app_id(app)
+        if url_scheme(store) not in _STORE_SCHEMES:
+            raise ConfigurationError(f"{sink} option 'store' must be a sqlite://, postgresql://, redis:// or "
+                                     f"redis+cluster:// URL, got {redact_url(store)!r}")
+        app = app_id_option(lowered, sink)
         fn = lowered.get("writes_function") or None
         if fn is not None and (":" not in fn or not all(fn.partition(":")[::2])):
-            raise ConfigurationError(f"deo sink option 'writes_function' must be 'package.module:function', "
+            raise ConfigurationError(f"{sink} option 'writes_function' must be 'package.module:function', "
                                      f"got {fn!r}")
-        epoch = _int_option(lowered, "epoch", None if need_epoch else 0, 1 if need_epoch else 0)
         size = _int_option(lowered, "max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES, 1024)
-        return cls(_with_password(store, lowered.get("store.password")), app, epoch, fn, size)
+        new_checkpoint = check_new_checkpoint_option(lowered.get("new_checkpoint"), sink)
+        return cls(_with_password(store, lowered.get("store.password")), app, fn, size, new_checkpoint)
 
 
-def store_sink_options(store: str, app: str, *, writes_function: Optional[str] = None,
-                       max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Dict[str, str]:
-    """Check the sink's options, take a new epoch for this query start, and return the writer options.
+def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optional[str] = None,
+                       writes_function: Optional[str] = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                       new_checkpoint: str = "refuse") -> Dict[str, str]:
+    """Check the sink's options and return them as writer options; nothing is opened or written.
 
-    Call it once per ``start()``: ``df.writeStream.format("deo-store").options(**store_sink_options(url,
-    "app")).option("checkpointLocation", …).start()``. Every argument is checked (and the store
-    reached) before the epoch is taken, so a refused call writes nothing; the new epoch fences any
-    older query of the same application.
+    ``df.writeStream.format("deo-store").options(**store_sink_options(url, "app")).option(
+    "checkpointLocation", …).start()``. ``app`` is an alias of ``app_id``. The store is first reached,
+    and the epoch of the query's start taken, by the query's first commit: building the options
+    never fences a running query. ``new_checkpoint="continue"`` lets a query started from a new
+    checkpoint continue an application whose store holds committed batches (otherwise refused).
     """
     from ..option_registry import keyword_checks
-    from ..stores import open_store
 
     keyword_checks("store_sink_options", store=store, writes_function=writes_function,
                    max_message_bytes=max_message_bytes)
-    options = {"store": store, "app": app, "max_message_bytes": str(max_message_bytes)}
+    options = {"store": store, "max_message_bytes": str(max_message_bytes), "new_checkpoint": str(new_checkpoint)}
+    if app_id is not None:
+        options["app_id"] = app_id
+    if app is not None:
+        options["app"] = app
     if writes_function is not None:
         options["writes_function"] = writes_function
-    checked = StoreSinkOptions.parse(options, need_epoch=False)
+    checked = StoreSinkOptions.parse(options)
     if checked.writes_function is not None:
         _load_function(checked.writes_function)
-    with open_store(checked.store, checked.app) as opened:
-        options["epoch"] = str(opened.start_epoch())
+    options.pop("app", None)
+    options["app_id"] = checked.app
     return options
 
 
@@ -231,12 +280,34 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def rows_to_writes(rows: Iterator[Any]) -> Writes:
-    """The row shape's :class:`Writes` for ``rows`` (each with ``namespace``, ``key``, ``op``, ``value``)."""
+def complete_mode_error(what: str, op: str) -> ConfigurationError:
+    """The refusal of a non-``put`` write in output mode ``complete`` (``what`` names where)."""
+    return ConfigurationError(
+        f"{what}: op {op!r} in output mode 'complete' is refused: each micro-batch of a complete-mode query "
+        f"holds the whole result table, so {op!r} would add it again at every batch; in complete mode the "
+        f"deo-store sink applies 'put' only (each key set to its current value), otherwise use output mode "
+        f"'append'; nothing was written")
+
+
+def check_complete_writes(writes: Writes, what: str) -> None:
+    """Refuse ``writes`` (of a complete-mode batch) holding anything but puts."""
+    if writes.increments:
+        raise complete_mode_error(what, "incr")
+    if writes.batch_rows:
+        raise complete_mode_error(what, "row")
+    if writes.statements:
+        raise complete_mode_error(what, "execute")
+
+
+def rows_to_writes(rows: Iterator[Any], *, complete: bool = False) -> Writes:
+    """The row shape's :class:`Writes` for ``rows`` (each with ``namespace``, ``key``, ``op``, ``value``);
+    ``complete``: the query runs in output mode ``complete``, where only ``put`` is accepted."""
     writes = Writes()
     batch_rows: Dict[str, List[Any]] = {}
     for row in rows:
         ns, key, op, value = row["namespace"], row["key"], row["op"], row["value"]
+        if complete and op != "put" and op in ROW_OPS:
+            raise complete_mode_error(f"deo-store row (namespace {ns!r}, key {key!r})", op)
         if op == "incr":
             writes.incr(ns, key, 1 if value is None else value)
         elif op == "put":
@@ -297,27 +368,23 @@ def check_message_size(writes: Writes, limit: int, what: str) -> bytes:
     return data
 
 
-def check_next_batch(sink_name: str, app: str, stored: Optional[int], batch_id: int) -> None:
-    """Refuse ``batch_id`` unless the store's next batch id ``stored`` is ``None``, ``batch_id`` or
-    ``batch_id + 1`` (a replay); raises :class:`OffsetConflictError` naming both."""
-    if stored is not None and stored not in (batch_id, batch_id + 1):
-        raise OffsetConflictError(
-            f"{sink_name} app {app}: batch {batch_id} does not follow the stored next batch id "
-            f"{stored} (a new checkpoint against an application with committed batches?); nothing "
-            f"was written. Start the query with a new 'app', or from the checkpoint that wrote "
-            f"batch {stored - 1}")
-
-
-def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int, *,
+def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int, ident: QueryRun, *,
                  sink_name: str = STORE_SINK_NAME) -> CommitOutcome:
-    """Commit ``parts`` (in partition order) with ``batch_id`` in one store transaction."""
+    """Commit ``parts`` (in partition order) as Spark batch ``batch_id`` of the query run ``ident`` in one
+    store transaction, under the rules of :mod:`.sink_runs` (a replay writes nothing)."""
     from ..stores import open_store
 
-    batch = PlannedBatch(batch_id, 0, (SinkBatchRange(batch_id),))
+    where = f"{sink_name} app {opts.app} batch {batch_id}"
     with open_store(opts.store, opts.app) as store:
-        stored = store.load_positions().get(SINK_POSITION_KEY)
-        check_next_batch(sink_name, opts.app, None if stored is None else stored.offset, batch_id)
-        outcome = store.commit(opts.epoch, batch, merge_writes(parts))
+        decision = decide_batch(where, read_state(store, SINK_POSITION_KEY), ident, batch_id, opts.new_checkpoint)
+        if decision.replay:
+            log.info("%s (the application's batch %d) was committed before by this query; nothing written", where,
+                     decision.app_batch)
+            return CommitOutcome.REPLAYED
+        epoch = store.start_epoch() if decision.epoch is None else decision.epoch
+        doc = json.dumps(decision.meta(ident, epoch), separators=(",", ":"), sort_keys=True)
+        batch = PlannedBatch(decision.app_batch, 0, (SinkBatchRange(decision.app_batch, doc),))
+        outcome = store.commit(epoch, batch, merge_writes(parts))
     if outcome is CommitOutcome.REPLAYED:
-        log.info("%s app %s: batch %d was committed before; nothing written", sink_name, opts.app, batch_id)
+        log.info("%s was committed before; nothing written", where)
     return outcome

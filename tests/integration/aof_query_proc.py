@@ -88,7 +88,7 @@ def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequen
     spark.dataSource.register(HoldingStoreSink)
 
     def start(store_url: str, app: str) -> Any:
-        options = store_sink_options(store_url, app)  # a new epoch: fences an older driver of the same app
+        options = store_sink_options(store_url, app)  # the first commit takes the epoch: fences an older driver
         return (spark.readStream.format("aof").option("path", pattern).option("bytes.max", "4096").load()
                 .selectExpr("'seen' AS namespace", "value AS key", "'incr' AS op", "CAST(1 AS BIGINT) AS value")
                 .writeStream.format("deo-store").options(**options)

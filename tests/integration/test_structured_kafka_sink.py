@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -17,9 +18,11 @@ from dstream_exactly_once.structured.kafka_sink import (
     kafka_sink_options,
     write_partition,
 )
+from dstream_exactly_once.structured.sink_runs import QueryRun
 from dstream_exactly_once.structured.store_sink import SINK_POSITION_KEY
 
 COLUMNS = ("value", "key", "topic", "partition", "headers")
+RUN = QueryRun("query-1", "run-1")
 
 
 def read_committed(bootstrap, topic):
@@ -60,15 +63,15 @@ def rows(*values, partition=None):
 
 
 def test_replayed_partition_produces_nothing(kafka, sink):
-    first = write_partition(sink, 0, 0, rows("a", "b", partition=1), COLUMNS)
+    first = write_partition(sink, 0, 0, rows("a", "b", partition=1), COLUMNS, RUN)
     assert (first.produced, first.replayed) == (2, False)
     # the driver died before recording the batch: Spark runs it again with the same partitions
-    again = write_partition(sink, 0, 0, rows("b", "a", partition=1), COLUMNS)  # same records, other order
+    again = write_partition(sink, 0, 0, rows("b", "a", partition=1), COLUMNS, RUN)  # same records, other order
     assert (again.produced, again.replayed) == (0, True)
-    assert write_partition(sink, 0, 1, rows("c"), COLUMNS).produced == 1
+    assert write_partition(sink, 0, 1, rows("c"), COLUMNS, RUN).produced == 1
     assert commit_kafka_batch(sink, [first, again], 0) is CommitOutcome.APPLIED
     assert commit_kafka_batch(sink, [again, again], 0) is CommitOutcome.REPLAYED
-    assert write_partition(sink, 0, 0, rows("x"), COLUMNS).replayed  # the store says committed: no Kafka
+    assert write_partition(sink, 0, 0, rows("x"), COLUMNS, RUN).replayed  # the store says committed: no Kafka
     got = read_committed(kafka.bootstrap, sink.topic)
     assert [(k, v) for k, v, _ in got] == [(b"ka", b"a"), (b"kb", b"b"), (b"kc", b"c")]
     assert [p for k, _, p in got if k != b"kc"] == [1, 1]
@@ -77,33 +80,33 @@ def test_replayed_partition_produces_nothing(kafka, sink):
 
 
 def test_replay_with_other_records_is_refused_or_kept(kafka, sink):
-    write_partition(sink, 0, 0, rows("a"), COLUMNS)
+    write_partition(sink, 0, 0, rows("a"), COLUMNS, RUN)
     with pytest.raises(OffsetConflictError, match=r"batch 0 is replayed with other records in this Spark partition "
                                                   r"\(2 records.*\(1 records.*on_replay_mismatch=keep"):
-        write_partition(sink, 0, 0, rows("a", "z"), COLUMNS)
+        write_partition(sink, 0, 0, rows("a", "z"), COLUMNS, RUN)
     keep = KafkaSinkOptions(sink.store, sink.kafka, "keep")
-    assert write_partition(keep, 0, 0, rows("a", "z"), COLUMNS).replayed
+    assert write_partition(keep, 0, 0, rows("a", "z"), COLUMNS, RUN).replayed
     assert [v for _, v, _ in read_committed(kafka.bootstrap, sink.topic)] == [b"a"]
 
 
 def test_marker_ahead_of_the_batch_is_refused(kafka, sink):
-    write_partition(sink, 0, 0, rows("a"), COLUMNS)
-    write_partition(sink, 1, 0, rows("b"), COLUMNS)
+    write_partition(sink, 0, 0, rows("a"), COLUMNS, RUN)
+    write_partition(sink, 1, 0, rows("b"), COLUMNS, RUN)
     with pytest.raises(OffsetConflictError, match=r"Kafka already holds the output of batch 1, after batch 0.*"
                                                   r"nothing was produced"):
-        write_partition(sink, 0, 0, rows("a"), COLUMNS)
+        write_partition(sink, 0, 0, rows("a"), COLUMNS, RUN)
     assert [v for _, v, _ in read_committed(kafka.bootstrap, sink.topic)] == [b"a", b"b"]
 
 
 def test_bad_row_aborts_the_partition(kafka, sink):
     bad_topic = iter([{"value": "a", "topic": None}, {"value": "b", "topic": "no-such-" + uuid.uuid4().hex[:6]}])
     with pytest.raises(ConfigurationError, match=r"names topic 'no-such-.*does not exist"):
-        write_partition(sink, 0, 0, bad_topic, ("value", "topic"))
+        write_partition(sink, 0, 0, bad_topic, ("value", "topic"), RUN)
     with pytest.raises(ConfigurationError, match=r"partition 5 of topic .* has partitions \[0, 1\]"):
         write_partition(sink, 0, 0, iter([{"value": "a", "partition": 0}, {"value": "b", "partition": 5}]),
-                        ("value", "partition"))
+                        ("value", "partition"), RUN)
     assert read_committed(kafka.bootstrap, sink.topic) == []
-    assert write_partition(sink, 0, 0, rows("a"), COLUMNS).produced == 1  # the marker did not move
+    assert write_partition(sink, 0, 0, rows("a"), COLUMNS, RUN).produced == 1  # the marker did not move
 
 
 def test_query_start_checks_the_topic_before_the_epoch(kafka, tmp_path):
@@ -135,5 +138,24 @@ def test_a_transaction_timeout_above_the_brokers_cap_is_refused_naming_both(kafk
     assert info.value.retriable is False
     with open_store(store, "q") as live:
         assert live.current_epoch() == epoch  # no epoch taken
-    opts = kafka_sink_options(store, "q", out, {"bootstrap.servers": kafka.bootstrap}, transaction_timeout_ms=900_000)
-    assert int(opts["epoch"]) == epoch + 1
+    kafka_sink_options(store, "q", out, {"bootstrap.servers": kafka.bootstrap}, transaction_timeout_ms=900_000)
+    with open_store(store, "q") as live:
+        assert live.current_epoch() == epoch  # building options takes no epoch; the query's first commit does
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_new_checkpoint_refused_or_continued_after_the_markers(kafka, sink, n):
+    """One or more committed batches: the new checkpoint's batch 0 is refused before Kafka is reached;
+    with new_checkpoint=continue it is the application's batch n, after the markers of the run before."""
+    for b in range(n):
+        commit_kafka_batch(sink, [write_partition(sink, b, 0, rows(f"v{b}"), COLUMNS, RUN)], b)
+    new = QueryRun("query-2", "run-2")
+    with pytest.raises(OffsetConflictError, match=rf"batch 0 comes from query query-2.*up to {n - 1}"):
+        write_partition(sink, 0, 0, rows("new"), COLUMNS, new)
+    cont = KafkaSinkOptions(replace(sink.store, new_checkpoint="continue"), sink.kafka)
+    done = write_partition(cont, 0, 0, rows("new"), COLUMNS, new)
+    assert (done.produced, done.replayed) == (1, False)
+    assert commit_kafka_batch(cont, [done], 0) is CommitOutcome.APPLIED
+    assert write_partition(cont, 0, 0, rows("new"), COLUMNS, new).replayed
+    assert sorted(v for _, v, _ in read_committed(kafka.bootstrap, sink.topic)) == sorted(
+        [f"v{b}".encode() for b in range(n)] + [b"new"])

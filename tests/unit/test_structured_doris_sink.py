@@ -7,17 +7,19 @@ import os
 
 import pytest
 
-from dstream_exactly_once.errors import ConfigurationError
+from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError
 from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.stores.writes import CommitOutcome
 from dstream_exactly_once.structured.doris_sink import (
     DorisSinkOptions,
     abort_batch,
+    check_doris_mode,
     commit_doris_batch,
     doris_sink_options,
     load_partition,
 )
+from dstream_exactly_once.structured.sink_runs import QueryRun
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
 PARTS = {0: [(1, "a"), (2, "b")], 1: [(3, "c")]}
@@ -39,8 +41,12 @@ def opts(doris, tmp_path):
     return DorisSinkOptions.parse(options)
 
 
-def run_tasks(opts, batch, parts=PARTS):
-    return [load_partition(opts, batch, p, iter(rows)) for p, rows in parts.items()]
+RUN = QueryRun("query-1", "run-1")
+NEW = QueryRun("query-2", "run-2")  # a new checkpoint on the same application
+
+
+def run_tasks(opts, batch, parts=PARTS, run=RUN):
+    return [load_partition(opts, batch, p, iter(rows), run) for p, rows in parts.items()]
 
 
 def visible(doris):
@@ -52,7 +58,7 @@ def test_options_name_key_value_and_allowed_and_write_nothing(tmp_path, doris):
     with pytest.raises(ConfigurationError, match=r"option 'fe' is required"):
         doris_sink_options(url, "q", "", "db", "t")
     with pytest.raises(ConfigurationError, match=r"unknown deo-doris option\(s\) \['tabel'\]; allowed"):
-        DorisSinkOptions.parse({"store": url, "app": "q", "epoch": "1", "fe": doris.fe_url, "db": "d", "table": "t",
+        DorisSinkOptions.parse({"store": url, "app": "q", "fe": doris.fe_url, "db": "d", "table": "t",
                                 "tabel": "x"})
     with pytest.raises(ConfigurationError, match=r"'strict_labels' must be true or false, got 'yes'"):
         doris_sink_options(url, "q", doris.fe_url, "db", "t", strict_labels="yes")
@@ -66,14 +72,14 @@ def test_repr_hides_passwords(opts):
 
 
 def test_labels_are_the_dstream_sinks_with_the_128_cap(opts):
-    assert load_partition(opts, 0, 0, iter([])).label == "q1_t_0_0"
-    long = DorisSinkOptions.parse({**_raw(opts), "app": "x" * 150})
-    label = load_partition(long, 7, 3, iter([])).label
+    assert load_partition(opts, 0, 0, iter([]), RUN).label == "q1_t_0_0"
+    long = DorisSinkOptions.parse({**_raw(opts), "app_id": "x" * 150})
+    label = load_partition(long, 7, 3, iter([]), RUN).label
     assert len(label) <= 128 and label.endswith("_7_3")
 
 
 def _raw(opts):
-    return {"store": opts.store.store, "app": opts.app, "epoch": str(opts.store.epoch), **opts.doris}
+    return {"store": opts.store.store, "app_id": opts.app, **opts.doris}
 
 
 def test_batch_committed_once(opts, doris):
@@ -131,7 +137,40 @@ def test_abort_of_an_undecided_batch_aborts_its_loads(opts, doris):
 def test_label_doris_reports_finished_is_not_loaded_twice(opts, doris):
     client = opts.client()
     client.load("q1_t_0_0", [(1, "a"), (2, "b")])
-    msg = load_partition(opts, 0, 0, iter(PARTS[0]))
+    msg = load_partition(opts, 0, 0, iter(PARTS[0]), RUN)
     assert msg.finished_before and msg.rows == 0
     commit_doris_batch(opts, [msg], 0)
     assert visible(doris) == [("1", "a"), ("2", "b")]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_new_checkpoint_is_refused_before_anything_is_loaded(opts, doris, n):
+    for b in range(n):
+        commit_doris_batch(opts, run_tasks(opts, b, {0: [(b, "x")]}), b)
+    loaded = visible(doris)
+    if n == 0:
+        commit_doris_batch(opts, run_tasks(opts, 0, run=NEW), 0)
+        assert len(visible(doris)) == 3
+        return
+    with pytest.raises(OffsetConflictError, match=rf"deo-doris app q1 batch 0: batch 0 comes from query query-2, a new "
+                                                  rf"checkpoint, but the application's batches up to {n - 1}"):
+        run_tasks(opts, 0, run=NEW)
+    assert visible(doris) == loaded and "PRECOMMITTED" not in doris.labels("db").values()
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_new_checkpoint_continues_under_new_labels(opts, doris, n):
+    for b in range(n):
+        commit_doris_batch(opts, run_tasks(opts, b, {0: [(b, "x")]}), b)
+    cont = DorisSinkOptions.parse({**_raw(opts), "new_checkpoint": "continue"})
+    msgs = run_tasks(cont, 0, run=NEW)
+    assert [m.label for m in msgs] == [f"q1_t_{n}_0", f"q1_t_{n}_1"]  # the application's batch n, not 0
+    outcome, _ = commit_doris_batch(cont, msgs, 0)
+    assert outcome is CommitOutcome.APPLIED and len(visible(doris)) == n + 3
+    assert commit_doris_batch(cont, run_tasks(cont, 0, run=NEW), 0)[0] is CommitOutcome.REPLAYED
+
+
+def test_complete_mode_is_refused_at_start():
+    check_doris_mode(False)
+    with pytest.raises(ConfigurationError, match=r"deo-doris sink accepts output mode 'append' only, got 'complete'"):
+        check_doris_mode(True)

@@ -11,6 +11,7 @@ from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.stores.writes import Writes
 from dstream_exactly_once.structured.kafka_marker import Decision, Marker, RecordDigest, check_replay, decide
 from dstream_exactly_once.structured.kafka_sink import (
+    KafkaPartitionCommit,
     KafkaSinkOptions,
     check_kafka_schema,
     commit_kafka_batch,
@@ -18,13 +19,14 @@ from dstream_exactly_once.structured.kafka_sink import (
     to_record,
     write_partition,
 )
-from dstream_exactly_once.structured.store_sink import SINK_POSITION_KEY, commit_batch
+from dstream_exactly_once.structured.sink_runs import QueryRun
+from dstream_exactly_once.structured.store_sink import commit_batch
 
 UNREACHABLE = "127.0.0.1:1"  # a test that reaches Kafka through it fails
 
 
 def options(tmp_path, **extra):
-    return {"store": f"sqlite:///{tmp_path}/s.db", "app": "q", "epoch": "1", "topic": "out",
+    return {"store": f"sqlite:///{tmp_path}/s.db", "app": "q", "topic": "out",
             "kafka.bootstrap.servers": UNREACHABLE, **extra}
 
 
@@ -85,7 +87,8 @@ def test_check_replay():
     ({"transaction_timeout_ms": str(2**40)}, r"'transaction_timeout_ms' must be an int from 1 to 2147483647 "
                                              r".*transaction\.max\.timeout\.ms.*got '1099511627776'"),
     ({"kafka.group.idd": "g"}, r"kafka\.\* are Kafka client settings.*'group.idd'"),
-    ({"epoch": None}, r"'epoch' is required"),
+    ({"epoch": "1"}, r"'epoch' \('1'\) is no longer used"),
+    ({"new_checkpoint": "yes"}, r"'new_checkpoint' must be one of \['refuse', 'continue'\], got 'yes'"),
     ({"app": "has space"}, r"app"),
     ({"store": "mysql://u:hunter2@h/db"}, r"'store' must be a sqlite://"),
     ({"prefix": "a b"}, r"prefix must be a non-empty str without spaces"),
@@ -140,27 +143,39 @@ def test_to_record():
 
 
 # ---- the store checks before anything reaches Kafka (the bootstrap is unreachable)
+RUN, RUN2, NEW = QueryRun("query-1", "run-1"), QueryRun("query-1", "run-2"), QueryRun("query-2", "run-3")
+
+
 def test_store_checks_come_first(tmp_path):
     opts = KafkaSinkOptions.parse(options(tmp_path))
-    with open_store(opts.store.store, "q") as s:
-        assert s.start_epoch() == 1
     for b in range(3):
-        commit_batch(opts.store, [Writes()], b)
-    assert write_partition(opts, 2, 0, iter([{"value": "x"}])).replayed  # committed before: no Kafka
-    with pytest.raises(OffsetConflictError, match=r"deo-kafka app q: batch 0 does not follow the stored next "
-                                                  r"batch id 3.*nothing was written"):
-        write_partition(opts, 0, 0, iter([{"value": "x"}]))
+        commit_batch(opts.store, [Writes()], b, RUN)
+    assert write_partition(opts, 2, 0, iter([{"value": "x"}]), ("value",), RUN).replayed  # committed: no Kafka
+    with pytest.raises(OffsetConflictError, match=r"deo-kafka app q batch 0: batch 0 comes from query query-2, a new "
+                                                  r"checkpoint.*nothing was written"):
+        write_partition(opts, 0, 0, iter([{"value": "x"}]), ("value",), NEW)
+    commit_batch(opts.store, [Writes()], 3, RUN2)  # the query started again: a new epoch
+    with pytest.raises(FencedError, match=r"run run-1 of query query-1 was replaced"):
+        write_partition(opts, 4, 0, iter([{"value": "x"}]), ("value",), RUN)
     with open_store(opts.store.store, "q") as s:
-        s.start_epoch()
-    with pytest.raises(FencedError, match=r"newer query \(epoch 2\).*\(epoch 1\)"):
-        write_partition(opts, 3, 0, iter([{"value": "x"}]))
+        s.start_epoch()  # a later start whose first commit is still to come
+    with pytest.raises(FencedError, match=r"newer query \(epoch 3\).*\(epoch 2\)"):
+        write_partition(opts, 4, 0, iter([{"value": "x"}]), ("value",), RUN2)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_new_checkpoint_is_refused_whatever_the_number_of_batches(tmp_path, n):
+    opts = KafkaSinkOptions.parse(options(tmp_path))
+    for b in range(n):
+        commit_batch(opts.store, [Writes()], b, RUN)
+    with pytest.raises(OffsetConflictError, match=rf"batches up to {n - 1} were committed by query query-1"):
+        write_partition(opts, 0, 0, iter([{"value": "x"}]), ("value",), NEW)
+    with pytest.raises(OffsetConflictError, match=rf"batches up to {n - 1} were committed by query query-1"):
+        commit_kafka_batch(opts, [KafkaPartitionCommit(0, 0, True, NEW)], 0)
 
 
 def test_commit_needs_every_message(tmp_path):
     opts = KafkaSinkOptions.parse(options(tmp_path))
-    with open_store(opts.store.store, "q") as s:
-        s.start_epoch()
     with pytest.raises(ConfigurationError, match=r"batch 0: 1 task\(s\) sent no commit message"):
         commit_kafka_batch(opts, [None], 0)
-    with open_store(opts.store.store, "q") as s:
-        assert SINK_POSITION_KEY not in s.load_positions()
+    assert not os.path.exists(tmp_path / "s.db")
