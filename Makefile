@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps demo test test-pyspark35 unit integration lint docs screenshots bench clean
+.PHONY: deps demo test test-pyspark35 unit integration lint docs dist screenshots bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,6 +36,12 @@ lint: deps
 docs: deps
 	$(PYTHON) -m sphinx -W --keep-going -b html docs/api build/api
 
+# What a cluster deployment ships (docs/deploy.md): the wheel, and the zip for `spark-submit --py-files`
+# (the package with kafka-python; PySpark's workers import .zip files, never .whl). DIST=dir writes elsewhere.
+DIST ?= dist
+dist:
+	$(PYTHON) scripts/build_dist.py $(DIST)
+
 # The Streaming tab pictures in docs/images (headless Chromium, installed if needed); not part of `make test`.
 screenshots: deps
 	bash scripts/screenshot-streaming-tab.sh
@@ -44,4 +50,4 @@ bench: deps
 	$(PYTHON) -m bench
 
 clean:
-	rm -rf .deps-stamp build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .deps-stamp build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
