@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dstream_exactly_once import open_store
+from dstream_exactly_once import __version__, open_store
 
 from .. import docblocks
 
@@ -26,6 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PROC = Path(__file__).with_name("doc_snippets_proc.py")
 TEXT = ["to be or not to be"] * 40 + ["that is the question"] * 25
 LOG_LINES = ["INFO started"] * 30 + ["WARN slow disk"] * 12 + ["ERROR lost connection"] * 3
+
+
+def test_artifact_names_in_the_docs_carry_the_package_version():
+    """The file names ``make dist`` writes, as README.md and docs/ spell them, are this version's."""
+    named = re.compile(r"dstream_exactly_once-(\d+\.\d+\.\d+)")
+    found = {(b.where, v) for b in docblocks.all_blocks() for v in named.findall(b.text)}
+    assert found, "no block names a built artifact"
+    assert {v for _w, v in found} == {__version__}, sorted(found)
 
 
 def test_sources_name_every_marked_test():
