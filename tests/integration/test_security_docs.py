@@ -21,6 +21,8 @@ from dstream_exactly_once.testing import LocalKafka
 from .. import docblocks
 from .streams import run_until
 
+pytestmark = pytest.mark.slow  # its own broker, five streams and three bootstrap timeouts: ~4 min
+
 PASSWORD = "alice-Secret-7c1e"
 WRONG = "not-alice-secret-3d2a"
 RECORDS = 60
