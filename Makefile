@@ -3,7 +3,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: deps demo test test-pyspark35 unit integration lint docs options-doc screenshots bench clean
+.PHONY: deps demo test test-pyspark35 unit integration lint docs options-doc dist screenshots bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -40,6 +40,12 @@ docs: deps
 options-doc:
 	$(PYTHON) -m dstream_exactly_once.option_registry.docs docs/options.md
 
+# What a cluster deployment ships (docs/deploy.md): the wheel, and the zip for `spark-submit --py-files`
+# (the package with kafka-python; PySpark's workers import .zip files, never .whl). DIST=dir writes elsewhere.
+DIST ?= dist
+dist:
+	$(PYTHON) scripts/build_dist.py $(DIST)
+
 # The Streaming tab pictures in docs/images (headless Chromium, installed if needed); not part of `make test`.
 screenshots: deps
 	bash scripts/screenshot-streaming-tab.sh
@@ -48,4 +54,4 @@ bench: deps
 	$(PYTHON) -m bench
 
 clean:
-	rm -rf .deps-stamp build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .deps-stamp build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -88,6 +88,11 @@ class LocalKafka(LocalService):
 
     ``sasl_users`` (``{user: password}``) adds a SASL_PLAINTEXT listener with the PLAIN mechanism
     at :attr:`sasl_bootstrap`; the PLAINTEXT listener at :attr:`bootstrap` stays open.
+    ``scram_users`` (``{user: password}``) enables SCRAM-SHA-512 on that listener too, the credentials
+    stored in the cluster metadata when the storage is formatted (``kafka-storage format --add-scram``).
+    ``tls=True`` adds an SSL listener at :attr:`ssl_bootstrap` (and, with SASL users, a SASL_SSL one at
+    :attr:`sasl_ssl_bootstrap`) with a self-signed certificate for ``127.0.0.1``/``localhost``, made with
+    the JDK's ``keytool``; clients trust it through :attr:`ca_file` (PEM).
     ``broker_config`` adds or overrides ``server.properties`` entries. ``version``: the Kafka release
     (``"3.9.1"``; default ``$DEO_KAFKA_VERSION``, else the pom's 4.x), checked here.
     """
@@ -96,6 +101,8 @@ class LocalKafka(LocalService):
         self,
         *,
         sasl_users: Optional[Mapping[str, str]] = None,
+        scram_users: Optional[Mapping[str, str]] = None,
+        tls: bool = False,
         broker_config: Optional[Mapping[str, Any]] = None,
         heap: str = "512m",
         workdir: Optional[Path] = None,
@@ -104,6 +111,10 @@ class LocalKafka(LocalService):
         #: the Kafka release this broker runs (``None``: the pom's)
         self.version = kafka_version(version)
         self._sasl_users = dict(sasl_users or {})
+        self._scram_users = dict(scram_users or {})
+        self._tls = bool(tls)
+        self.ssl_port = 0
+        self.sasl_ssl_port = 0
         self._broker_config = dict(broker_config or {})
         self._heap = heap
         self._proc = ManagedProcess("kafka", workdir)
@@ -111,6 +122,7 @@ class LocalKafka(LocalService):
         self.sasl_port = 0
         self._admin: Any = None
         self._cluster_id = ""
+        self._cluster_password = uuid.uuid4().hex[:16]  # the throwaway keystore's password
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -118,10 +130,33 @@ class LocalKafka(LocalService):
         return f"127.0.0.1:{self.port}"
 
     @property
+    def _sasl(self) -> bool:
+        return bool(self._sasl_users or self._scram_users)
+
+    @property
     def sasl_bootstrap(self) -> str:
-        if not self._sasl_users:
-            raise ServiceError("this LocalKafka was started without sasl_users")
+        if not self._sasl:
+            raise ServiceError("this LocalKafka was started without sasl_users or scram_users")
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        if not self._tls:
+            raise ServiceError("this LocalKafka was started without tls=True")
+        return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        if not (self._tls and self._sasl):
+            raise ServiceError("this LocalKafka was started without tls=True and SASL users")
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    @property
+    def ca_file(self) -> str:
+        """The broker certificate as PEM: what a client trusts (``ssl.ca.location``)."""
+        if not self._tls:
+            raise ServiceError("this LocalKafka was started without tls=True")
+        return str(self._proc.workdir / "ca.pem")
 
     @property
     def running(self) -> bool:
@@ -136,14 +171,21 @@ class LocalKafka(LocalService):
         first_start = self.port == 0
         if first_start:
             self.port, controller = free_port(), free_port()
-            self.sasl_port = free_port() if self._sasl_users else 0
+            self.sasl_port = free_port() if self._sasl else 0
+            self.ssl_port = free_port() if self._tls else 0
+            self.sasl_ssl_port = free_port() if self._tls and self._sasl else 0
             self._controller_port = controller
+            if self._tls:
+                self._make_certificate(work)
             self._write_config(work)
             cluster_id = _cluster_id()
             self._cluster_id = cluster_id
+            scram = [a for u, p in self._scram_users.items()
+                     for a in ("--add-scram", f"SCRAM-SHA-512=[name={u},password={p}]")]
             fmt = subprocess.run(
                 [java, "-cp", cp, f"-Dlog4j2.configurationFile={work / 'log4j2.properties'}",
-                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(work / "server.properties")],
+                 "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(work / "server.properties"),
+                 *scram],
                 capture_output=True, text=True,
             )
             if fmt.returncode != 0:
@@ -183,21 +225,54 @@ class LocalKafka(LocalService):
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
         }
-        if self._sasl_users:
-            listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
-            advertised.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
-            protocol_map.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
-            users = " ".join(f'user_{u}="{p}"' for u, p in self._sasl_users.items())
-            conf["sasl.enabled.mechanisms"] = "PLAIN"
-            conf["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required " + users + ";"
-            )
+        named = [("SASL_PLAINTEXT", self.sasl_port)] if self._sasl else []
+        if self._tls:
+            named += [("SSL", self.ssl_port)] + ([("SASL_SSL", self.sasl_ssl_port)] if self._sasl else [])
+            conf.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(work / "broker.p12"),
+                         "ssl.keystore.password": self._store_password, "ssl.key.password": self._store_password})
+        for name, port in named:
+            listeners.append(f"{name}://127.0.0.1:{port}")
+            advertised.append(f"{name}://127.0.0.1:{port}")
+            protocol_map.append(f"{name}:{name}")
+            if not name.startswith("SASL_"):
+                continue
+            mechanisms = (["PLAIN"] if self._sasl_users else []) + (["SCRAM-SHA-512"] if self._scram_users else [])
+            conf["sasl.enabled.mechanisms"] = ",".join(mechanisms)
+            if self._sasl_users:
+                users = " ".join(f'user_{u}="{p}"' for u, p in self._sasl_users.items())
+                conf[f"listener.name.{name.lower()}.plain.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required " + users + ";"
+                )
+            if self._scram_users:
+                conf[f"listener.name.{name.lower()}.scram-sha-512.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                )
         conf["listeners"] = ",".join(listeners)
         conf["advertised.listeners"] = ",".join(advertised)
         conf["listener.security.protocol.map"] = ",".join(protocol_map)
         conf.update(self._broker_config)
         (work / "server.properties").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
         (work / "log4j2.properties").write_text(LOG4J2.format(log=work / "server.log"))
+
+    @property
+    def _store_password(self) -> str:
+        return "deo-local-" + self._cluster_password
+
+    def _make_certificate(self, work: Path) -> None:
+        """A self-signed certificate for 127.0.0.1 / localhost in a PKCS12 keystore, and its PEM."""
+        keytool = shutil.which("keytool")
+        if keytool is None:
+            raise ServiceError("keytool (from the JDK) is needed for LocalKafka(tls=True)")
+        store, pem = work / "broker.p12", work / "ca.pem"
+        for argv in ([keytool, "-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048",
+                      "-validity", "3650", "-dname", "CN=localhost", "-ext", "SAN=IP:127.0.0.1,DNS:localhost",
+                      "-ext", "BC=ca:true", "-keystore", str(store), "-storetype", "PKCS12",
+                      "-storepass", self._store_password, "-keypass", self._store_password, "-noprompt"],
+                     [keytool, "-exportcert", "-rfc", "-alias", "broker", "-keystore", str(store),
+                      "-storepass", self._store_password, "-file", str(pem)]):
+            done = subprocess.run(argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise ServiceError(f"keytool {argv[1]} failed: {done.stdout}{done.stderr}")
 
     # ------------------------------------------------------------------ admin helpers
     def _answers_metadata(self) -> bool:
