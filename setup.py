@@ -30,7 +30,7 @@ setup(
         "postgres": ["psycopg[binary]>=3.1"],
         # dstream-eo chart and the teaching demo's PNG; without it only the chart is skipped
         "chart": ["matplotlib>=3.5"],
-        "charts": ["matplotlib>=3.5"],  # the same, under its older name
+        "charts": ["matplotlib>=3.5"],  # an alias of "chart", kept so existing installs keep working
         # the optional librdkafka executor reader (spark.streaming.kafka.reader=confluent-kafka)
         "confluent": ["confluent-kafka>=2.3"],
         # the Structured Streaming sinks (PySpark's Python Data Source writers move rows through Arrow)
