@@ -158,13 +158,14 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
         for app in apps:
             try:
                 with open_store(store_url, app) as store:
-                    parts = gather(store, broker)
+                    parts = gather(store, broker, live=True)  # files: their size now, where readable here
                     status = driver_status(store)
                     lags = [p["lag"] for p in parts if p.get("lag") is not None]
                     doc = status["heartbeat"] or {}
-                    rows.append({"app": app, "partitions": len(parts), "lag": sum(lags) if lags else None,
+                    rows.append({"app": app, "partitions": sum(p.get("position") is not None for p in parts),
+                                 "lag": sum(lags) if lags else None,
                                  "last_committed": store.last_committed_batch_id(), "epoch": status["epoch"],
-                                 "driver": ("live" if status["live"] else "-") + (
+                                 "driver": ("live" if status["live"] else "dead" if status.get("dead") else "-") + (
                                      f" {doc.get('host')}:{doc.get('pid')}" if doc else ""),
                                  "heartbeat_age_s": None if status["age_s"] is None else round(status["age_s"])})
             except Exception as exc:  # noqa: BLE001 - one unreadable app (damaged, newer) does not hide the others

@@ -453,8 +453,9 @@ def test_batches_skip_arguments_and_the_listing_without_a_store(tmp_path: Path) 
     assert out.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
 
 
-def test_file_lag_comes_from_the_size_the_driver_recorded_not_from_the_cli_host(tmp_path, capsys):
-    """A node-local file (absent on the CLI host): lag is measured against the recorded ``seen_size``."""
+def test_a_file_not_readable_here_keeps_the_size_the_driver_recorded(tmp_path, capsys):
+    """A node-local file (absent on the CLI host): lag is measured against the recorded ``seen_size``,
+    and the row says it was not measured here."""
     from dstream_exactly_once.stores import open_store
 
     url = f"sqlite:///{tmp_path}/far.db"
@@ -468,6 +469,7 @@ def test_file_lag_comes_from_the_size_the_driver_recorded_not_from_the_cli_host(
     rows = {p["key"]: p for p in json.loads(out)["partitions"]}
     assert (rows["file:abc"]["latest"], rows["file:abc"]["lag"]) == (500, 200)
     assert rows["file:old"]["lag"] is None and "not known" in rows["file:old"]["lag_note"]
+    assert rows["file:abc"]["live"] is False and "not measured" in rows["file:abc"]["live_note"]
 
 
 def test_file_lag_is_the_files_size_now_across_a_rotation(file_app, capsys):
@@ -486,6 +488,8 @@ def test_file_lag_is_the_files_size_now_across_a_rotation(file_app, capsys):
     assert code == 0, err
     (row,) = json.loads(out)["partitions"]
     assert (row["position"], row["latest"], row["lag"], row["live"], row["unit"]) == (400, 500, 100, True, "byte")
+    code, out, err = cli(capsys, "lag", "--store", url, "--json")
+    assert code == 0 and [(a["partitions"], a["lag"]) for a in json.loads(out)["apps"]] == [(1, 100)], out + err
 
     os.rename(logs / "app.log", logs / "app.log.1")  # rotated by rename; a new file takes the name
     (logs / "app.log").write_text("new\n" * 5)
