@@ -30,7 +30,7 @@ setup(
         "postgres": ["psycopg[binary]>=3.1"],
         # dstream-eo chart and the teaching demo's PNG; without it only the chart is skipped
         "chart": ["matplotlib>=3.5"],
-        "charts": ["matplotlib>=3.5"],  # the same, under its older name
+        "charts": ["matplotlib>=3.5"],  # an alias of "chart", kept so existing installs keep working
         # the optional librdkafka executor reader (spark.streaming.kafka.reader=confluent-kafka)
         "confluent": ["confluent-kafka>=2.3"],
         # the Structured Streaming sinks (PySpark's Python Data Source writers move rows through Arrow)
@@ -43,7 +43,9 @@ setup(
         "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
                 "confluent-kafka>=2.3", "pyarrow>=11", "ruff", "mypy", "sphinx>=7.2,<8"],
     },
-    entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"]},
+    entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"],
+                  # the pytest plugin (deo_* fixtures: Kafka, Redis, Redis Cluster, PostgreSQL, Spark)
+                  "pytest11": ["dstream_exactly_once=dstream_exactly_once.testing.pytest_plugin"]},
     license_files=["LICENSE", "NOTICE"],
     classifiers=[
         "Development Status :: 4 - Beta",

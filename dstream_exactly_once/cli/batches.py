@@ -14,7 +14,7 @@ from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status, refuse_if_live
 from .exit_codes import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from .kafka_args import open_broker
-from .output import emit_json, fmt_time, print_table
+from .output import emit_json, fmt_time, print_table, unit_column
 from .store_access import open_cli_store, read_batch
 
 __all__ = ["check_batches_args", "run_batches", "run_in_doubt", "run_lag", "run_skip"]
@@ -59,6 +59,7 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
                          else "PENDING",
                          "skipped": _skip_note(skipped[bid]) if bid in skipped else None,
                          "ranges": len(ranges), "positions": sum(r.count() for r in ranges),
+                         "unit": unit_column(r.position_unit for r in ranges),
                          "detail": "; ".join(r.describe() for r in ranges) if args.ranges or args.json else None,
                          "labels": (", ".join(_labels(store, b, args.label_source)) or None)
                          if args.label_source else None})
@@ -70,11 +71,15 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
                    "last_committed": last_committed, "driver": status, "batches": rows})
         return EXIT_OK
     out = sys.stdout
-    out.write(f"app {store.app_id} in {redact_url(store.url)}: last logged {last_logged}, last committed "
-              f"{last_committed}; PENDING batches are replayed with their ranges at the next start\n"
+    out.write(f"app {store.app_id} in {redact_url(store.url)}: {_log_summary(last_logged, last_committed)}\n"
               f"{describe_driver(status)}\n")
     damaged = [r["batch"] for r in rows if r["state"] == "DAMAGED"]
-    cols = (["batch", "time", "state", "ranges", "positions"] + (["labels"] if args.label_source else [])
+    # what a batch's count counts: Kafka offsets, file bytes (one unit for the table, else per cell)
+    counted = unit_column((r["unit"] for r in rows if r.get("ranges")), plural=True)
+    for r in rows:
+        if "positions" in r:
+            r[counted] = r["positions"] if counted != "positions" else f"{r['positions']} {r['unit']}s"
+    cols = (["batch", "time", "state", "ranges", counted] + (["labels"] if args.label_source else [])
             + (["skipped"] if any(r.get("skipped") for r in rows) else [])
             + (["detail"] if args.ranges or damaged else []))
     print_table(rows, cols, out)
@@ -82,6 +87,18 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
         sys.stderr.write(f"warning: the offset-log entries of batch(es) {damaged} are damaged and were skipped "
                          f"(DAMAGED rows above)\n")
     return EXIT_OK
+
+
+def _log_summary(last_logged: Any, last_committed: Any) -> str:
+    """The offset log and commit log in one line, saying what an empty offset log means."""
+    if last_logged is None and last_committed is None:
+        return "no batch logged or committed yet"
+    if last_logged is None:
+        return (f"last committed batch {last_committed}; the offset log is empty: this app's batches are planned "
+                f"outside the store (a Structured Streaming query with Spark's own source commits only batch ids "
+                f"here), so there are no ranges to list")
+    return (f"last logged {last_logged}, last committed {'none' if last_committed is None else last_committed}; "
+            f"PENDING batches are replayed with their ranges at the next start")
 
 
 def _skip_note(doc: Dict[str, Any]) -> str:
@@ -143,13 +160,14 @@ def run_lag(args: argparse.Namespace, store_url: str) -> int:
         for app in apps:
             try:
                 with open_store(store_url, app) as store:
-                    parts = gather(store, broker)
+                    parts = gather(store, broker, live=True)  # files: their size now, where readable here
                     status = driver_status(store)
                     lags = [p["lag"] for p in parts if p.get("lag") is not None]
                     doc = status["heartbeat"] or {}
-                    rows.append({"app": app, "partitions": len(parts), "lag": sum(lags) if lags else None,
+                    rows.append({"app": app, "partitions": sum(p.get("position") is not None for p in parts),
+                                 "lag": sum(lags) if lags else None,
                                  "last_committed": store.last_committed_batch_id(), "epoch": status["epoch"],
-                                 "driver": ("live" if status["live"] else "-") + (
+                                 "driver": ("live" if status["live"] else "dead" if status.get("dead") else "-") + (
                                      f" {doc.get('host')}:{doc.get('pid')}" if doc else ""),
                                  "heartbeat_age_s": None if status["age_s"] is None else round(status["age_s"])})
             except Exception as exc:  # noqa: BLE001 - one unreadable app (damaged, newer) does not hide the others
@@ -178,7 +196,7 @@ def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
     if args.password_env:
         if args.password_env not in os.environ:
             raise CliError(f"--password-env {args.password_env}: no such environment variable is set; set it to "
-                           f"the Doris password (or leave --password-env out for an empty password)")
+                           f"the Doris password (or leave --password-env out for an empty password)", EXIT_USAGE)
         password = os.environ[args.password_env]
     client = DorisStreamLoadClient(args.fe, args.db, args.table, user=args.user, password=password)
     try:
@@ -186,7 +204,7 @@ def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
                          namespace=args.namespace)
         gen = sink.labels(store.app_id)
     except ConfigurationError as exc:
-        raise CliError(f"{exc}; {OPTIONS_HINT}") from exc
+        raise CliError(f"{exc}; {OPTIONS_HINT}", EXIT_USAGE) from exc
     check_label_options(store, sink, gen, f"{args.db}.{args.table}")
     pending = store.pending_batches()
     rows = []
@@ -221,5 +239,5 @@ def run_in_doubt(args: argparse.Namespace, store: Any) -> int:
 
 def check_doris_url(url: str) -> str:
     if not url.startswith(("http://", "https://")):
-        raise CliError(f"--fe must be an http(s):// URL of a Doris FE, got {redact_url(url)!r}")
+        raise CliError(f"--fe must be an http(s):// URL of a Doris FE, got {redact_url(url)!r}", EXIT_USAGE)
     return url

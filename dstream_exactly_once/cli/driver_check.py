@@ -15,11 +15,15 @@ __all__ = ["describe_driver", "driver_status", "refuse_if_live"]
 
 
 def describe_driver(status: Mapping[str, Any]) -> str:
-    """One line on the driver of :func:`driver_status`: live or not, epoch, host, pid, last batch."""
+    """One line on the driver of :func:`driver_status`: LIVE, DEAD (its host is this host and its process
+    is gone) or not live; epoch, host, pid, last batch and the heartbeat's age."""
     doc = status["heartbeat"]
     if not doc:
         return f"driver: no heartbeat (epoch {status['epoch']})"
-    state = "LIVE" if status["live"] else "not live"
+    if status.get("dead"):
+        state = f"DEAD (pid {doc.get('pid')} is not running on this host)"
+    else:
+        state = "LIVE" if status["live"] else "not live"
     age = status["age_s"]
     return (f"driver: {state} - epoch {doc.get('epoch')} (store epoch {status['epoch']}), host {doc.get('host')}, "
             f"pid {doc.get('pid')}, last batch {doc.get('last_batch')}, heartbeat "

@@ -13,6 +13,7 @@ from typing import Any, Dict, Optional
 
 from ..core.live_log import LiveLog, open_live_log
 from ..errors import CliError
+from .exit_codes import EXIT_USAGE
 
 __all__ = ["BROKER_KIND", "broker_settings", "open_broker"]
 
@@ -32,7 +33,7 @@ def broker_settings(args: argparse.Namespace) -> Optional[Dict[str, Any]]:
             raise CliError(f"cannot read --kafka-params {path!r}: {exc}") from exc
         if not isinstance(loaded, dict):
             raise CliError(f"--kafka-params {path!r} must hold a JSON object of kafkaParams, "
-                           f"got {type(loaded).__name__}")
+                           f"got {type(loaded).__name__}", EXIT_USAGE)
         params.update(loaded)
     if getattr(args, "bootstrap_servers", None):
         params["bootstrap.servers"] = args.bootstrap_servers

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from ..errors import CliError
+from .exit_codes import EXIT_USAGE
 from .store_access import read_batch
 
 __all__ = ["OPTIONS_HINT", "check_label_options"]
@@ -33,7 +34,7 @@ def check_label_options(store: Any, sink: Any, gen: Any, table: str) -> None:
         if made != label:
             raise CliError(f"the store recorded Doris load label {label!r} for {table} in namespace "
                            f"{sink.namespace!r}, which these options cannot make (they make {made!r} for that "
-                           f"batch and partition); {OPTIONS_HINT}")
+                           f"batch and partition); {OPTIONS_HINT}", EXIT_USAGE)
     last = store.last_logged_batch_id()
     committed_seen = 0
     for bid in range(last if last is not None else -1, max(-1, (last or 0) - 50), -1):
@@ -44,11 +45,11 @@ def check_label_options(store: Any, sink: Any, gen: Any, table: str) -> None:
         recorded = [label for label in labels if store.has_label(label)]
         if not recorded and committed_seen == 0:
             raise CliError(f"committed batch {bid} has none of the labels these options make (e.g. {labels[0]!r}) "
-                           f"recorded in the store; {OPTIONS_HINT}")
+                           f"recorded in the store; {OPTIONS_HINT}", EXIT_USAGE)
         missing = [label for label in recorded if label not in records]
         if missing:
             raise CliError(f"the store recorded label {missing[0]!r} of batch {bid} but namespace "
-                           f"{sink.namespace!r} holds no Doris load record of it; {OPTIONS_HINT}")
+                           f"{sink.namespace!r} holds no Doris load record of it; {OPTIONS_HINT}", EXIT_USAGE)
         committed_seen += 1
         if committed_seen >= 3:
             return

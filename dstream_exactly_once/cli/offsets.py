@@ -21,7 +21,7 @@ from ..stores.url import redact_url
 from .driver_check import describe_driver, driver_status
 from .exit_codes import EXIT_OK
 from .kafka_args import BROKER_KIND, open_broker
-from .output import emit_json, fmt_time, print_table
+from .output import emit_json, fmt_time, print_table, unit_column
 from .store_access import read_batch
 
 if TYPE_CHECKING:
@@ -121,21 +121,31 @@ def _check_scope(scope: Dict[str, Optional[List[int]]], stored: List[Dict[str, A
 
 
 def gather(store: TransactionalStore, broker: Optional[LiveLog],
-           scope: Optional[Dict[str, Optional[List[int]]]] = None, *, with_meta: bool = False) -> List[Dict[str, Any]]:
+           scope: Optional[Dict[str, Optional[List[int]]]] = None, *, with_meta: bool = False,
+           live: bool = False) -> List[Dict[str, Any]]:
     """One row per stream partition: stored position, log start/end (or file length), lag, last batch
     (and, ``with_meta``, each non-Kafka position's document under ``meta``). What a row holds from
     the store alone comes from the position's range kind (``SourceRange.position_row``); Kafka
-    rows get the log's ends and the lag from ``broker`` (the Kafka kind's live log)."""
+    rows get the log's ends and the lag from ``broker`` (the Kafka kind's live log). ``live``: each
+    kind measures its live source as this host sees it (``SourceRange.live_rows``: a file's size now),
+    which may add rows of data no stored position covers yet (their ``position`` is ``None``)."""
     from ..core.ranges import range_kind_of_key
 
     positions = store.load_positions()
     rows: Dict[str, Dict[str, Any]] = {}
+    by_kind: Dict[Any, Dict[str, Any]] = {}
     for key, pos in positions.items():
         kind = range_kind_of_key(key)
         rows[key] = {"key": key, **(kind.position_row(key, pos) if kind is not None else
                                     {"source": "unknown", "position": pos.offset, "lag": None})}
         if rows[key]["source"] != BROKER_KIND and with_meta:
             rows[key]["meta"] = pos.meta
+        if kind is not None:
+            by_kind.setdefault(kind, {})[key] = pos
+    if live:
+        for kind, kind_positions in by_kind.items():
+            for key, seen in kind.live_rows(kind_positions).items():
+                rows.setdefault(key, {"key": key}).update(seen)
     if scope is not None:
         _check_scope(scope, [r for r in rows.values() if r["source"] == BROKER_KIND], broker)
         wanted = set(scope)
@@ -172,13 +182,24 @@ def gather(store: TransactionalStore, broker: Optional[LiveLog],
 
 
 # ---------------------------------------------------------------- show
+def _unit(source: str) -> str:
+    from ..core.ranges import range_kind
+
+    try:
+        return range_kind(source).position_unit
+    except Exception:  # noqa: BLE001 - a kind this install does not know
+        return "position"
+
+
 def show(args: argparse.Namespace, store: TransactionalStore) -> int:
     broker = open_broker(args)
     try:
-        rows = gather(store, broker, parse_scope(args.topic))
+        rows = gather(store, broker, parse_scope(args.topic), live=True)
     finally:
         if broker is not None:
             broker.close()
+    for row in rows:
+        row["unit"] = _unit(row["source"])
     status = driver_status(store)
     doc = {"store": redact_url(store.url), "app": store.app_id, "driver": status,
            "last_committed_batch": store.last_committed_batch_id(), "partitions": rows,
@@ -190,8 +211,24 @@ def show(args: argparse.Namespace, store: TransactionalStore) -> int:
     out.write(f"app {store.app_id} in {redact_url(store.url)}\n{describe_driver(status)}\n")
     if broker is None and any(r["source"] == BROKER_KIND for r in rows):
         out.write("no --bootstrap-servers/--kafka-params: stored positions only (no earliest/latest/lag)\n")
-    print_table(rows, ["key", "position", "earliest", "latest", "lag", "last_batch", "last_batch_time"], out)
+    column = unit_column(r["unit"] for r in rows)
+    table = [{**r, column: r["position"]} for r in rows]
+    print_table(table, ["key", column, "earliest", "latest", "lag", "last_batch", "last_batch_time"], out)
+    _file_notes(rows, out)
     return EXIT_OK
 
 
-
+def _file_notes(rows: List[Dict[str, Any]], out: Any) -> None:
+    """Where the LATEST and LAG of rows with a live view come from (files: measured here or not, why)."""
+    measured = [r for r in rows if r.get("live") and r.get("position") is not None]
+    rotated = [r for r in measured if r.get("rotated")]
+    new = [r for r in rows if r.get("live") and r.get("position") is None]
+    if measured or new:
+        out.write(f"latest/lag of {len(measured) + len(new)} file(s): their size now, read on this host"
+                  + (f"; {len(rotated)} rotated since the driver last recorded them" if rotated else "")
+                  + (f"; {len(new)} new file(s) no position covers yet, unread" if new else "") + "\n")
+    for r in rows:
+        if r.get("rotated"):
+            out.write(f"  {r['key']}: {r.get('lag_note')}\n")
+        elif r.get("live") is False:
+            out.write(f"  {r['key']}: {r.get('live_note')}; {r.get('lag_note')}\n")

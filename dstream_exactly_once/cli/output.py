@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
-from typing import Any, Mapping, Optional, Sequence, TextIO
+from typing import Any, Iterable, Mapping, Optional, Sequence, TextIO
 
-__all__ = ["emit_json", "fmt_time", "print_table"]
+__all__ = ["emit_json", "fmt_time", "print_table", "unit_column"]
 
 
 def fmt_time(epoch_s: Optional[float]) -> str:
@@ -37,3 +37,11 @@ def emit_json(doc: Any, out: Optional[TextIO] = None) -> None:
     """``doc`` as indented JSON with sorted keys on ``out`` (default: the current stdout)."""
     out = sys.stdout if out is None else out
     out.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def unit_column(units: Iterable[str], plural: bool = False) -> str:
+    """The column name of positions counted in ``units`` (the range kinds' ``position_unit``: Kafka
+    ``offset``, files ``byte``): the unit when all rows share one, else ``position``."""
+    found = set(units)
+    name = found.pop() if len(found) == 1 else "position"
+    return name + "s" if plural else name

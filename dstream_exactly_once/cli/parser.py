@@ -46,7 +46,7 @@ def add_demo_arguments(demo: argparse.ArgumentParser) -> None:
                            "temporary directory)")
     demo.add_argument("--chart", type=non_empty, default=None,
                       help="where to write the PNG of both running totals (default: OUT/totals.png; needs "
-                           "matplotlib, the 'charts' extra)")
+                           "matplotlib, the 'chart' extra)")
 
 
 def cli_parser(prog: str = "dstream-eo") -> OneLineParser:

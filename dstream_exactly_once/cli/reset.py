@@ -36,7 +36,8 @@ def _requested(args: argparse.Namespace, rows: List[Dict[str, Any]], broker: Opt
         at_ms = _at_ms(args)
         kafka_rows = [r for r in rows if r["source"] == BROKER_KIND]
         if len(kafka_rows) != len(rows):
-            raise CliError("--to-datetime/--by-duration apply to Kafka partitions only; narrow the scope with --topic")
+            raise CliError("--to-datetime/--by-duration apply to Kafka partitions only; narrow the scope with --topic",
+                           EXIT_USAGE)
         if broker is not None:
             found = _positions_at(broker, [r["key"] for r in kafka_rows], at_ms)
     out: Dict[str, int] = {}
@@ -80,7 +81,7 @@ def _at_ms(args: argparse.Namespace) -> int:
     if at_ms < 0:
         given = args.to_datetime.isoformat() if args.to_datetime is not None else f"({args.by_duration} back)"
         raise CliError(f"{option} {given}: the time must be at or after 1970-01-01T00:00:00Z (Kafka record times "
-                       f"start there)")
+                       f"start there)", EXIT_USAGE)
     return at_ms
 
 
@@ -192,7 +193,7 @@ def _plan(args: argparse.Namespace, store: Any) -> Tuple[List[Dict[str, Any]], D
         rows = gather(store, broker, parse_scope(args.topic), with_meta=True)
         if broker is None and any(r["source"] == BROKER_KIND for r in rows):
             raise CliError("resetting Kafka positions needs the broker (to check the partitions and clamp to "
-                           "earliest/latest): pass --bootstrap-servers or --kafka-params")
+                           "earliest/latest): pass --bootstrap-servers or --kafka-params", EXIT_USAGE)
         requested = _requested(args, rows, broker)
     finally:
         if broker is not None:

@@ -1,11 +1,13 @@
 """The driver's heartbeat in the store, and how operators judge it (``dstream-eo``).
 
-A running exactly-once driver writes ``{"epoch", "host", "pid", "last_batch", "time",
-"interval_s"}`` with :meth:`~dstream_exactly_once.stores.TransactionalStore.heartbeat` once per
+A running exactly-once driver writes ``{"epoch", "host", "pid", "pid_ns", "started", "last_batch",
+"time", "interval_s"}`` with :meth:`~dstream_exactly_once.stores.TransactionalStore.heartbeat` once per
 batch interval (also when a batch is empty), in its own small epoch-checked transaction. A driver
 counts as *live* when its heartbeat is younger than :func:`live_window` (three batch intervals, at
-least 60 s) and carries the store's current epoch. A fenced driver's heartbeat is refused by the
-store; a failing heartbeat is logged, never fails the stream (it changes no data).
+least 60 s) and carries the store's current epoch — unless it is known *dead*: its host is this host,
+its PID namespace (``pid_ns``, where recorded) is this process's, and no process with its PID and
+start time (``started``, clock ticks since boot) runs here. A fenced driver's heartbeat is refused by
+the store; a failing heartbeat is logged, never fails the stream (it changes no data).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Heartbeat", "driver_status", "heartbeat_age", "is_live", "live_window"]
+__all__ = ["Heartbeat", "driver_status", "heartbeat_age", "is_live", "known_dead", "live_window"]
 
 MIN_LIVE_WINDOW_S = 60.0
 
@@ -52,14 +54,54 @@ def is_live(doc: Optional[Mapping[str, Any]], current_epoch: int, now: Optional[
     return age is not None and age < live_window(doc)
 
 
+def _pid_namespace() -> Optional[str]:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> Optional[int]:
+    """When process ``pid`` started (clock ticks since boot), ``None`` if there is none (Linux ``/proc``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def known_dead(doc: Optional[Mapping[str, Any]]) -> bool:
+    """Whether the driver that wrote ``doc`` is known to have exited: it ran on this host (same host
+    name, and the same PID namespace where the heartbeat records one) and no process with its PID —
+    and, where recorded, its start time — is running. Unknown (another host, a heartbeat without a
+    PID, no ``/proc``): ``False``."""
+    if not doc or doc.get("host") != socket.gethostname() or not os.path.isdir("/proc/self"):
+        return False
+    pid = doc.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    recorded_ns = doc.get("pid_ns")
+    if recorded_ns is not None and recorded_ns != _pid_namespace():
+        return False  # another container on this host name: its PIDs are not ours to look up
+    started = _start_ticks(pid)
+    if started is None:
+        return True
+    recorded = doc.get("started")
+    return isinstance(recorded, int) and not isinstance(recorded, bool) and recorded != started
+
+
 def driver_status(store: HeartbeatStore, now: Optional[float] = None) -> Dict[str, Any]:
-    """``{"heartbeat": doc or None, "epoch": current epoch, "live": bool, "age_s": seconds}`` of the
-    app of ``store`` (read-only; what operator actions check before they take an epoch)."""
+    """``{"heartbeat": doc or None, "epoch": current epoch, "live": bool, "dead": bool, "age_s": seconds}``
+    of the app of ``store`` (read-only; what operator actions check before they take an epoch).
+    ``dead``: :func:`known_dead` — a fresh heartbeat of a driver whose process is gone is not live."""
     now = _time.time() if now is None else now
     doc = store.load_heartbeat()
     epoch = store.current_epoch()
     age = heartbeat_age(doc, now) if doc else None
-    return {"heartbeat": doc, "epoch": epoch, "live": is_live(doc, epoch, now), "age_s": age}
+    dead = doc is not None and bool(doc) and not doc.get("stopped") and known_dead(doc)
+    return {"heartbeat": doc, "epoch": epoch, "live": is_live(doc, epoch, now) and not dead, "dead": dead,
+            "age_s": age}
 
 
 class Heartbeat:
@@ -75,11 +117,14 @@ class Heartbeat:
         self._last = 0.0
         self.host = socket.gethostname()
         self.pid = os.getpid()
+        self.pid_ns = _pid_namespace()
+        self.started = _start_ticks(self.pid)
         self.failures = 0
 
     def doc(self, last_batch: Optional[int], **extra: Any) -> Dict[str, Any]:
-        return {"epoch": self.epoch, "host": self.host, "pid": self.pid, "last_batch": last_batch,
-                "time": round(self._clock(), 3), "interval_s": self.interval_s, **extra}
+        return {"epoch": self.epoch, "host": self.host, "pid": self.pid, "pid_ns": self.pid_ns,
+                "started": self.started, "last_batch": last_batch, "time": round(self._clock(), 3),
+                "interval_s": self.interval_s, **extra}
 
     def beat(self, last_batch: Optional[int], *, force: bool = False, **extra: Any) -> bool:
         """Write the heartbeat if one is due; returns whether it was written. Never raises for a store

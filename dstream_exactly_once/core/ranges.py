@@ -147,6 +147,14 @@ class SourceRange(ABC):
                 "lag_note": f"the {cls.kind} source records no lag in the store"}
 
     @classmethod
+    def live_rows(cls, positions: Mapping[str, Position]) -> Dict[str, Dict[str, Any]]:
+        """What this host sees of the live source behind ``positions`` (stored positions of this kind),
+        over :meth:`position_row`: per key, the fields it measured now (``latest``, ``lag``,
+        ``lag_note``, …); and rows of its own (keys that are no stored position, ``position`` ``None``)
+        for data no position covers yet. Default: nothing (the source has no live view here)."""
+        return {}
+
+    @classmethod
     def reanchor_position(cls, key: str, document: Optional[Mapping[str, Any]], new: int) -> Optional[Dict[str, Any]]:
         """The document to store beside the position of ``key`` (a key of this kind) when an operator
         resets it to ``new``, from the ``document`` stored now and the live source as this host sees

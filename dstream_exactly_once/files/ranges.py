@@ -202,9 +202,8 @@ class FileRange(SourceRange):
     @classmethod
     def position_row(cls, key: str, position: Position) -> Dict[str, Any]:
         """A stored file position: the path, the next byte, and the lag against the content size the
-        driver recorded when it planned (``seen_size`` in the position document). The CLI host cannot
-        measure it: files may be node-local to another host, and a compressed file's length on disk
-        is not its content length."""
+        driver recorded when it planned (``seen_size`` in the position document), from the store alone;
+        :meth:`live_rows` measures the file itself where this host can read it."""
         meta = position.meta if isinstance(position.meta, dict) else {}
         path, seen = meta.get("path"), meta.get("seen_size")
         row: Dict[str, Any] = {"source": cls.kind, "path": path if isinstance(path, str) else None,
@@ -216,6 +215,15 @@ class FileRange(SourceRange):
         else:
             row.update(latest=None, lag=None, lag_note="not known: the store holds no size the driver recorded")
         return row
+
+    @classmethod
+    def live_rows(cls, positions: Mapping[str, Position]) -> Dict[str, Dict[str, Any]]:
+        """Each position's file as this host sees it now: its current content size and the lag
+        against it, following a rename or a copy (rotation) by identity, and a row for each file at a
+        tracked path that no position claims yet (written after a rotation). See :mod:`.live`."""
+        from .live import live_rows
+
+        return live_rows(positions)
 
     @classmethod
     def reanchor_position(cls, key: str, document: Optional[Mapping[str, Any]], new: int) -> Dict[str, Any]:

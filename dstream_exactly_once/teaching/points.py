@@ -50,6 +50,47 @@ def kill_schedule(crashes: int, seed: int = 0) -> List[str]:
     return [order[i % len(order)] for i in range(crashes)]
 
 
+def batches_with_data(n: int, partitions: int, rate: int, batch_seconds: int = 1) -> int:
+    """How many batches read 1..``n`` spread round-robin over ``partitions`` partitions at ``rate``
+    records per partition per second and ``batch_seconds`` a batch (the fullest partition decides)."""
+    per_partition = -(-n // partitions)
+    per_batch = rate * batch_seconds
+    return -(-per_partition // per_batch)
+
+
+def kills_that_fit(n: int, partitions: int, rate: int, batch_seconds: int = 1) -> int:
+    """How many driver runs can be killed in a demo over 1..``n``: each killed run dies in its batch
+    :data:`KILL_TICK` having stored the offsets of the batches before it only, so kill ``k`` needs
+    ``(k - 1) * (KILL_TICK - 1) + KILL_TICK`` batches with data."""
+    batches = batches_with_data(n, partitions, rate, batch_seconds)
+    if batches < KILL_TICK:
+        return 0
+    return 1 + (batches - KILL_TICK) // (KILL_TICK - 1)
+
+
+def batches_needed(crashes: int) -> int:
+    """Batches with data a demo with ``crashes`` kills needs (see :func:`kills_that_fit`)."""
+    return 0 if crashes <= 0 else (crashes - 1) * (KILL_TICK - 1) + KILL_TICK
+
+
+def check_kills_fit(crashes: int, n: int, partitions: int, rate: int, batch_seconds: int = 1) -> None:
+    """Refuse (:class:`ConfigurationError`) a demo whose ``crashes`` kills cannot all happen: the data
+    would be read before the last killed run reaches its batch :data:`KILL_TICK`. The message says how
+    many kills fit and which ``--n`` or ``--rate`` makes room for all of them."""
+    fit = kills_that_fit(n, partitions, rate, batch_seconds)
+    if crashes <= fit:
+        return
+    need = batches_needed(crashes)
+    have = batches_with_data(n, partitions, rate, batch_seconds)
+    min_n = partitions * (need - 1) * rate * batch_seconds + 1
+    max_rate = (-(-n // partitions) - 1) // ((need - 1) * batch_seconds)
+    ways = [f"--n {min_n} or more"] + ([f"--rate {max_rate} or less"] if max_rate >= 1 else [])
+    raise ConfigurationError(
+        f"--crashes {crashes} cannot fit: --n {n} at --rate {rate} is read in {have} batch(es) of {batch_seconds} s "
+        f"over {partitions} partitions, and each killed driver run dies in its batch {KILL_TICK}, so {crashes} "
+        f"kill(s) need {need} batches; {fit} kill(s) fit. Use {' or '.join(ways)}, or --crashes {fit}")
+
+
 def check_point(point: str) -> str:
     """``point`` if it is a crash point or ``"none"``; otherwise a :class:`ConfigurationError`."""
     if point != "none" and point not in CRASH_POINTS:

@@ -24,7 +24,7 @@ from ..errors import ServiceError
 from .chart import write_chart
 from .driver import APP_ID, plain_store_path, store_url
 from .plain_store import PlainSumStore
-from .points import CRASH_POINTS, EXPLAINED, KILL_TICK, Trace, kill_schedule
+from .points import CRASH_POINTS, EXPLAINED, KILL_TICK, Trace, check_kills_fit, kill_schedule
 
 TOPIC = "numbers"
 PARTITIONS = 4
@@ -146,9 +146,15 @@ def explain(s: Dict[str, Any]) -> str:
 
 def run_demo(args: argparse.Namespace) -> int:
     """``dstream-eo demo``: the whole show; returns the exit status."""
+    from ..cli.exit_codes import EXIT_USAGE
+    from ..errors import CliError, ConfigurationError
     from ..testing import LocalKafka
 
     n = args.n
+    try:
+        check_kills_fit(args.crashes, n, PARTITIONS, args.rate)
+    except ConfigurationError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
     out = Path(args.out) if getattr(args, "out", None) else Path(tempfile.mkdtemp(prefix="deo-demo-"))
     out.mkdir(parents=True, exist_ok=True)
     for stale in ("trace.jsonl", "progress.jsonl", "at_least_once.db", "exactly_once.db", "summary.json"):
@@ -176,6 +182,9 @@ def run_demo(args: argparse.Namespace) -> int:
         progress_png = out / "progress.png"
         _chart_progress(out / "progress.jsonl", progress_png)
     eo, alo = s["exactly_once"], s["at_least_once"]
+    if len(s["kills"]) < len(schedule):
+        print(f"[demo] warning: {len(schedule)} kill(s) were planned, {len(s['kills'])} happened: the data ran out "
+              f"before the rest (fewer batches than the kills need)")
     exact = eo["sum"] == s["expected_sum"] and eo["count"] == n and eo["batch_rows_count"] == n
     if not exact:
         print(f"[demo] NOT exact: exactly-once sum {eo['sum']}, count {eo['count']} (expected "

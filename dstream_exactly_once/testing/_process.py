@@ -1,5 +1,9 @@
 """Process plumbing shared by the local service helpers: free ports, readiness waits, teardown, and
-:class:`LocalService`, the crash/stop/``with`` part every single-process helper has."""
+:class:`LocalService`, the crash/stop/``with`` part every single-process helper has.
+
+Every process started by :class:`ManagedProcess` (with everything it forks) and every temp dir it
+makes are registered with this process's reaper (:mod:`._reaper`): if the owner dies without stopping
+them — SIGKILL included — they are killed and deleted within seconds."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Self, Sequence
 
 from ..errors import ServiceError
+from . import _reaper
 
 
 def free_port() -> int:
@@ -68,11 +73,15 @@ class ManagedProcess:
         self.name = name
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"deo-{name}-"))
+        if self._own_dir:
+            _reaper.reap_dir(str(self.workdir))
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log_path = self.workdir / f"{name}.log"
 
     def spawn(self, argv: Sequence[str], env: Optional[dict[str, str]] = None,
               preexec: Optional[Callable[[], None]] = None) -> subprocess.Popen[bytes]:
+        if self.proc is not None:
+            self._release_group()  # a restart: the old group is dead (kill) or stopped
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(
@@ -84,7 +93,15 @@ class ManagedProcess:
             raise ServiceError(f"cannot start {self.name}: {argv[0]!r}: {exc}") from exc
         finally:
             log.close()
+        _reaper.reap_group(self.proc.pid)  # its own session: the group id is its PID
         return self.proc
+
+    def _release_group(self) -> None:
+        """The group is gone: the reaper forgets it (after :meth:`_kill_orphans`)."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            self._kill_orphans()
+            _reaper.forget_group(self.proc.pid)
 
     @property
     def running(self) -> bool:
@@ -106,9 +123,11 @@ class ManagedProcess:
             except subprocess.TimeoutExpired:
                 self.kill(signal.SIGKILL)
                 self.proc.wait(10)
-        self._kill_orphans()
+        if self.proc is not None:
+            self._release_group()
         if cleanup and self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            _reaper.forget_dir(str(self.workdir))
 
     def _kill_orphans(self) -> None:
         """SIGKILL what is left of the (reaped) leader's process group.

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..errors import ServiceError
+from . import _reaper
 from ._process import ManagedProcess, free_port, wait_until
 
 
@@ -34,6 +35,7 @@ class LocalRedisCluster:
         self.node_timeout = node_timeout
         self.appendonly = appendonly
         self._root = Path(tempfile.mkdtemp(prefix="deo-redis-cluster-"))
+        _reaper.reap_dir(str(self._root))  # deleted if this process dies without stop()
         self._nodes: Dict[int, ManagedProcess] = {}
 
     def __repr__(self) -> str:
@@ -118,6 +120,7 @@ class LocalRedisCluster:
             proc.kill(signal.SIGCONT)  # a paused node would not see the SIGTERM
             proc.stop(cleanup=False)
         shutil.rmtree(self._root, ignore_errors=True)
+        _reaper.forget_dir(str(self._root))
 
     def __enter__(self) -> LocalRedisCluster:
         return self.start()

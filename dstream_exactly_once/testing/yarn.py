@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..errors import ServiceError
+from . import _reaper
 from ._maven import maven_classpath
 from ._process import ManagedProcess, free_port, port_open, wait_until
 from .spark import spark_home
@@ -66,6 +67,8 @@ class LocalYarnCluster:
         self.hadoop = hadoop
         self._own_dir = workdir is None
         self._proc = ManagedProcess("yarn", Path(workdir or tempfile.mkdtemp(prefix="deo-yarn-")))
+        if self._own_dir:
+            _reaper.reap_dir(str(self.workdir))
         self.rm_port = 0
         self.webapp_port = 0
 
@@ -186,6 +189,7 @@ class LocalYarnCluster:
                 pass
         if self._own_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+            _reaper.forget_dir(str(self.workdir))
 
     def __enter__(self) -> LocalYarnCluster:
         return self.start()

@@ -84,7 +84,8 @@ def test_in_doubt_takes_the_sinks_label_options_and_refuses_a_mismatch(tmp_path,
                       ("--strict-labels", "--namespace", namespace), ("--label-app-id", label_app_id,
                                                                       "--strict-labels")):
             code, out, err = _cli(capsys, *args, *wrong, "--resolve")
-            assert code == 1 and out == "" and "Traceback" not in err and len(err.splitlines()) == 1, (wrong, err)
+            # options that make other labels than the store recorded: a usage error (2)
+            assert code == 2 and out == "" and "Traceback" not in err and len(err.splitlines()) == 1, (wrong, err)
             assert "--label-app-id, --strict-labels and --namespace" in err, err
             assert {p.name: p.read_bytes() for p in (db, db.with_name(db.name + "-wal"))
                     if p.exists() and p.stat().st_size} == before

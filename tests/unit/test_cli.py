@@ -201,7 +201,7 @@ def test_a_kafka_reset_needs_the_broker_in_every_mode(mode, kafka_db, tmp_path, 
     before = snapshot(kafka_db)
     code, out, err = cli(capsys, "offsets", "reset", "--store", f"sqlite:///{kafka_db}", "--app", "app1", *mode,
                          "--execute")
-    assert code == 1 and "needs the broker" in one_error_line(err)
+    assert code == 2 and "needs the broker" in one_error_line(err)  # a missing option: usage error
     assert snapshot(kafka_db) == before
 
 
@@ -266,7 +266,7 @@ def test_in_doubt_refuses_an_unset_password_variable(kafka_db, capsys, monkeypat
     monkeypatch.delenv("DEO_NO_SUCH_PW", raising=False)
     code, out, err = cli(capsys, "in-doubt", "--store", f"sqlite:///{kafka_db}", "--app", "app1", "--fe",
                          "http://127.0.0.1:1", "--db", "d", "--table", "t", "--password-env", "DEO_NO_SUCH_PW")
-    assert code == 1 and out == "" and "--password-env DEO_NO_SUCH_PW" in one_error_line(err)
+    assert code == 2 and out == "" and "--password-env DEO_NO_SUCH_PW" in one_error_line(err)
     assert "not set" in err or "no such environment variable" in err
 
 
@@ -455,8 +455,9 @@ def test_batches_skip_arguments_and_the_listing_without_a_store(tmp_path: Path) 
     assert out.stderr.count("\n") == 1 and list(tmp_path.iterdir()) == []
 
 
-def test_file_lag_comes_from_the_size_the_driver_recorded_not_from_the_cli_host(tmp_path, capsys):
-    """A node-local file (absent on the CLI host): lag is measured against the recorded ``seen_size``."""
+def test_a_file_not_readable_here_keeps_the_size_the_driver_recorded(tmp_path, capsys):
+    """A node-local file (absent on the CLI host): lag is measured against the recorded ``seen_size``,
+    and the row says it was not measured here."""
     from dstream_exactly_once.stores import open_store
 
     url = f"sqlite:///{tmp_path}/far.db"
@@ -470,3 +471,70 @@ def test_file_lag_comes_from_the_size_the_driver_recorded_not_from_the_cli_host(
     rows = {p["key"]: p for p in json.loads(out)["partitions"]}
     assert (rows["file:abc"]["latest"], rows["file:abc"]["lag"]) == (500, 200)
     assert rows["file:old"]["lag"] is None and "not known" in rows["file:old"]["lag_note"]
+    assert rows["file:abc"]["live"] is False and "not measured" in rows["file:abc"]["live_note"]
+
+
+def test_file_lag_is_the_files_size_now_across_a_rotation(file_app, capsys):
+    """``offsets show`` measures each file where this host can read it: the lag grows as the file does
+    (not the size the driver last recorded); a file rotated by rename is followed by its bytes, and the
+    new file at its path is listed as unread; a node-local file of another host says it was not measured."""
+    import os
+
+    from dstream_exactly_once.stores import open_store
+
+    url, _, key, _ = file_app
+    logs = Path(url.split("///")[1]).parent / "logs"
+    with open(logs / "app.log", "a") as f:
+        f.write("x" * 99 + "\n")  # 100 bytes more than the driver recorded
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "files", "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["partitions"]
+    assert (row["position"], row["latest"], row["lag"], row["live"], row["unit"]) == (400, 500, 100, True, "byte")
+    code, out, err = cli(capsys, "lag", "--store", url, "--json")
+    assert code == 0 and [(a["partitions"], a["lag"]) for a in json.loads(out)["apps"]] == [(1, 100)], out + err
+
+    os.rename(logs / "app.log", logs / "app.log.1")  # rotated by rename; a new file takes the name
+    (logs / "app.log").write_text("new\n" * 5)
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "files", "--json")
+    assert code == 0, err
+    rows = {p["key"]: p for p in json.loads(out)["partitions"]}
+    assert (rows[key]["lag"], rows[key]["live_path"], rows[key]["rotated"]) == (100, str(logs / "app.log.1"), True)
+    new = rows[f"new:{logs / 'app.log'}"]
+    assert (new["position"], new["latest"], new["lag"]) == (None, 20, 20)
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "files")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[2].split()[:2] == ["KEY", "BYTE"], out  # file positions are bytes, named so
+    assert "1 rotated since the driver last recorded them" in out and "1 new file(s)" in out
+    assert f"rotated, now {logs / 'app.log.1'}" in out
+
+    with open_store(url, "files") as store:  # the same file, node-local to another host
+        meta = dict(store.load_positions()[key].meta, host="some-other-host")
+        store.reset_positions(store.start_epoch(), {key: 400}, documents={key: meta})
+    code, out, err = cli(capsys, "offsets", "show", "--store", url, "--app", "files", "--json")
+    rows = {p["key"]: p for p in json.loads(out)["partitions"]}
+    assert rows[key]["live"] is False and rows[key]["lag"] == 0  # the driver recorded 400 bytes
+    assert "node-local to host some-other-host" in rows[key]["live_note"]
+
+
+def test_batches_names_what_a_batch_counts_by_its_source(kafka_db, file_app, capsys):
+    code, out, err = cli(capsys, "batches", "--store", f"sqlite:///{kafka_db}", "--app", "app1")
+    assert code == 0 and out.splitlines()[2].split() == ["BATCH", "TIME", "STATE", "RANGES", "OFFSETS"], out
+    url = file_app[0]
+    code, out, err = cli(capsys, "batches", "--store", url, "--app", "files")
+    assert code == 0 and out.splitlines()[2].split() == ["BATCH", "TIME", "STATE", "RANGES", "BYTES"], out
+    assert "last logged 0, last committed 0" in out
+
+
+def test_batches_of_an_app_without_an_offset_log_says_so(tmp_path, capsys):
+    """A Structured Streaming sink's app commits batch ids only: no 'last logged None'."""
+    from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
+
+    url = f"sqlite:///{tmp_path}/ss.db"
+    with open_store(url, "ss") as store:
+        epoch = store.start_epoch()
+        store.commit(epoch, PlannedBatch(0, 1000, ()), Writes())
+        assert store.last_logged_batch_id() is None and store.last_committed_batch_id() == 0
+    code, out, err = cli(capsys, "batches", "--store", url, "--app", "ss")
+    assert code == 0, err
+    assert "None" not in out and "last committed batch 0; the offset log is empty" in out

@@ -81,3 +81,16 @@ def test_sdist_holds_the_project_files_and_builds_the_same_wheel(tree: Path, whe
     from_sdist = _wheel(sdist, tmp_path / "from-sdist")
     assert _package_files(set(zipfile.ZipFile(from_sdist).namelist())) == \
         _package_files(set(zipfile.ZipFile(wheel).namelist()))
+
+
+def test_wheel_declares_the_pytest_plugin_and_one_chart_extra(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        entry_points = zf.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+        metadata = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "[pytest11]\ndstream_exactly_once = dstream_exactly_once.testing.pytest_plugin" in entry_points
+    assert "Provides-Extra: chart" in metadata and "Provides-Extra: charts" in metadata  # charts: the old alias
+    readme, help_text = (ROOT / "README.md").read_text(), subprocess.run(
+        [sys.executable, "-m", "dstream_exactly_once.cli", "demo", "--help"], capture_output=True, text=True,
+        cwd=ROOT, check=True).stdout
+    assert "[charts]" not in readme and "'charts'" not in help_text and "'chart' extra" in help_text

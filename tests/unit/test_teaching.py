@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
@@ -10,7 +11,16 @@ from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.kafka.offsets import TopicAndPartition
 from dstream_exactly_once.teaching import chart
 from dstream_exactly_once.teaching.plain_store import PlainSumStore
-from dstream_exactly_once.teaching.points import CRASH_POINTS, EXPLAINED, Trace, check_point, kill_schedule
+from dstream_exactly_once.teaching.points import (
+    CRASH_POINTS,
+    EXPLAINED,
+    Trace,
+    batches_with_data,
+    check_kills_fit,
+    check_point,
+    kill_schedule,
+    kills_that_fit,
+)
 from dstream_exactly_once.teaching.show import explain, table
 
 
@@ -104,3 +114,35 @@ def test_chart_is_skipped_with_one_note_without_matplotlib(tmp_path, monkeypatch
     note = chart.write_chart(TRACE, 30, tmp_path / "c.png")
     assert note == chart.MISSING and "[chart]" in note and "\n" not in note
     assert not (tmp_path / "c.png").exists()
+
+
+def test_kills_that_fit_follow_the_batches_with_data():
+    # 1..500 over 4 partitions at 250 records/s per partition: one 1 s batch, no run reaches its batch 2
+    assert batches_with_data(500, 4, 250) == 1 and kills_that_fit(500, 4, 250) == 0
+    # the defaults: 10 batches; kill k needs k + 1 of them
+    assert batches_with_data(10000, 4, 250) == 10 and kills_that_fit(10000, 4, 250) == 9
+    assert kills_that_fit(800, 4, 25) == 7 and kills_that_fit(8, 4, 1) == 1
+
+
+def test_kills_that_cannot_fit_are_refused_naming_what_would_fit():
+    check_kills_fit(5, 10000, 4, 250)  # the default run fits
+    check_kills_fit(0, 1, 4, 250)  # no kill always fits
+    with pytest.raises(ConfigurationError) as info:
+        check_kills_fit(1, 500, 4, 250)
+    msg = str(info.value)
+    assert "--crashes 1 cannot fit" in msg and "read in 1 batch(es)" in msg and "0 kill(s) fit" in msg
+    assert "--n 1001 or more" in msg and "--rate 124 or less" in msg
+    # the fixes it names do fit
+    check_kills_fit(1, 1001, 4, 250)
+    check_kills_fit(1, 500, 4, 124)
+    with pytest.raises(ConfigurationError, match="--rate 124 or less"):
+        check_kills_fit(1, 500, 4, 125)
+
+
+def test_demo_refuses_kills_that_cannot_fit_before_starting_anything(tmp_path):
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, "-m", "dstream_exactly_once.cli", "demo", "--n", "500", "--crashes", "1",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error: --crashes 1 cannot fit" in done.stderr and done.stderr.count("\n") == 1
+    assert "broker" not in done.stdout and not out.exists()
