@@ -15,6 +15,7 @@ Every backend is a :class:`TransactionalStore`, composed of the small interfaces
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Dict, Mapping, Tuple, Type
 
 from ..errors import ConfigurationError
@@ -60,6 +61,7 @@ __all__ = [
     "TransactionalStore",
     "Writes",
     "check_app_id",
+    "check_store_url",
     "open_store",
     "redact_url",
 ]
@@ -118,6 +120,27 @@ def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
     _check_options(scheme, _ALLOWED_OPTIONS[backend](), options)
     store = backend(with_options(url, options), app_id)
     return store.connect()
+
+
+def check_store_url(url: str, app_id: str) -> None:
+    """Everything :func:`open_store` checks before it connects — scheme, application id, the URL's form
+    and its options' names and values, and for SQLite that the file exists or could be created — without
+    connecting or writing anything. Raises :class:`ConfigurationError` naming what is wrong (never a
+    password)."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"store URL must be a str, got {type(url).__name__}")
+    scheme = url_scheme(url)
+    backend = _BACKENDS.get(scheme)
+    if backend is None:
+        raise ConfigurationError(
+            f"unsupported store URL scheme {scheme or '(none)'!r} in {redact_url(url)!r}; "
+            f"supported schemes: {', '.join(sorted(_BACKENDS))}")
+    check_app_id(app_id)
+    if backend is not SQLiteStore:
+        check_server_url(url)
+    store = backend(url, app_id)
+    if isinstance(store, SQLiteStore) and not os.path.exists(store.path):
+        store._check_creatable()
 
 
 def _check_options(scheme: str, allowed: Tuple[str, ...], options: Mapping[str, Any]) -> None:

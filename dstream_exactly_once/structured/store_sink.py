@@ -195,6 +195,7 @@ class StoreSinkOptions:
     def parse(cls, options: Mapping[str, str], *, sink: str = "deo sink") -> StoreSinkOptions:
         """Check ``options`` (Spark's writer options); raises one :class:`ConfigurationError` naming the
         key, the bad value and what is allowed. Opens nothing, writes nothing."""
+        from ..stores import check_store_url
         from ..stores.url import url_scheme
         from .sink_runs import check_new_checkpoint_option
 
@@ -217,7 +218,9 @@ class StoreSinkOptions:
                                      f"got {fn!r}")
         size = _int_option(lowered, "max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES, 1024)
         new_checkpoint = check_new_checkpoint_option(lowered.get("new_checkpoint"), sink)
-        return cls(_with_password(store, lowered.get("store.password")), app, fn, size, new_checkpoint)
+        url = _with_password(store, lowered.get("store.password"))
+        check_store_url(url, app)  # the URL's options and values, a SQLite file's directory: nothing opened
+        return cls(url, app, fn, size, new_checkpoint)
 
 
 def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optional[str] = None,
