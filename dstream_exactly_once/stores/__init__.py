@@ -106,27 +106,15 @@ def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
     written by a newer version (:class:`StoreVersionError`) before a stream starts. No error, ``repr``
     or log line shows a password.
     """
-    if not isinstance(url, str):
-        raise ConfigurationError(f"store URL must be a str, got {type(url).__name__}")
-    scheme = url_scheme(url)
-    backend = _BACKENDS.get(scheme)
-    if backend is None:
-        raise ConfigurationError(
-            f"unsupported store URL scheme {scheme or '(none)'!r} in {redact_url(url)!r}; "
-            f"supported schemes: {', '.join(sorted(_BACKENDS))}")
-    check_app_id(app_id)
-    if backend is not SQLiteStore:
-        check_server_url(url)  # before options are merged: the message shows the URL as written
-    _check_options(scheme, _ALLOWED_OPTIONS[backend](), options)
+    backend = _backend(url, app_id)
+    _check_options(url_scheme(url), _ALLOWED_OPTIONS[backend](), options)
     store = backend(with_options(url, options), app_id)
     return store.connect()
 
 
-def check_store_url(url: str, app_id: str) -> None:
-    """Everything :func:`open_store` checks before it connects — scheme, application id, the URL's form
-    and its options' names and values, and for SQLite that the file exists or could be created — without
-    connecting or writing anything. Raises :class:`ConfigurationError` naming what is wrong (never a
-    password)."""
+def _backend(url: str, app_id: str) -> Type[TransactionalStore]:
+    """The backend class of ``url`` after the checks that need no backend: the URL's type and scheme,
+    ``app_id``, and a server URL's form (before options are merged: a message shows it as written)."""
     if not isinstance(url, str):
         raise ConfigurationError(f"store URL must be a str, got {type(url).__name__}")
     scheme = url_scheme(url)
@@ -138,7 +126,15 @@ def check_store_url(url: str, app_id: str) -> None:
     check_app_id(app_id)
     if backend is not SQLiteStore:
         check_server_url(url)
-    store = backend(url, app_id)
+    return backend
+
+
+def check_store_url(url: str, app_id: str) -> None:
+    """Everything :func:`open_store` checks before it connects — scheme, application id, the URL's form
+    and its options' names and values, and for SQLite that the file exists or could be created — without
+    connecting or writing anything. Raises :class:`ConfigurationError` naming what is wrong (never a
+    password)."""
+    store = _backend(url, app_id)(url, app_id)
     if isinstance(store, SQLiteStore) and not os.path.exists(store.path):
         store._check_creatable()
 
