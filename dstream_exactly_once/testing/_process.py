@@ -66,6 +66,48 @@ def _tail(log: Optional[Path], lines: int = 30) -> str:
     return "\n--- last lines of " + str(log) + " ---\n" + "\n".join(text)
 
 
+def _parents() -> dict[int, int]:
+    """PID -> parent PID of every process this user can see (from ``/proc``)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1:
+            parents[int(entry)] = int(fields[1])
+    return parents
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` in the process tree (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] != b"Z"
+
+
 class ManagedProcess:
     """A child process in its own session with a temp work dir; stop() is idempotent."""
 
@@ -107,13 +149,36 @@ class ManagedProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to the whole process group (the service and anything it forked)."""
-        if self.proc is not None and self.proc.poll() is None:
+    def kill(self, sig: int = signal.SIGKILL) -> list[int]:
+        """Send ``sig`` to the whole process group (the service and anything it forked).
+
+        SIGKILL also reaches the leader's descendants that left its group (PostgreSQL backends
+        start sessions of their own): the leader is stopped first so that it forks no more, then
+        its descendants and its group are killed. Returns the descendants killed that way, which
+        are not this process's children: :meth:`await_gone` waits for them."""
+        if self.proc is None or self.proc.poll() is not None:
+            return []
+        strays: list[int] = []
+        try:
+            if sig == signal.SIGKILL:
+                os.kill(self.proc.pid, signal.SIGSTOP)
+                strays = _descendants(self.proc.pid)
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        for pid in strays:
             try:
-                os.killpg(self.proc.pid, sig)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        return strays
+
+    @staticmethod
+    def await_gone(pids: Sequence[int], timeout: float = 10.0) -> None:
+        """Wait until none of ``pids`` runs any more (zombies count as gone)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.02)
 
     def stop(self, timeout: float = 15.0, cleanup: bool = True) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -132,8 +197,8 @@ class ManagedProcess:
     def _kill_orphans(self) -> None:
         """SIGKILL what is left of the (reaped) leader's process group.
 
-        Children can outlive the leader (executor JVMs of a Spark worker, their Python daemons,
-        PostgreSQL backends) and :meth:`kill` skips a dead leader. The group id cannot be reused
+        Children can outlive the leader (executor JVMs of a Spark worker, their Python daemons)
+        and :meth:`kill` skips a dead leader. The group id cannot be reused
         as a PID while members exist, so when no process has the leader's PID any more, the
         group's members are ours; if the PID exists it was reused and nothing is sent.
         """
@@ -173,9 +238,10 @@ class LocalService:
     def kill(self) -> None:
         """SIGKILL the server, keeping its data dir: :meth:`start` restarts it (crash recovery)."""
         self._release()
-        self._proc.kill()
+        strays = self._proc.kill()
         if self._proc.proc is not None:
             self._proc.proc.wait(10)
+        self._proc.await_gone(strays)
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL) and delete its data dir."""

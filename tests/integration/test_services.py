@@ -7,6 +7,7 @@ uses its own uuid-named topic / key prefix / database. Nothing is mocked and not
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from pathlib import Path
@@ -276,7 +277,11 @@ def test_postgres_kill_and_restart_keeps_committed_rows():
             conn.commit()
         pending = psycopg.connect(server.url(dbname))
         pending.execute("insert into t values (1000)")  # never committed
+        backend = pending.execute("select pg_backend_pid()").fetchone()[0]
         server.kill()
+        # A crash takes the backends with it (they start sessions of their own, so killing the
+        # postmaster's process group alone would leave them serving their clients for a while).
+        assert not os.path.exists(f"/proc/{backend}") or open(f"/proc/{backend}/stat").read().split(") ")[1][0] == "Z"
         with pytest.raises(psycopg.OperationalError):
             pending.execute("select 1")
         pending.close()
