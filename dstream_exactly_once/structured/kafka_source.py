@@ -18,7 +18,7 @@ The Spark-free half of the source (the PySpark classes are in :mod:`._spark_kafk
 
 Schema (Spark's Kafka source's): ``key`` binary, ``value`` binary, ``topic`` string, ``partition``
 int, ``offset`` long, ``timestamp`` timestamp, ``timestampType`` int, and with ``includeHeaders``
-``headers`` array<struct<key string, value binary>>.
+``headers`` array<struct<key string, value binary>> (null for a record without headers).
 
 Unit of parallelism: one Spark task per planned task of a micro-batch (many partitions' ranges
 packed into one task, or one large range split over several). Delivery: each offset of the
@@ -236,7 +236,9 @@ def record_batch(block: RecordBlock, schema: Any) -> Any:
               pa.array(block.timestamp_types, pa.int32())]
     if len(schema) > len(arrays):
         headers = block.headers or [[] for _ in range(n)]
-        arrays.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in headers], schema.field("headers").type))
+        # a record without headers has null headers, as in Spark's Kafka source
+        arrays.append(pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
+                               schema.field("headers").type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
