@@ -63,6 +63,18 @@ def test_many_partitions_are_read_by_few_tasks(kafka, tmp_path):
     assert got["deo-kafka"]["partitions"] == [3]  # 12 ranges of 10 offsets packed into 3 tasks of 40
 
 
+def test_assign_and_json_starting_offsets_as_spark(kafka, tmp_path):
+    topic = "dka-" + uuid.uuid4().hex[:10]
+    kafka.create_topic(topic, partitions=4)
+    kafka.produce(topic, range(40), partitions=4)
+    got = compare(kafka.bootstrap, str(tmp_path / "cp"), {
+        "assign": json.dumps({topic: [0, 1, 2]}),
+        "startingOffsets": json.dumps({topic: {"0": -2, "1": 4, "2": -1}})})
+    rows = got["deo-kafka"]["rows"]
+    assert rows == got["kafka"]["rows"]
+    assert [(r[3], r[4]) for r in rows] == [(0, n) for n in range(10)] + [(1, n) for n in range(4, 10)]
+
+
 RECORDS = 120
 KILLS = 3
 
