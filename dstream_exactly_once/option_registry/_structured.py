@@ -7,7 +7,7 @@ from typing import Tuple
 
 from ..core.options import REQUIRED, Option
 from . import EntryPoint
-from ._streams import FILE_OPTION_ENTRIES
+from ._streams import _TASKS, FILE_OPTION_ENTRIES
 
 _IGNORED = ("path", "checkpointLocation")
 _STORE = Option("store", "url", REQUIRED, "the store URL (sqlite:///…, postgresql://…, redis://…)")
@@ -47,6 +47,29 @@ _AOF_OWN = (
     Option("starting.positions.app", "str", None, "that DStream app's id (with starting.positions.store)"),
 )
 
+_KAFKA_SOURCE = (
+    Option("subscribe", "str", None, "topics, comma-separated (one of subscribe, subscribePattern, assign)",
+           nullable=True),
+    Option("subscribePattern", "str", None, "a regular expression whole topic names match", nullable=True),
+    Option("assign", "str", None, 'JSON {"topic": [0, 1]}: exactly these partitions', nullable=True),
+    Option("startingOffsets", "str", "latest", 'a new query\'s start: earliest, latest or JSON {"topic": {"0": 23}} '
+           "(-2 earliest, -1 latest; every partition named)"),
+    Option("maxOffsetsPerTrigger", "int", None, "most offsets of one micro-batch, split over the partitions by "
+           "their lag", low=1, nullable=True),
+    Option("minOffsetsPerTrigger", "int", None, "fewest offsets a micro-batch waits for (at most maxTriggerDelay)",
+           low=1, nullable=True),
+    Option("maxTriggerDelay", "duration", "15m", "longest a micro-batch waits for minOffsetsPerTrigger (a bare "
+           "number is in ms)"),
+    Option("failOnDataLoss", "bool", True, "offsets gone before they were read stop the query (false: logged at "
+           "WARN and skipped)"),
+    Option("includeHeaders", "bool", False, "a headers column (array of key string, value binary)"),
+    Option("kafkaConsumer.pollTimeoutMs", "int", 120000, "how long an executor waits for a fetch (ms)", low=1),
+    Option("reader", "enum", "kafka-python", "the executor reader", allowed=("kafka-python", "confluent-kafka")),
+    *_TASKS,
+    Option("kafka.bootstrap.servers", "str", REQUIRED, "the brokers (host:port[,host:port]); other kafka.<setting> "
+           "are Kafka client settings (kafkaParams)"),
+)
+
 ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("aof", "options", "the Structured Streaming file source: spark.readStream.format('aof')"
                ".option(name, value).load(path); also every file option", (
@@ -63,6 +86,9 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                (*_STORE_OPTIONS, *_KAFKA_OWN,
                 Option("kafka.bootstrap.servers", "str", REQUIRED, "the brokers (host:port[,host:port])")),
                case_insensitive=True, open_keys=("kafka.",), ignored=_IGNORED),
+    EntryPoint("deo-kafka source", "options", "the Kafka source: spark.readStream.format('deo-kafka'); Spark's "
+               "Kafka source's option names", _KAFKA_SOURCE, case_insensitive=True, open_keys=("kafka.",),
+               ignored=("path",)),
     EntryPoint("store_sink_options", "keywords", "the deo-store sink's options for one query start",
                (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE, _NEW_CHECKPOINT)),
     EntryPoint("doris_sink_options", "keywords", "the deo-doris sink's options for one query start (further "

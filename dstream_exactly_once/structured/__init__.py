@@ -10,6 +10,8 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
     df.writeStream.format("deo-store").options(**store_sink_options(url, app_id)).start()
 
 - ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
+- ``deo-kafka`` as a source (:mod:`.kafka_source`): Kafka records, Spark's Kafka source's schema and
+  options, read by the library's Kafka readers (no JVM connector), ranges packed into few tasks.
 - ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
 - ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
 - ``deo-kafka`` (:mod:`.kafka_sink`): micro-batches into a Kafka topic, one transaction per partition
@@ -26,8 +28,8 @@ __all__ = ["DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "doris_si
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
-    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``); :func:`register_sinks` registers the
-    sinks only. Idempotent.
+    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``, the last both a source and a sink);
+    :func:`register_sinks` registers the sinks (and ``deo-kafka``'s source). Idempotent.
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api
