@@ -83,6 +83,7 @@ class KafkaSourcePlanner:
         self._clock = clock
         self._planner: Optional[DirectPlanner] = None
         self._doc: Optional[Dict[str, Any]] = None  # the offset the planner's state matches
+        self._initial: Optional[Dict[str, Any]] = None  # this run's initial offset, once resolved
         self._available_now = False
         self._target: Optional[Dict[TopicAndPartition, int]] = None  # AvailableNow: log ends at its start
         self._last_trigger_ms = 0.0
@@ -94,7 +95,14 @@ class KafkaSourcePlanner:
 
     def initial_offset(self) -> Dict[str, Any]:
         """A new query's first offset: ``startingOffsets`` resolved against the broker's log (every
-        partition of the subscription at that moment gets its offset; checked before anything is read)."""
+        partition of the subscription at that moment gets its offset; checked before anything is read).
+
+        Resolved once per run: Spark asks again when it runs the first batch, and ``latest`` has moved
+        on by then. A restarted run resolves it afresh, which is harmless: the first batch's end offset
+        records where each of its ranges began (:func:`latest_offset`), so its replay reads the same
+        offsets."""
+        if self._initial is not None:
+            return self._initial
         self.close()
         md = self._make_metadata()
         try:
@@ -121,6 +129,7 @@ class KafkaSourcePlanner:
             close_metadata(md)
             raise
         self._planner, self._doc = planner, doc_of(planner.current)
+        self._initial = self._doc
         return self._doc
 
     def prepare_available_now(self) -> None:
@@ -150,6 +159,8 @@ class KafkaSourcePlanner:
         untils = {r.topicPartition(): r.untilOffset for r in ranges}
         if untils == begun and not starts:
             return self._keep(start)
+        if start == self._initial:  # every start recorded: a restarted run resolves another initial offset
+            starts = {r.topicPartition(): r.fromOffset for r in ranges}
         planner.advance(ranges)
         end = doc_of(untils, starts)
         self._doc = end
