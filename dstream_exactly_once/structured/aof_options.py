@@ -30,6 +30,7 @@ from typing import Any, Dict, Mapping, Optional
 
 from ..errors import ConfigurationError
 from ..files.options import CONF_PREFIX, FileSourceOptions
+from ..stores import store_schemes
 from ..stores.app_id import check_app_id
 from ..stores.url import redact_url, url_scheme
 
@@ -42,7 +43,6 @@ POSITIONS_APP = "starting.positions.app"
 SHARED_FILESYSTEM = "shared.filesystem"
 HOSTS = "hosts"
 _OWN = (MAX_BYTES_PER_TRIGGER, INCLUDE_FILE_ID, POSITIONS_STORE, POSITIONS_APP, SHARED_FILESYSTEM, HOSTS, "path")
-_STORE_SCHEMES = ("postgres", "postgresql", "redis", "rediss", "sqlite")
 _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
 
 
@@ -118,9 +118,9 @@ def parse_aof_options(options: Mapping[str, Any], conf: Optional[Mapping[str, An
         raise ConfigurationError(f"options {POSITIONS_STORE!r} and {POSITIONS_APP!r} go together (the store "
                                  f"URL and the DStream app's id); {missing!r} is missing")
     if store is not None:
-        if not isinstance(store, str) or url_scheme(store) not in _STORE_SCHEMES:
+        if not isinstance(store, str) or url_scheme(store) not in store_schemes():
             shown = redact_url(store) if isinstance(store, str) else store
-            raise ConfigurationError(f"option {POSITIONS_STORE!r} must be a store URL ({', '.join(_STORE_SCHEMES)}"
+            raise ConfigurationError(f"option {POSITIONS_STORE!r} must be a store URL ({', '.join(store_schemes())}"
                                      f"://…), got {shown!r}")
         try:
             check_app_id(app)
