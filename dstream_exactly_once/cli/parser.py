@@ -10,9 +10,9 @@ import argparse
 import sys
 from typing import NoReturn, Optional
 
+from .._command_line import int_at_least, non_empty
 from .._version import __version__
 from . import commands
-from .arg_types import int_at_least, non_empty
 from .exit_codes import EXIT_CODES_HELP, EXIT_USAGE
 from .operator_parsers import add_operator_commands
 

@@ -1,4 +1,4 @@
-"""argparse value types shared by the ``dstream-eo`` parsers."""
+"""argparse value types shared by the package's command-line programs (``dstream-eo``, the teaching drivers)."""
 
 from __future__ import annotations
 
