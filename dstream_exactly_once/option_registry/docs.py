@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Any, List, Optional, Sequence
 
+from ..cli.option_entries import every_entry_point
 from ..core.options import Option
-from . import EntryPoint, entry_points
+from . import EntryPoint
 
 __all__ = ["BEGIN", "END", "render", "rewrite"]
 
@@ -98,7 +99,7 @@ def _table(e: EntryPoint) -> List[str]:
 
 def render(entries: Optional[Sequence[EntryPoint]] = None) -> str:
     """The generated part of the reference (between :data:`BEGIN` and :data:`END`, exclusive)."""
-    entries = list(entries if entries is not None else entry_points())
+    entries = list(entries if entries is not None else every_entry_point())
     placed: List[str] = []
     lines: List[str] = []
     for title, form, test in _GROUPS:
