@@ -8,7 +8,7 @@ commands' entry points are read from the CLI's parser, above the library:
 :mod:`dstream_exactly_once.cli.option_entries`). Each :class:`EntryPoint` lists its options as
 :class:`~dstream_exactly_once.core.options.Option` values: name, kind, range or allowed values, default, one
 doc line, older spellings (``aliases``) and whether the value is a secret. ``docs/options.md``'s tables are
-generated from here (``python -m dstream_exactly_once.option_registry.docs``) and a test checks they are
+generated from here (``python -m dstream_exactly_once.cli.options_doc``) and a test checks they are
 current.
 
 How option names are spelled (one convention):

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from dstream_exactly_once.cli.option_entries import every_entry_point
+from dstream_exactly_once.cli.options_doc import BEGIN, END, render, rewrite
 from dstream_exactly_once.core.options import REQUIRED, Option
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.option_registry import EntryPoint, entry_point, entry_points, option_count
-from dstream_exactly_once.option_registry.docs import BEGIN, END, render, rewrite
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
