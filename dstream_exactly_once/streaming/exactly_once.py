@@ -6,7 +6,7 @@ The driver-side machinery (epoch, offset log, replays, commits) is the core's
 :meth:`~ExactlyOnceDStream.commit_each_batch` (driver), :meth:`~ExactlyOnceDStream.commit_each_partition`
 (executors), :meth:`~ExactlyOnceDStream.foreach_batch` (Structured Streaming's ``batchId`` contract)
 and :meth:`~ExactlyOnceDStream.write_each_partition` (label-idempotent sinks). User code runs inside
-the one error boundary (:func:`~dstream_exactly_once.core.boundary.user_code`); nothing is committed
+the one error boundary (:func:`~dstream_exactly_once.engine.boundary.user_code`); nothing is committed
 for a batch whose output raised, and no later batch commits either.
 
 Each batch is planned — or replayed from the offset log — when Spark generates it, on Spark's
@@ -33,13 +33,13 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
 
-from ..core.boundary import as_writes, output_error, user_code
 from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.loss import record_losses
 from ..core.loss_totals import DataLossTotals
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.tasks import TaskOptions
+from ..engine.boundary import as_writes, output_error, user_code
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
