@@ -4,7 +4,7 @@ The Spark-free source lives in :mod:`dstream_exactly_once.files` (``FilePlanner`
 ranges on the driver, ``FileRangeReader`` reads one range on an executor); this module only wires
 it to Spark the way :mod:`.kafka_utils` wires Kafka: a :class:`FileDStream` of :class:`FileRDD`
 batches for the direct stream, and an :class:`~.exactly_once.ExactlyOnceDStream` driven by the
-core's :class:`~dstream_exactly_once.core.committer.BatchCommitter` for exactly-once output.
+core's :class:`~dstream_exactly_once.engine.committer.BatchCommitter` for exactly-once output.
 
 Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host); a filesystem
 every executor sees at the same paths (NFS, a shared volume: declare it with the option
@@ -28,13 +28,13 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.streaming import StreamingContext
 
-from ..core.committer import check_retain_batches
 from ..core.loss_totals import DataLossTotals
 from ..core.ranges import SourceRange
 from ..core.retirement import RetiredPartitions
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
 from ..core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
+from ..engine.committer import check_retain_batches
 from ..errors import ConfigurationError
 from ..files import FilePlanner, FileRange, FileSourceOptions
 from ..files.deployment import (

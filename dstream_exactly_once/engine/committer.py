@@ -41,17 +41,17 @@ from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .._checks import is_int
-from ..engine.heartbeat import Heartbeat
+from ..core.driver_ref import DriverOnly
+from ..core.loss import loss_error
+from ..core.progress import ProgressTracker
+from ..core.ranges import Position
+from ..core.retry import RetryPolicy, check_retry_policy
+from ..core.source import BatchSource
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores._commit_rules import check_epoch
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
 from ..stores.url import redact_url
-from .driver_ref import DriverOnly
-from .loss import loss_error
-from .progress import ProgressTracker
-from .ranges import Position
-from .retry import RetryPolicy, check_retry_policy
-from .source import BatchSource
+from .heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 
