@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from ..errors import ConfigurationError, StoreError, StoreUnavailableError
 from ._sql_statements import Cursor
-from .sql import SQLStore
+from .sql.store import SQLStore
 from .url import bool_option, check_options, float_option, parse_qsl_dict, redact_url
 
 __all__ = ["SQLiteStore"]

@@ -24,16 +24,16 @@ from abc import abstractmethod
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..core.ranges import Position, SourceRange
-from ..errors import DStreamExactlyOnceError, StoreError
-from . import _commit_rules as rules
-from . import _position_log as plog
-from . import _sql_flat as flat
-from . import _value_codec as codec
-from ._sql_operators import SQLOperatorMixin
-from ._sql_retire import SQLRetireMixin
-from ._sql_schema import ABSENT, ensure_layout, read_layout
-from ._sql_statements import (
+from ...core.ranges import Position, SourceRange
+from ...errors import DStreamExactlyOnceError, StoreError
+from .. import _commit_rules as rules
+from .. import _position_log as plog
+from .. import _sql_flat as flat
+from .. import _value_codec as codec
+from .._sql_operators import SQLOperatorMixin
+from .._sql_retire import SQLRetireMixin
+from .._sql_schema import ABSENT, ensure_layout, read_layout
+from .._sql_statements import (
     ADD_VALUE,
     BATCH_ROWS,
     INIT_POSITION,
@@ -44,9 +44,9 @@ from ._sql_statements import (
     Counters,
     Cursor,
 )
-from ._sql_text import parse_sql, render
-from .base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import redact_url
+from .._sql_text import parse_sql, render
+from ..base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..url import redact_url
 
 __all__ = ["SQLStore"]
 
