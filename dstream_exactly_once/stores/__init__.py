@@ -36,8 +36,8 @@ from .postgres import PostgresStore, libpq_options
 from .redis import _OPTIONS as _REDIS_OPTIONS
 from .redis import RedisStore
 from .redis_cluster import RedisClusterStore
-from .sqlite import _OPTIONS as _SQLITE_OPTIONS
-from .sqlite import SQLiteStore
+from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS
+from .sql.sqlite import SQLiteStore
 from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
 
 __all__ = [
