@@ -32,10 +32,10 @@ from .interfaces import (
     PositionStore,
     ResultReader,
 )
-from .postgres import PostgresStore, libpq_options
 from .redis import _OPTIONS as _REDIS_OPTIONS
 from .redis import RedisStore
 from .redis_cluster import RedisClusterStore
+from .sql.postgres import PostgresStore, libpq_options
 from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS
 from .sql.sqlite import SQLiteStore
 from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
