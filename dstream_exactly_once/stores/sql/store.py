@@ -28,7 +28,6 @@ from ...core.ranges import Position, SourceRange
 from ...errors import DStreamExactlyOnceError, StoreError
 from .. import _commit_rules as rules
 from .. import _position_log as plog
-from .. import _sql_flat as flat
 from .. import _value_codec as codec
 from .._sql_operators import SQLOperatorMixin
 from .._sql_retire import SQLRetireMixin
@@ -47,6 +46,7 @@ from .._sql_statements import (
 from .._sql_text import parse_sql, render
 from ..base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..url import redact_url
+from . import _flat as flat
 
 __all__ = ["SQLStore"]
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from ..core.ranges import Position
-from . import _commit_rules as rules
-from . import _position_log as plog
-from ._sql_statements import INIT_POSITION, SET_POSITION
-from .writes import RESERVED_NAMESPACE
+from ...core.ranges import Position
+from .. import _commit_rules as rules
+from .. import _position_log as plog
+from .._sql_statements import INIT_POSITION, SET_POSITION
+from ..writes import RESERVED_NAMESPACE
 
 __all__ = ["append", "clear_marker", "commit_state", "fold", "load_positions", "stored_keys", "stored_positions",
            "write_marker"]
