@@ -29,7 +29,6 @@ from ...errors import DStreamExactlyOnceError, StoreError
 from .. import _commit_rules as rules
 from .. import _position_log as plog
 from .. import _value_codec as codec
-from .._sql_retire import SQLRetireMixin
 from .._sql_schema import ABSENT, ensure_layout, read_layout
 from .._sql_statements import (
     ADD_VALUE,
@@ -47,6 +46,7 @@ from ..base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBat
 from ..url import redact_url
 from . import _flat as flat
 from ._operators import SQLOperatorMixin
+from ._retire import SQLRetireMixin
 
 __all__ = ["SQLStore"]
 
