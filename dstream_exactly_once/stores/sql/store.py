@@ -29,7 +29,6 @@ from ...errors import DStreamExactlyOnceError, StoreError
 from .. import _commit_rules as rules
 from .. import _position_log as plog
 from .. import _value_codec as codec
-from .._sql_schema import ABSENT, ensure_layout, read_layout
 from .._sql_statements import (
     ADD_VALUE,
     BATCH_ROWS,
@@ -47,6 +46,7 @@ from ..url import redact_url
 from . import _flat as flat
 from ._operators import SQLOperatorMixin
 from ._retire import SQLRetireMixin
+from ._schema import ABSENT, ensure_layout, read_layout
 
 __all__ = ["SQLStore"]
 
