@@ -19,8 +19,8 @@ from typing import Any, Dict, FrozenSet, Optional, Tuple
 from ...core.ranges import Position
 from .. import _commit_rules as rules
 from .. import _position_log as plog
-from .._sql_statements import INIT_POSITION, SET_POSITION
 from ..writes import RESERVED_NAMESPACE
+from ._statements import INIT_POSITION, SET_POSITION
 
 __all__ = ["append", "clear_marker", "commit_state", "fold", "load_positions", "stored_keys", "stored_positions",
            "write_marker"]

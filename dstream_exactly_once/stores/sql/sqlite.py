@@ -8,8 +8,8 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from ...errors import ConfigurationError, StoreError, StoreUnavailableError
-from .._sql_statements import Cursor
 from ..url import bool_option, check_options, float_option, parse_qsl_dict, redact_url
+from ._statements import Cursor
 from .store import SQLStore
 
 __all__ = ["SQLiteStore"]

@@ -29,7 +29,14 @@ from ...errors import DStreamExactlyOnceError, StoreError
 from .. import _commit_rules as rules
 from .. import _position_log as plog
 from .. import _value_codec as codec
-from .._sql_statements import (
+from .._sql_text import parse_sql, render
+from ..base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..url import redact_url
+from . import _flat as flat
+from ._operators import SQLOperatorMixin
+from ._retire import SQLRetireMixin
+from ._schema import ABSENT, ensure_layout, read_layout
+from ._statements import (
     ADD_VALUE,
     BATCH_ROWS,
     INIT_POSITION,
@@ -40,13 +47,6 @@ from .._sql_statements import (
     Counters,
     Cursor,
 )
-from .._sql_text import parse_sql, render
-from ..base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from ..url import redact_url
-from . import _flat as flat
-from ._operators import SQLOperatorMixin
-from ._retire import SQLRetireMixin
-from ._schema import ABSENT, ensure_layout, read_layout
 
 __all__ = ["SQLStore"]
 
