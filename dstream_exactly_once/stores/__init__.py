@@ -32,8 +32,8 @@ from .interfaces import (
     PositionStore,
     ResultReader,
 )
-from .redis import _OPTIONS as _REDIS_OPTIONS
-from .redis import RedisStore
+from .redis.store import _OPTIONS as _REDIS_OPTIONS
+from .redis.store import RedisStore
 from .redis_cluster import RedisClusterStore
 from .sql.postgres import PostgresStore, libpq_options
 from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS

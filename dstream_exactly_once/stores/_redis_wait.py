@@ -2,7 +2,7 @@
 
 Redis replicates asynchronously: a primary answers a script before any replica has it, so a
 failover right after a commit can lose that commit. With ``wait_replicas=N`` every write script of
-:class:`~dstream_exactly_once.stores.redis.RedisStore` (all but heartbeats) is sent in one pipeline
+:class:`~dstream_exactly_once.stores.redis.store.RedisStore` (all but heartbeats) is sent in one pipeline
 on ONE connection, followed by
 
 1. a *touch* script that sets the application's ``schema`` key to its own value: a write on this

@@ -12,7 +12,7 @@ from typing import Any, List, Tuple
 
 from ..errors import ConfigurationError, StoreUnavailableError
 from ._redis_wait import script_then_wait
-from .redis import RedisStore
+from .redis.store import RedisStore
 from .url import StoreURL, redact_url
 
 __all__ = ["RedisClusterStore"]

@@ -11,7 +11,7 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
-from dstream_exactly_once.stores.redis import RedisStore
+from dstream_exactly_once.stores.redis.store import RedisStore
 from dstream_exactly_once.stores.sql.postgres import PostgresStore
 from dstream_exactly_once.stores.sql.sqlite import SQLiteStore
 

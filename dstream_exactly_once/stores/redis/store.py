@@ -42,8 +42,8 @@ import threading
 from importlib import resources
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, TypeVar
 
-from ..core.ranges import Position, SourceRange
-from ..errors import (
+from ...core.ranges import Position, SourceRange
+from ...errors import (
     ConfigurationError,
     DStreamExactlyOnceError,
     FencedError,
@@ -52,15 +52,15 @@ from ..errors import (
     StoreUnavailableError,
     StoreVersionError,
 )
-from ..redaction import redact
-from . import _commit_rules as rules
-from . import _position_log as plog
-from . import _value_codec as codec
-from ._redis_retire import RedisRetireMixin
-from ._redis_wait import WRITTEN_STATUSES as _WRITTEN
-from ._redis_wait import in_doubt_error, script_then_wait, wait_options
-from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import REDIS_OPTION_VALUES, StoreURL, check_option_values, check_options, float_option, parse_url, redact_url
+from ...redaction import redact
+from .. import _commit_rules as rules
+from .. import _position_log as plog
+from .. import _value_codec as codec
+from .._redis_retire import RedisRetireMixin
+from .._redis_wait import WRITTEN_STATUSES as _WRITTEN
+from .._redis_wait import in_doubt_error, script_then_wait, wait_options
+from ..base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..url import REDIS_OPTION_VALUES, StoreURL, check_option_values, check_options, float_option, parse_url, redact_url
 
 __all__ = ["RedisStore"]
 
