@@ -32,9 +32,9 @@ from .interfaces import (
     PositionStore,
     ResultReader,
 )
+from .redis.cluster import RedisClusterStore
 from .redis.store import _OPTIONS as _REDIS_OPTIONS
 from .redis.store import RedisStore
-from .redis_cluster import RedisClusterStore
 from .sql.postgres import PostgresStore, libpq_options
 from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS
 from .sql.sqlite import SQLiteStore
