@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .interfaces import inventory_row, sorted_inventory
+from ..interfaces import inventory_row, sorted_inventory
 
 __all__ = ["RedisRetireMixin"]
 
