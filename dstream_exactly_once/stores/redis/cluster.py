@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from ...errors import ConfigurationError, StoreUnavailableError
-from .._redis_wait import script_then_wait
 from ..url import StoreURL, redact_url
+from ._wait import script_then_wait
 from .store import RedisStore
 
 __all__ = ["RedisClusterStore"]

@@ -56,11 +56,11 @@ from ...redaction import redact
 from .. import _commit_rules as rules
 from .. import _position_log as plog
 from .. import _value_codec as codec
-from .._redis_wait import WRITTEN_STATUSES as _WRITTEN
-from .._redis_wait import in_doubt_error, script_then_wait, wait_options
 from ..base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..url import REDIS_OPTION_VALUES, StoreURL, check_option_values, check_options, float_option, parse_url, redact_url
 from ._retire import RedisRetireMixin
+from ._wait import WRITTEN_STATUSES as _WRITTEN
+from ._wait import in_doubt_error, script_then_wait, wait_options
 
 __all__ = ["RedisStore"]
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, NamedTuple, Tuple
 
-from ..errors import ConfigurationError, StoreUnavailableError
-from .url import redact_url
+from ...errors import ConfigurationError, StoreUnavailableError
+from ..url import redact_url
 
 __all__ = ["WRITTEN_STATUSES", "WaitOptions", "in_doubt_error", "script_then_wait", "wait_options"]
 
