@@ -285,7 +285,7 @@ class RedisStore(RedisRetireMixin, TransactionalStore):
         return plog.apply(self.app_id, positions, merged)
 
     def _fold(self) -> None:
-        """Fold the position log into the offsets and pmeta hashes (see :mod:`._position_log`): read and
+        """Fold the position log into the offsets and pmeta hashes (see ``stores._position_log``): read and
         merged here, written by one script if the log still holds what was read."""
         for _ in range(10):
             entries = self._call(lambda c: c.hgetall(self._key("plog")))

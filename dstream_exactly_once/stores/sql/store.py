@@ -1,6 +1,6 @@
 """The SQL implementation shared by :class:`SQLiteStore` and :class:`PostgresStore`.
 
-The tables, their layout versions and the upgrade from version 1 are in ``_sql_schema``. Reads
+The tables, their layout versions and the upgrade from version 1 are in ``_schema``. Reads
 never write: they find the layout first (a database without it reads as empty, one of version 1
 is read as it is) and the first write transaction creates or upgrades it.
 
@@ -66,7 +66,7 @@ class SQLStore(SQLOperatorMixin, SQLRetireMixin, TransactionalStore):
     # statement over a JSON array of rows; "" binds them row by row
     json_pairs = ""
     table_options = ""  # WITH (...) of the tables updated by every commit (deo_values, deo_positions)
-    tables_sql = ""  # which of _sql_schema.MARKERS exist (no parameters)
+    tables_sql = ""  # which of _schema.MARKERS exist (no parameters)
     read_only_reads = False  # reads open a read-only connection, replaced by a read-write one to write
 
     def __init__(self, url: str, app_id: str) -> None:
