@@ -18,7 +18,7 @@ setup(
     python_requires=">=3.11",  # the version CI tests; older ones are untested
     packages=find_packages(include=["dstream_exactly_once", "dstream_exactly_once.*"]),
     package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml", "testing/jvm/yarn-pom.xml",
-                                           "testing/jvm/spark-kafka-pom.xml", "stores/lua/*.lua"]},
+                                           "testing/jvm/spark-kafka-pom.xml", "stores/redis/lua/*.lua"]},
     # crc32c: kafka-python's C implementation of the record-batch checksum; without it every
     # fetched batch is checksummed in pure Python (measured: 28k -> 81k records/s per consumer).
     # kafka-python < 3.1: the driver's offset look-ups send prebuilt ListOffsets/Metadata requests

@@ -15,8 +15,9 @@ __all__ = ["batches", "batches_skip", "chart", "demo", "in_doubt", "lag", "offse
 def demo(args: argparse.Namespace) -> int:
     """``dstream-eo demo``: the at-least-once vs exactly-once teaching demo."""
     from ..teaching.show import run_demo
+    from .chart import run_chart
 
-    return run_demo(args)
+    return run_demo(args, chart_progress=run_chart)
 
 
 def chart(args: argparse.Namespace) -> int:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .._command_line import int_at_least, non_empty, topic_partitions
 from . import commands
-from .arg_types import int_at_least, non_empty, topic_partitions
 from .exit_codes import EXIT_CODES_HELP
 
 __all__ = ["add_operator_commands"]
