@@ -172,11 +172,14 @@ def parse_kafka_source_options(options: Mapping[str, Any]) -> KafkaSourceOptions
 
 def _strategy(lowered: Mapping[str, Any]) -> Tuple[str, Any]:
     given = [k for k in _STRATEGIES if k in lowered]
+    parsed = [_one_strategy(k, lowered[k]) for k in given]  # a bad value is named before a second strategy
     if len(given) != 1:
         raise ConfigurationError(f"deo-kafka source needs exactly one of the options 'subscribe', "
                                  f"'subscribePattern' or 'assign', got {[_spell(k) for k in given] or 'none'}")
-    key = given[0]
-    raw = lowered[key]
+    return parsed[0]
+
+
+def _one_strategy(key: str, raw: Any) -> Tuple[str, Any]:
     if key == "subscribe":
         topics = [t.strip() for t in str(raw).split(",") if t.strip()]
         if not topics:

@@ -231,6 +231,12 @@ def _aof(live: Live, o: Dict[str, Any]) -> Any:
     return parse_aof_options(o)
 
 
+def _kafka_source(live: Live, o: Dict[str, Any]) -> Any:
+    from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
+
+    return parse_kafka_source_options(o)
+
+
 def _url(scheme_url: Callable[[Live], str]) -> Callable[..., Result]:
     def invoke(live: Live, key: str, value: Any, also_bad: bool = False) -> Result:
         query = f"{key}={quote(str(value), safe='')}" + ("&timeout=never" if also_bad else "")
@@ -290,6 +296,8 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "SparkConf": _mapping(_spark_conf, lambda live: {}, ("spark.streaming.kafka.maxRatePerPartition", -1)),
     "aof": _mapping(_aof, lambda live: {"path": live.glob, "starting.positions.store": live.url,
                                         "starting.positions.app": live.app}, ("bytes.max", 0)),
+    "deo-kafka source": _mapping(_kafka_source, lambda live: {"kafka.bootstrap.servers": "127.0.0.1:9",
+                                                               "subscribe": "t"}, ("maxOffsetsPerTrigger", 0)),
     "deo-store": _mapping(_store_sink, lambda live: {"store": live.url, "app_id": live.app},
                           ("max_message_bytes", 0)),
     "deo-doris": _mapping(_doris_sink, lambda live: {"store": live.url, "app_id": live.app,
