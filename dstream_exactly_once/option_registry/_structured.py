@@ -85,6 +85,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                 *_KAFKA_OWN[1:], _NEW_CHECKPOINT)),
     EntryPoint("delta_sink_options", "keywords", "the deo-delta sink's options for one query start",
                (_STORE, _APP, Option("table_uri", "str", REQUIRED, _DELTA_OWN[0].doc),
-                Option("partition_by", "list", (), "the table's partition columns", nullable=True),
+                Option("partition_by", "list", None, "the table's partition columns (unset: not partitioned)",
+                       nullable=True),
                 _DELTA_OWN[2], _NEW_CHECKPOINT)),
 )

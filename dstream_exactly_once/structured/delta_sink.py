@@ -134,23 +134,23 @@ class DeltaSinkOptions:
                                 where)
 
 
-def delta_sink_options(store: str, app_id: str, table_uri: str, *, partition_by: Sequence[str] = (),
+def delta_sink_options(store: str, app_id: str, table_uri: str, *, partition_by: Optional[Sequence[str]] = None,
                        txn_app_id: Optional[str] = None, new_checkpoint: str = "refuse") -> Dict[str, str]:
     """Check the sink's options and return them as writer options; nothing is opened or written.
 
     ``df.writeStream.format("deo-delta").options(**delta_sink_options(url, "app", "/data/orders"))
-    .option("checkpointLocation", …).start()``. ``partition_by`` names the table's partition columns;
-    ``txn_app_id`` the application transaction id in the table (default ``app_id``);
-    ``new_checkpoint`` as for :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
+    .option("checkpointLocation", …).start()``. ``partition_by`` names the table's partition columns
+    (a non-empty list; ``None``: not partitioned); ``txn_app_id`` the application transaction id in
+    the table (default ``app_id``); ``new_checkpoint`` as for
+    :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
     from ..option_registry import keyword_checks
 
-    if isinstance(partition_by, str) or not all(isinstance(c, str) and c.strip() and "," not in c
-                                                for c in partition_by):
-        raise ConfigurationError(f"delta_sink_options() option 'partition_by' must be a list of column names, "
-                                 f"got {partition_by!r}")
-    keyword_checks("delta_sink_options", store=store, app_id=app_id, table_uri=table_uri, txn_app_id=txn_app_id,
-                   new_checkpoint=new_checkpoint)
+    keyword_checks("delta_sink_options", store=store, app_id=app_id, table_uri=table_uri, partition_by=partition_by,
+                   txn_app_id=txn_app_id, new_checkpoint=new_checkpoint)
+    if partition_by is not None and any("," in c for c in partition_by):
+        raise ConfigurationError(f"delta_sink_options() option 'partition_by' must be a list of column names "
+                                 f"without commas, got {partition_by!r}")
     options = {"store": store, "app_id": app_id, "table": table_uri, "new_checkpoint": new_checkpoint}
     if partition_by:
         options["partition_by"] = ",".join(partition_by)

@@ -106,6 +106,8 @@ def test_options_are_checked_before_anything_runs(tmp_path):
         "store": url, "app_id": "a", "table": "/t", "new_checkpoint": "refuse", "partition_by": "k", "txn_app_id": "x"}
     with pytest.raises(ConfigurationError, match="partition_by"):
         delta_sink_options(url, "a", "/t", partition_by="k")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="without commas"):
+        delta_sink_options(url, "a", "/t", partition_by=["a,b"])
     with pytest.raises(ConfigurationError, match="table_uri"):
         delta_sink_options(url, "a", "")
     with pytest.raises(ConfigurationError, match=r"unknown deo-delta option\(s\) \['tabel'\]"):
