@@ -83,6 +83,7 @@ def test_batches_land_once_with_their_transaction_and_positions(tmp_path, store)
     assert last["positions"] == [{"partition": "events/0", "start": 10, "end": 16}]
     record = store.get_value("__delta__", sink.record_key("orders"))
     assert record["state"] == "committed" and record["batch"] == 1 and record["rows"] == 6
+    assert record["version"] == last["version"] == table.version() == 1
     assert unreferenced_files(uri) == []
 
 

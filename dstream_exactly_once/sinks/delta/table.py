@@ -86,11 +86,9 @@ class DeltaTarget:
                 create_table_with_add_actions(self.table_uri, Schema.from_arrow(schema), actions, mode="append",
                                               partition_by=list(partition_by) or None,
                                               storage_options=self.storage_options or None, commit_properties=props)
-                created = self.load()
-                return int(created.version()) if created is not None else 0
-            table.create_write_transaction(actions, "append", schema, list(partition_by) or None,
-                                           commit_properties=props)
-            return int(table.version())
+            else:
+                table.create_write_transaction(actions, "append", schema, list(partition_by) or None,
+                                               commit_properties=props)
         except CommitFailedError as exc:
             raise TableConflictError(
                 f"{self.describe()}: the commit of batch {batch_id} (application transaction {app_id!r}) lost to a "
@@ -99,6 +97,17 @@ class DeltaTarget:
         except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
             raise SinkError(f"{self.describe()}: the commit of batch {batch_id} (application transaction "
                             f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
+        return self._version_of(metadata)
+
+    def _version_of(self, metadata: Dict[str, Any]) -> int:
+        """The version of the commit just made with ``metadata`` (found in the newest commits' infos)."""
+        table = self.load()
+        if table is None:  # the commit made the table; it cannot have vanished
+            raise SinkError(f"{self.describe()}: not found right after a commit to it")
+        for info in table.history(20):
+            if info.get(METADATA_KEY) == metadata[METADATA_KEY]:
+                return int(info["version"])
+        return int(table.version())  # more than 20 commits since ours: the newest version is an upper bound
 
     def committed_files(self, table: Any) -> List[str]:
         """The data files the table's newest snapshot references (paths relative to the root, decoded)."""
