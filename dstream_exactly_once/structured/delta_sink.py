@@ -33,6 +33,7 @@ query starts; a table that does not exist yet is created by the first batch's co
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -207,8 +208,6 @@ def _commit_table(opts: DeltaSinkOptions, schema: Any, parts: Sequence[DeltaTask
         return None
     files = [f for p in parts for f in p.files]
     rows = sum(p.rows for p in parts)
-    import json
-
     meta = {METADATA_KEY: json.dumps({"app_id": opts.txn_app, "batch_id": app_batch, "spark_batch_id": batch_id,
                                       "rows": rows, "positions": []}, separators=(",", ":"), sort_keys=True)}
     try:
