@@ -154,8 +154,10 @@ class DeltaSink:
         commit with the batch's positions (the batch's record).
 
         1. the table already holds the batch's transaction → a replay: nothing is written;
-        2. executors write the files; 3. the store records them as pending (epoch checked: a fenced
-        driver stops here); 4. ONE Delta commit adds them with the transaction ``(app, batch id)``."""
+        2. executors write the files;
+        3. the store records them as pending (epoch checked: a fenced driver stops here);
+        4. ONE Delta commit adds them with the transaction ``(app, batch id)``.
+        """
         schema = self.schema if self.schema is not None else self.check()
         key, app = self.record_key(store.app_id), self.txn_app_id(store.app_id)
         table = self.target.load()
