@@ -221,3 +221,16 @@ def test_bad_settings_are_refused_at_construction():
         DeltaSink("/tmp/x", schema={"n": "int"})  # type: ignore[arg-type]
     assert issubclass(RowRejectedError, SinkError) and not RowRejectedError.retriable
     assert Writes  # the store's writes type is what write_batch returns
+
+
+def test_a_lost_concurrent_commit_is_a_table_conflict_error(tmp_path, store):
+    from dstream_exactly_once.errors import TableConflictError
+
+    uri = str(tmp_path / "table")
+    sink = DeltaSink(uri, schema=SCHEMA)
+    run_batch(sink, store, store.start_epoch(), batch(0, 0, 2), rows(0, 2))
+    stale = sink.target.load()
+    sink.target.commit(sink.target.load(), [], SCHEMA, [], "orders", 1, {"dstreamExactlyOnce": "{}"})
+    with pytest.raises(TableConflictError, match="lost to a concurrent commit") as info:
+        sink.target.commit(stale, [], SCHEMA, [], "orders", 1, {"dstreamExactlyOnce": "{}"})
+    assert info.value.retriable and "batch 1" in str(info.value)
