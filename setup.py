@@ -35,13 +35,15 @@ setup(
         "confluent": ["confluent-kafka>=2.3"],
         # the Structured Streaming sinks (PySpark's Python Data Source writers move rows through Arrow)
         "structured": ["pyspark>=4.0", "pyarrow>=11"],
+        # the exactly-once Delta Lake sink (delta-rs: no JVM); executors write Parquet with pyarrow
+        "delta": ["deltalake>=1.0", "pyarrow>=11"],
         # dstream_exactly_once.testing's helpers and this project's own test suite
         "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                 "confluent-kafka>=2.3", "pyarrow>=11"],
+                 "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0"],
         # working on this project: the test suite plus the linters and the API reference build
         # (`make docs`) that `make test` runs
         "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                "confluent-kafka>=2.3", "pyarrow>=11", "ruff", "mypy", "sphinx>=7.2,<8"],
+                "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0", "ruff", "mypy", "sphinx>=7.2,<8"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"],
                   # the pytest plugin (deo_* fixtures: Kafka, Redis, Redis Cluster, PostgreSQL, Spark)

@@ -48,6 +48,8 @@ def _kind(parse: Any) -> Tuple[str, Any, Any]:
     name = getattr(parse, "__name__", "")
     if name == "probability":
         return "float", 0, 1
+    if name == "_seconds":
+        return "float", 0, None
     if name.startswith("integer >= "):
         return "int", inspect.getclosurevars(parse).nonlocals["minimum"], None
     return "str", None, None

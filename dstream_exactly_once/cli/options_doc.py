@@ -27,8 +27,8 @@ _GROUPS = (
     ("File options", "options", lambda e: e.name == "file options"),
     ("kafkaParams", "options", lambda e: e.name == "kafkaParams"),
     ("SparkConf keys read by the library", "conf", lambda e: True),
-    ("Structured Streaming source and sinks", "options", lambda e: e.name in ("aof", "deo-store", "deo-doris",
-                                                                              "deo-kafka", "deo-kafka source")),
+    ("Structured Streaming source and sinks", "options", lambda e: e.name in (
+    "aof", "deo-store", "deo-doris", "deo-kafka", "deo-kafka source", "deo-delta")),
     ("Sink options builders", "keywords", lambda e: e.name.endswith("_sink_options")),
     ("Store URL query options", "query", lambda e: True),
     ("dstream-eo commands", "cli", lambda e: True),

@@ -66,7 +66,7 @@ def _out_of_range(o: Option) -> Optional[Any]:
 EMPTY_IS_UNSET = {("file options", "exclude"), ("file options", "exclude.regex"), ("aof", "exclude"),
                   ("aof", "exclude.regex"), ("deo-store", "store.password"), ("deo-store", "writes_function"),
                   ("deo-doris", "store.password"), ("deo-doris", "doris.password"), ("deo-doris", "columns"),
-                  ("deo-doris", "column_separator"), ("deo-kafka", "store.password"),
+                  ("deo-doris", "column_separator"), ("deo-kafka", "store.password"), ("deo-delta", "store.password"),
                   ("postgresql:// URL", "password")}
 
 
@@ -98,7 +98,7 @@ ALL = list(cases())
 
 
 #: entry points that need PySpark 4 (on 3.5 every call says so first; the 3.5 suite deselects them)
-PYSPARK4_ENTRIES = ("store_sink_options", "doris_sink_options", "kafka_sink_options")
+PYSPARK4_ENTRIES = ("store_sink_options", "doris_sink_options", "kafka_sink_options", "delta_sink_options")
 
 
 def _params() -> List[Any]:

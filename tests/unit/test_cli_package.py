@@ -34,7 +34,8 @@ def test_every_command_binds_its_function():
     bound = {words: sub.get_default("func") for words, sub in _leaves(cli_parser(), []).items()}
     assert bound == {"demo": commands.demo, "chart": commands.chart, "lag": commands.lag,
                      "batches": commands.batches, "batches skip": commands.batches_skip,
-                     "in-doubt": commands.in_doubt, "offsets": None, "offsets show": commands.offsets_show,
+                     "in-doubt": commands.in_doubt, "delta": None, "delta status": commands.delta_status,
+                     "delta orphans": commands.delta_orphans, "offsets": None, "offsets show": commands.offsets_show,
                      "offsets reset": commands.offsets_reset, "offsets export": commands.offsets_export,
                      "retire": commands.retire}
 
