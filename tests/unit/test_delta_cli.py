@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pytest.importorskip("deltalake")
-
 from dstream_exactly_once.sinks.delta import DeltaSink  # noqa: E402
 from dstream_exactly_once.stores import open_store  # noqa: E402
 

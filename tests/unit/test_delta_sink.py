@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, List
 
+import deltalake  # the delta extra, part of the test extra
+import pyarrow as pa  # noqa: E402
 import pytest
-
-pa = pytest.importorskip("pyarrow")
-deltalake = pytest.importorskip("deltalake")
 
 from dstream_exactly_once.errors import (  # noqa: E402
     ConfigurationError,

@@ -3,10 +3,9 @@ call), on a real ``deltalake`` table and a real SQLite store."""
 
 from __future__ import annotations
 
+import deltalake  # the delta extra, part of the test extra
+import pyarrow as pa  # noqa: E402
 import pytest
-
-pa = pytest.importorskip("pyarrow")
-deltalake = pytest.importorskip("deltalake")
 
 from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError  # noqa: E402
 from dstream_exactly_once.sinks.delta.log import last_committed_batch, unreferenced_files  # noqa: E402
