@@ -43,6 +43,7 @@ EXPECTED = [
     "ServiceError",
     "SinkError",
     "SkipPlan",
+    "SparkConnectUnsupportedError",
     "StoreAuthError",
     "StoreBusyError",
     "StoreError",
