@@ -27,7 +27,8 @@ __all__ = ["DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "doris_si
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
     ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``); :func:`register_sinks` registers the
-    sinks only. Idempotent.
+    sinks only. Idempotent. ``spark`` may be a classic or a Spark Connect session (the classes are
+    then pickled to the server, whose Python workers run them and must import this package).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api
