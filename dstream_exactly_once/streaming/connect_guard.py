@@ -43,4 +43,4 @@ def refuse_spark_connect(value: object, what: str, instead: str) -> None:
         raise SparkConnectUnsupportedError(
             f"{what} got a Spark Connect {type(value).__name__}: DStreams need a SparkContext (a "
             f"StreamingContext is built on one), which a Spark Connect session does not have. Under Spark "
-            f"Connect, {instead}; see docs/structured-streaming.md, section \"Spark Connect\"")
+            f"Connect, {instead} (help(dstream_exactly_once.structured))")

@@ -14,6 +14,13 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
 - ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
 - ``deo-kafka`` (:mod:`.kafka_sink`): micro-batches into a Kafka topic, one transaction per partition
   (exactly-once for ``read_committed`` consumers when replays are partitioned alike).
+
+Spark Connect: the same formats run under a Connect session (``SparkSession.builder.remote(...)``);
+:func:`register` pickles them to the server, whose Python workers run them, so this package and
+PySpark's ``connect`` extra must be installed in the server's Python (``pip install
+'dstream-exactly-once[connect]'``). Read Kafka there with Spark's ``format("kafka")`` (its jars on the
+server) or files with ``format("aof")``; the DStream API (``KafkaUtils``, ``FileUtils``) needs a
+SparkContext, which a Connect session does not have.
 """
 
 from __future__ import annotations
