@@ -15,7 +15,9 @@ Not a test: it prints a table (and a line for ``bench/RESULTS.md``). Per P, in o
 4. the producer starts again for ``--again`` seconds and stops; the second drain is timed the same way;
 5. the stream stops gracefully (SIGTERM). Checked: the stored count equals every record sent and the
    broker's end offsets (**exact**), the store holds no pending batch, and the stream's log shows no
-   failed batch (``every batch after the stop committed``).
+   failed batch (``every batch after the stop committed``) and counts the reads that got no record
+   the broker held (the reader's recovery WARN lines). How far the stream was behind at each stop
+   (records sent but not yet stored) tells a backlog from a wait.
 
 CPU load on the machine while it runs is printed (``os.getloadavg``) beside each result.
 """
@@ -85,6 +87,8 @@ def run_case(kafka: Any, partitions: int, args: argparse.Namespace) -> Dict[str,
                 time.sleep(seconds)
                 out.setdefault("rate_achieved", round(feed.achieved()))
             sent += int(feed.sent.value)
+            at_stop = _stored(url, app)
+            out.setdefault("behind_at_stop", []).append(sent - (at_stop["count"] if at_stop else 0))
             drains.append(_wait_drained(url, app, kafka.bootstrap, topic, args.drain))
             out.setdefault("load_at_stop", round(os.getloadavg()[0], 1))
         out["sent"] = sent
@@ -101,9 +105,10 @@ def run_case(kafka: Any, partitions: int, args: argparse.Namespace) -> Dict[str,
     with open(log_path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     failed = [line for line in text.splitlines() if "Error" in line and ("batch" in line or "Kafka" in line)]
+    recoveries = sum("although the broker holds them" in line for line in text.splitlines())
     out.update(end_offsets=ends, stored=stored["count"], pending=stored["pending"],
                exact=stored["count"] == sent == ends and stored["sum"] == 100 * sent,
-               failed_lines=len(failed), first_failure=failed[0][:300] if failed else None,
+               failed_lines=len(failed), stall_recoveries=recoveries, first_failure=failed[0][:300] if failed else None,
                drained_in_30s=all(d is not None and d <= 30 for d in drains))
     return out
 
@@ -127,14 +132,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    print("| P | producer | sent | drain after stop 1 / 2 (s) | within 30 s | exact | pending | failed-batch lines "
-          "| load at stop |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| P | producer | sent | behind at stop 1 / 2 | drain after stop 1 / 2 (s) | within 30 s | exact | pending "
+          "| failed-batch lines | stalled-read recoveries | load at stop |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['partitions']} | {args.produce:.0f} s + {args.again:.0f} s at {r.get('rate_achieved')}/s "
-              f"| {r['sent']} | {' / '.join('none' if d is None else str(d) for d in r['drain_s'])} "
+              f"| {r['sent']} | {' / '.join(str(b) for b in r['behind_at_stop'])} "
+              f"| {' / '.join('none' if d is None else str(d) for d in r['drain_s'])} "
               f"| {'yes' if r['drained_in_30s'] else 'NO'} | {'yes' if r['exact'] else 'NO'} | {r['pending']} "
-              f"| {r['failed_lines']} | {r['load_at_stop']} |")
+              f"| {r['failed_lines']} | {r['stall_recoveries']} | {r['load_at_stop']} |")
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
     with open(args.results, "w", encoding="utf-8") as f:
         json.dump({"args": vars(args), "rows": rows}, f, indent=1)

@@ -26,6 +26,7 @@ from .errors import (
     OffsetConflictError,
     OffsetRangeError,
     OutputError,
+    RowRejectedError,
     ServiceError,
     SinkError,
     SparkConnectUnsupportedError,
@@ -34,6 +35,7 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
     StoreVersionError,
+    TableConflictError,
     UnknownKafkaParamError,
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
@@ -126,6 +128,7 @@ __all__ = [
     "OutputError",
     "PlannedBatch",
     "RetryPolicy",
+    "RowRejectedError",
     "ServiceError",
     "SinkError",
     "SkipPlan",
@@ -137,6 +140,7 @@ __all__ = [
     "StoreVersionError",
     "Subscribe",
     "SubscribePattern",
+    "TableConflictError",
     "TopicAndPartition",
     "TransactionalStore",
     "UnknownKafkaParamError",

@@ -145,11 +145,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """How much of the option registry the generated bad-input test covered in this run."""
     ran = getattr(config, "deo_bad_input_cases", [])
     if ran:
-        from dstream_exactly_once.option_registry import entry_points, option_count
+        from dstream_exactly_once.cli.option_entries import every_entry_point
+        from dstream_exactly_once.option_registry import option_count
 
         bad = [r for r in ran if r[0] == "bad input"]
         secret = [r for r in ran if r[0] == "password"]
+        entries = every_entry_point()
         terminalreporter.write_line(
-            f"option registry: {len(entry_points())} entry points, {option_count()} options; generated cases run: "
+            f"option registry: {len(entries)} entry points, {option_count(entries)} options; generated cases run: "
             f"{len(bad)} bad-input cases over {len({r[1:] for r in bad})} options, {len(secret)} password cases "
             f"over {len({r[1:] for r in secret})} options")

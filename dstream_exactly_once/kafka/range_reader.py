@@ -250,15 +250,27 @@ class KafkaRangeReader(RangeReader):
                 raise ConfigurationError(f"KafkaRangeReader reads OffsetRange values, got {p.range!r}")
         return chain.from_iterable(map(self._read_group, _groups(pieces)))
 
+    def read_blocks(self, pieces: Sequence[Piece], *, metadata: bool = True) -> Iterator[RecordBlock]:
+        """The undecoded :class:`RecordBlock` s of ``pieces``, read as :meth:`read_pieces` reads them
+        (one consumer; timestamps and headers filled when ``metadata``). For callers that build
+        their own output from the raw bytes (e.g. Arrow record batches). Reads lazily."""
+        for p in pieces:
+            if not isinstance(p.range, OffsetRange):
+                raise ConfigurationError(f"KafkaRangeReader reads OffsetRange values, got {p.range!r}")
+        return chain.from_iterable(self._group_blocks(group, metadata) for group in _groups(pieces))
+
     def _read_group(self, group: List[Tuple[OffsetRange, OffsetRange]]) -> Iterator[Any]:
+        return self.decode(self._group_blocks(group, self.decode.metadata))
+
+    def _group_blocks(self, group: List[Tuple[OffsetRange, OffsetRange]], metadata: bool) -> Iterator[RecordBlock]:
         attempt = self.task_attempt(group[0][1])
         on_data_loss = None if self.fail_on_data_loss else self.on_data_loss
         if on_data_loss is not None and any(part != whole for part, whole in group):
             on_data_loss = _WholeRangeLosses(on_data_loss, {part.position_key: whole for part, whole in group})
         read_ranges = ranges_reader(self.reader)
-        return self.decode(read_ranges(self.config, [part for part, _ in group], poll_timeout_ms=self.poll_timeout_ms,
-                                       fail_on_data_loss=self.fail_on_data_loss, metadata=self.decode.metadata,
-                                       attempt=attempt, on_data_loss=on_data_loss))
+        return read_ranges(self.config, [part for part, _ in group], poll_timeout_ms=self.poll_timeout_ms,
+                           fail_on_data_loss=self.fail_on_data_loss, metadata=metadata, attempt=attempt,
+                           on_data_loss=on_data_loss)
 
 
 def _groups(pieces: Sequence[Piece]) -> List[List[Tuple[OffsetRange, OffsetRange]]]:

@@ -7,7 +7,7 @@ from typing import Tuple
 
 from ..core.options import REQUIRED, Option
 from . import EntryPoint
-from ._streams import FILE_OPTION_ENTRIES
+from ._streams import _TASKS, FILE_OPTION_ENTRIES
 
 _IGNORED = ("path", "checkpointLocation")
 _STORE = Option("store", "url", REQUIRED, "the store URL (sqlite:///…, postgresql://…, redis://…)")
@@ -40,11 +40,40 @@ _DORIS_OWN = (
     Option("column_separator", "str", None, "the Stream Load column separator (csv)"),
     Option("strict_labels", "bool", False, "refuse a label Doris reports in an unexpected state"),
 )
+_DELTA_OWN = (
+    Option("table", "str", REQUIRED, "the Delta table's path or URI (created by the first batch when missing)"),
+    Option("partition_by", "str", None, "the table's partition columns, comma-separated", nullable=True),
+    Option("txn_app_id", "str", None, "the application transaction id in the table (default: app_id)",
+           nullable=True),
+)
 _AOF_OWN = (
     Option("max.bytes.per.trigger", "int", None, "most bytes a micro-batch reads (all files together)", low=1),
     Option("include.file.id", "bool", False, "records carry the file's identity"),
     Option("starting.positions.store", "url", None, "a DStream app's store to start from its positions"),
     Option("starting.positions.app", "str", None, "that DStream app's id (with starting.positions.store)"),
+)
+
+_KAFKA_SOURCE = (
+    Option("subscribe", "str", None, "topics, comma-separated (one of subscribe, subscribePattern, assign)",
+           nullable=True),
+    Option("subscribePattern", "str", None, "a regular expression whole topic names match", nullable=True),
+    Option("assign", "str", None, 'JSON {"topic": [0, 1]}: exactly these partitions', nullable=True),
+    Option("startingOffsets", "str", "latest", 'a new query\'s start: earliest, latest or JSON {"topic": {"0": 23}} '
+           "(-2 earliest, -1 latest; every partition named)"),
+    Option("maxOffsetsPerTrigger", "int", None, "most offsets of one micro-batch, split over the partitions by "
+           "their lag", low=1, nullable=True),
+    Option("minOffsetsPerTrigger", "int", None, "fewest offsets a micro-batch waits for (at most maxTriggerDelay)",
+           low=1, nullable=True),
+    Option("maxTriggerDelay", "duration", "15m", "longest a micro-batch waits for minOffsetsPerTrigger (a bare "
+           "number is in ms)"),
+    Option("failOnDataLoss", "bool", True, "offsets gone before they were read stop the query (false: logged at "
+           "WARN and skipped)"),
+    Option("includeHeaders", "bool", False, "a headers column (array of key string, value binary)"),
+    Option("kafkaConsumer.pollTimeoutMs", "int", 120000, "how long an executor waits for a fetch (ms)", low=1),
+    Option("reader", "enum", "kafka-python", "the executor reader", allowed=("kafka-python", "confluent-kafka")),
+    *_TASKS,
+    Option("kafka.bootstrap.servers", "str", REQUIRED, "the brokers (host:port[,host:port]); other kafka.<setting> "
+           "are Kafka client settings (kafkaParams)"),
 )
 
 ENTRY_POINTS: Tuple[EntryPoint, ...] = (
@@ -63,6 +92,11 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                (*_STORE_OPTIONS, *_KAFKA_OWN,
                 Option("kafka.bootstrap.servers", "str", REQUIRED, "the brokers (host:port[,host:port])")),
                case_insensitive=True, open_keys=("kafka.",), ignored=_IGNORED),
+    EntryPoint("deo-kafka source", "options", "the Kafka source: spark.readStream.format('deo-kafka'); Spark's "
+               "Kafka source's option names", _KAFKA_SOURCE, case_insensitive=True, open_keys=("kafka.",),
+               ignored=("path",)),
+    EntryPoint("deo-delta", "options", "the Delta Lake sink: df.writeStream.format('deo-delta')",
+               (*_STORE_OPTIONS, *_DELTA_OWN), case_insensitive=True, ignored=_IGNORED),
     EntryPoint("store_sink_options", "keywords", "the deo-store sink's options for one query start",
                (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE, _NEW_CHECKPOINT)),
     EntryPoint("doris_sink_options", "keywords", "the deo-doris sink's options for one query start (further "
@@ -75,4 +109,9 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                (_STORE, _APP, _KAFKA_OWN[0],
                 Option("kafka_params", "mapping", REQUIRED, "Kafka client settings (kafkaParams)"),
                 *_KAFKA_OWN[1:], _NEW_CHECKPOINT)),
+    EntryPoint("delta_sink_options", "keywords", "the deo-delta sink's options for one query start",
+               (_STORE, _APP, Option("table_uri", "str", REQUIRED, _DELTA_OWN[0].doc),
+                Option("partition_by", "list", None, "the table's partition columns (unset: not partitioned)",
+                       nullable=True),
+                _DELTA_OWN[2], _NEW_CHECKPOINT)),
 )

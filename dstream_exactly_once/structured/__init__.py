@@ -10,32 +10,36 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
     df.writeStream.format("deo-store").options(**store_sink_options(url, app_id)).start()
 
 - ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
+- ``deo-kafka`` as a source (:mod:`.kafka_source`): Kafka records, Spark's Kafka source's schema and
+  options, read by the library's Kafka readers (no JVM connector), ranges packed into few tasks.
 - ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
 - ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
 - ``deo-kafka`` (:mod:`.kafka_sink`): micro-batches into a Kafka topic, one transaction per partition
   (exactly-once for ``read_committed`` consumers when replays are partitioned alike).
+- ``deo-delta`` (:mod:`.delta_sink`): exactly-once micro-batches into a Delta Lake table, one Delta
+  commit per batch (needs the ``delta`` extra).
 
-Spark Connect: the same formats run under a Connect session (``SparkSession.builder.remote(...)``);
-:func:`register` pickles them to the server, whose Python workers run them, so this package and
+Spark Connect: :func:`register` works on a Connect session (``SparkSession.builder.remote(...)``) as on a
+classic one; the classes are pickled to the server, whose Python workers run them, so this package and
 PySpark's ``connect`` extra must be installed in the server's Python (``pip install
-'dstream-exactly-once[connect]'``). Read Kafka there with Spark's ``format("kafka")`` (its jars on the
-server) or files with ``format("aof")``; the DStream API (``KafkaUtils``, ``FileUtils``) needs a
-SparkContext, which a Connect session does not have.
+'dstream-exactly-once[connect]'``). The DStream API (``KafkaUtils``, ``FileUtils``) needs a SparkContext,
+which a Connect session does not have.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "doris_sink_options", "kafka_sink_options",
-           "register", "register_sinks", "store_sink_options"]
+__all__ = ["DeltaSinkOptions", "DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "delta_sink_options",
+           "doris_sink_options", "kafka_sink_options", "register", "register_sinks", "store_sink_options"]
 
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
-    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``); :func:`register_sinks` registers the
-    sinks only. Idempotent. ``spark`` may be a classic or a Spark Connect session (the classes are
-    then pickled to the server, whose Python workers run them and must import this package).
+    ``aof``, ``deo-store``, ``deo-doris``, ``deo-kafka`` (both a source and a sink) and, with ``deltalake``
+    installed, ``deo-delta``); :func:`register_sinks` registers the sinks (and ``deo-kafka``'s source). Idempotent.
+    ``spark`` may be a classic or a Spark Connect session (the classes are then pickled to the server,
+    whose Python workers run them and must import this package).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api
@@ -57,6 +61,8 @@ _SINK_EXPORTS = {
     "DorisSinkOptions": ".doris_sink",
     "kafka_sink_options": ".kafka_sink",
     "KafkaSinkOptions": ".kafka_sink",
+    "delta_sink_options": ".delta_sink",
+    "DeltaSinkOptions": ".delta_sink",
 }
 
 

@@ -1,4 +1,4 @@
-"""Acceptance: Spark's Kafka source → the deo-store sink, the driver SIGKILLed 10 times and restarted
+"""Acceptance: Spark's Kafka source → the deo-store sink, the driver SIGKILLed 6 times and restarted
 from its checkpoints; every record counted exactly once on SQLite, PostgreSQL and Redis.
 
 The driver (``structured_sink_proc``) runs three queries over the same topic, one per store (its own
@@ -19,8 +19,8 @@ from dstream_exactly_once.stores import open_store
 
 from .faults import ROOT, kill_after_commits
 
-RECORDS = 660  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
-KILLS = 10  # per store: every kill stops the three queries
+RECORDS = 420  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
+KILLS = 6  # per store: every kill stops the three queries
 
 
 def start(bootstrap: str, topic: str, checkpoints: str, targets: Sequence[Tuple[str, str]],
