@@ -1,8 +1,8 @@
-"""Every Structured Streaming form of this library under a Spark Connect session, against a real local
-Spark Connect server (``LocalSparkConnect``): the sources and sinks run in the server's Python workers,
-registered from the client with ``register(spark)``. The store or the output holds every input exactly
-once, also after a restart from the checkpoint with more input. DStream entry points given
-the Connect session refuse it by name, before any store is opened."""
+"""This library's Structured Streaming forms (``deo-delta`` aside) under a Spark Connect session, against a
+real local Spark Connect server (``LocalSparkConnect``): the sources and sinks run in the server's Python
+workers, registered from the client with ``register(spark)``. The store or the output holds every input
+exactly once, also after a restart from the checkpoint with more input. DStream entry points given the
+Connect session refuse it by name, before any store is opened."""
 
 from __future__ import annotations
 
@@ -114,13 +114,15 @@ def test_aof_into_the_store_sink_across_a_restart(spark, spark_connect, tmp_path
         assert s.last_committed_batch_id() >= 4  # several micro-batches a run (max.bytes.per.trigger)
 
 
-def test_spark_kafka_source_into_the_store_sink(spark, spark_connect, kafka, topic_name, tmp_path):
+@pytest.mark.parametrize("source", ["kafka", "deo-kafka"])
+def test_kafka_source_into_the_store_sink(spark, spark_connect, kafka, topic_name, tmp_path, source):
+    """Spark's Kafka source (its jars on the server) and this package's (no jar), same options."""
     kafka.create_topic(topic_name, 2)
     kafka.produce(topic_name, range(200), partitions=2)
     url, app = f"sqlite:///{tmp_path}/s.db", "connect-kafka"
 
     def writer(checkpoint):
-        records = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+        records = (spark.readStream.format(source).option("kafka.bootstrap.servers", kafka.bootstrap)
                    .option("subscribe", topic_name).option("startingOffsets", "earliest")
                    .option("maxOffsetsPerTrigger", 60).option("failOnDataLoss", "true").load())
         return (_seen_rows(records, "CAST(value AS STRING)").writeStream.format("deo-store")
