@@ -37,13 +37,19 @@ setup(
         "structured": ["pyspark>=4.0", "pyarrow>=11"],
         # the exactly-once Delta Lake sink (delta-rs: no JVM); executors write Parquet with pyarrow
         "delta": ["deltalake>=1.0", "pyarrow>=11"],
+        # a Spark Connect client (SparkSession.builder.remote), and the Python of a Spark Connect
+        # server that runs this package's Structured Streaming sources, sinks and foreachBatch
+        # functions: PySpark's own "connect" extra (grpcio, grpcio-status, googleapis-common-protos,
+        # pandas, pyarrow, zstandard); PySpark 4.x warns that pandas 3 is not fully supported yet
+        "connect": ["pyspark[connect]>=4.0", "pandas>=2.2,<3"],
         # dstream_exactly_once.testing's helpers and this project's own test suite
         "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                 "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0"],
+                 "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0", "pyspark[connect]>=4.0", "pandas>=2.2,<3"],
         # working on this project: the test suite plus the linters and the API reference build
         # (`make docs`) that `make test` runs
         "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0", "ruff", "mypy", "sphinx>=7.2,<8"],
+                "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0", "pyspark[connect]>=4.0", "pandas>=2.2,<3",
+                "ruff", "mypy", "sphinx>=7.2,<8"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"],
                   # the pytest plugin (deo_* fixtures: Kafka, Redis, Redis Cluster, PostgreSQL, Spark)

@@ -4,7 +4,8 @@
 
     DStreamExactlyOnceError                  (base; ``retriable`` flag)
     ├── ConfigurationError(ValueError)       bad kafkaParams, URLs, arguments (before anything runs)
-    │   └── UnknownKafkaParamError           kafkaParams keys we do not understand
+    │   ├── UnknownKafkaParamError           kafkaParams keys we do not understand
+    │   └── SparkConnectUnsupportedError     a DStream entry point given a Spark Connect session
     ├── OffsetRangeError(ValueError)         fromOffset > untilOffset, negative, beyond the log end
     ├── DataLossError                        data gone before it was read (failOnDataLoss, fail.on.data.loss)
     ├── KafkaUnavailableError                broker unreachable or busy (retriable)
@@ -58,6 +59,7 @@ __all__ = [
     "RowRejectedError",
     "ServiceError",
     "SinkError",
+    "SparkConnectUnsupportedError",
     "StoreAuthError",
     "StoreBusyError",
     "StoreError",
@@ -84,6 +86,12 @@ class ConfigurationError(DStreamExactlyOnceError, ValueError):
 
 class UnknownKafkaParamError(ConfigurationError):
     """kafkaParams contain keys this library does not know how to honour."""
+
+
+class SparkConnectUnsupportedError(ConfigurationError):
+    """A DStream entry point (``KafkaUtils``, ``FileUtils``, ``exactly_once``, ``await_termination``) was
+    given an object of a Spark Connect session. DStreams need a SparkContext, which Spark Connect does
+    not have; the message names the Structured Streaming form that runs there instead."""
 
 
 class OffsetRangeError(DStreamExactlyOnceError, ValueError):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the demo, the tests and the benchmarks need, idempotently:
-#   Debian packages (Java 17, Maven, redis-server, PostgreSQL), this package with its extras (pip),
+#   Debian packages (Java 17, Maven, redis-server, PostgreSQL), this package with its extras (pip; the dev
+#   extra includes PySpark's Spark Connect client and server-side Python packages),
 #   the Kafka broker and YARN mini-cluster jars (Maven Central, cached in ~/.m2). Safe to run
 #   again: it only installs what is missing and prints what it does.
 set -euo pipefail
@@ -45,7 +46,7 @@ fi
 
 stamp_src=$(cat setup.py dstream_exactly_once/_version.py | sha256sum | cut -c1-16)
 stamp=".deps-stamp"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, crc32c, redis, psycopg, pytest, ruff, mypy, deltalake" 2>/dev/null; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, crc32c, redis, psycopg, pytest, ruff, mypy, deltalake, grpc, pandas" 2>/dev/null; then
   say "python packages present"
 else
   say "pip install -e .[dev]"

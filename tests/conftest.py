@@ -173,6 +173,18 @@ def sc():  # type: ignore[no-untyped-def]
     context.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_connect():  # type: ignore[no-untyped-def]
+    """A Spark Connect server (local[2]) shared by the session, with Spark's Kafka source jars; each
+    test opens its own Connect session on it (``spark_connect.session()``)."""
+    from dstream_exactly_once.testing import LocalSparkConnect
+
+    server = LocalSparkConnect(kafka=True)
+    server.start()
+    yield server
+    server.stop()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.deo_bad_input_cases = []  # type: ignore[attr-defined]  # filled by test_bad_input_generated.py
 

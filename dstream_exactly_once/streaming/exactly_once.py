@@ -42,6 +42,7 @@ from ..engine.boundary import as_writes, output_error, user_code
 from ..engine.committer import BatchCommitter, check_retain_batches
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from .connect_guard import INSTEAD_OUTPUT, refuse_spark_connect
 from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
 from .direct import DirectBatches
 from .dstream import KafkaDStream, RangeDStream
@@ -504,6 +505,7 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     Returns the new stream; the original one must not be used any more (it raises if it is).
     Everything is validated before the store is written: a call that fails leaves it unchanged.
     """
+    refuse_spark_connect(stream, "exactly_once(stream=...)", INSTEAD_OUTPUT)
     if isinstance(stream, ExactlyOnceDStream) or not isinstance(stream, KafkaDStream):
         raise ConfigurationError(f"exactly_once() needs a stream from KafkaUtils.createDirectStream, got {stream!r}")
     batches = stream._build

@@ -49,6 +49,7 @@ from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
 from ..files.options import CONF_PREFIX
 from ..files.reader import FileRangeReader
 from ..stores.base import TransactionalStore
+from .connect_guard import INSTEAD_FILES, refuse_spark_connect
 from .data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
 from .dstream import RangeDStream
 from .exactly_once import ExactlyOnceDStream
@@ -146,6 +147,7 @@ class FileUtils:
         restarts (this stream stores no positions; a new driver starts again per
         ``starting.offsets``); use :meth:`createExactlyOnceFileStream` for exactly-once.
         """
+        refuse_spark_connect(ssc, "FileUtils.createDirectFileStream(ssc=...)", INSTEAD_FILES)
         tasks, options = _task_options(ssc, options)
         planner = _planner(ssc, path, options)
         planner.start({})  # checks the pattern against the filesystem; nothing is stored
@@ -191,6 +193,7 @@ class FileUtils:
         are counted (``stream.data_loss()``, each progress record's ``dataLossTotals`` and
         ``sources[0].metrics``) and logged, never silently dropped.
         """
+        refuse_spark_connect(ssc, "FileUtils.createExactlyOnceFileStream(ssc=...)", INSTEAD_FILES)
         check_retain_batches(retain_batches)
         retry = check_retry_policy(store_retry)
         tasks, options = _task_options(ssc, options)

@@ -25,6 +25,7 @@ from ..kafka.strategies import ConsumerStrategy
 from ..option_registry import keyword_checks
 from ..stores.base import TransactionalStore
 from .commit_async import DirectKafkaDStream
+from .connect_guard import INSTEAD_KAFKA, INSTEAD_KAFKA_RDD, refuse_spark_connect
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders
 from .exactly_once import ExactlyOnceDStream, check_monitor_group
 from .factory import open_committer
@@ -81,6 +82,7 @@ class KafkaUtils:
         ``offsetRanges()`` still lists every range. Delivery: at-least-once for outputs across
         driver restarts (with or without a checkpoint); see ``createExactlyOnceStream``.
         """
+        refuse_spark_connect(ssc, "KafkaUtils.createDirectStream(ssc=...)", INSTEAD_KAFKA)
         keyword_checks("KafkaUtils.createDirectStream", fromOffsets=fromOffsets, failOnDataLoss=failOnDataLoss,
                        poll_timeout_ms=poll_timeout_ms, discovery_interval_s=discovery_interval_s)
         topics, params, strategy = direct_stream_args(topics, kafkaParams, strategy)
@@ -140,6 +142,7 @@ class KafkaUtils:
         range. ``spark.streaming.kafka.tasks.pack=false`` gives every range its own task. Delivery
         guarantee: exactly-once for everything written through the store's transaction.
         """
+        refuse_spark_connect(ssc, "KafkaUtils.createExactlyOnceStream(ssc=...)", INSTEAD_KAFKA)
         keyword_checks("KafkaUtils.createExactlyOnceStream", failOnDataLoss=failOnDataLoss,
                        poll_timeout_ms=poll_timeout_ms, discovery_interval_s=discovery_interval_s,
                        monitor_group=monitor_group, retain_batches=retain_batches)
@@ -184,6 +187,7 @@ class KafkaUtils:
         ``offsetRanges[i]``), or planned tasks with ``spark.streaming.kafka.tasks.pack=true``.
         Delivery: a deterministic read of exactly these offsets.
         """
+        refuse_spark_connect(sc, "KafkaUtils.createRDD(sc=...)", INSTEAD_KAFKA_RDD)
         if not isinstance(sc, SparkContext):
             raise ConfigurationError(f"sc must be a SparkContext, got {type(sc).__name__}")
         keyword_checks("KafkaUtils.createRDD", failOnDataLoss=failOnDataLoss, poll_timeout_ms=poll_timeout_ms)
@@ -236,6 +240,7 @@ class KafkaUtils:
         output and its commit reads that batch again. For exactly-once, change the call to
         ``KafkaUtils.createExactlyOnceStream(ssc, kafkaParams, list(topics), store=..., app_id=...)``.
         """
+        refuse_spark_connect(ssc, "KafkaUtils.createStream(ssc=...)", INSTEAD_KAFKA)
         return create_stream(ssc, zkQuorum, groupId, topics, kafkaParams, storageLevel, keyDecoder, valueDecoder)
 
 

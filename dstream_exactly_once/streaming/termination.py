@@ -25,6 +25,7 @@ from pyspark.streaming import StreamingContext
 from .._checks import is_number
 from ..engine.committer import BatchCommitter
 from ..errors import ConfigurationError
+from .connect_guard import INSTEAD_TERMINATION, refuse_spark_connect
 
 __all__ = ["await_termination", "register_committer"]
 
@@ -55,6 +56,7 @@ def await_termination(ssc: StreamingContext, timeout: Optional[float] = None) ->
     :class:`~dstream_exactly_once.errors.OutputError`) is raised instead of Spark's
     ``Py4JJavaError``; other failures are raised as Spark reports them.
     """
+    refuse_spark_connect(ssc, "await_termination(ssc=...)", INSTEAD_TERMINATION)
     if not isinstance(ssc, StreamingContext):
         raise ConfigurationError(f"await_termination needs a StreamingContext, got {ssc!r}")
     if timeout is not None and (not is_number(timeout) or timeout < 0):

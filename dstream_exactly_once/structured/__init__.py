@@ -18,6 +18,12 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
   (exactly-once for ``read_committed`` consumers when replays are partitioned alike).
 - ``deo-delta`` (:mod:`.delta_sink`): exactly-once micro-batches into a Delta Lake table, one Delta
   commit per batch (needs the ``delta`` extra).
+
+Spark Connect: :func:`register` works on a Connect session (``SparkSession.builder.remote(...)``) as on a
+classic one; the classes are pickled to the server, whose Python workers run them, so this package and
+PySpark's ``connect`` extra must be installed in the server's Python (``pip install
+'dstream-exactly-once[connect]'``). The DStream API (``KafkaUtils``, ``FileUtils``) needs a SparkContext,
+which a Connect session does not have.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
     ``aof``, ``deo-store``, ``deo-doris``, ``deo-kafka`` (both a source and a sink) and, with ``deltalake``
     installed, ``deo-delta``); :func:`register_sinks` registers the sinks (and ``deo-kafka``'s source). Idempotent.
+    ``spark`` may be a classic or a Spark Connect session (the classes are then pickled to the server,
+    whose Python workers run them and must import this package).
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api

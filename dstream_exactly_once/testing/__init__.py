@@ -6,6 +6,8 @@
   replica each; failover, kill/restart and pause/resume of single nodes).
 - :class:`LocalPostgres` — Debian PostgreSQL, a throwaway cluster.
 - :class:`LocalSparkCluster` — Spark standalone master + workers from the PySpark install.
+- :class:`LocalSparkConnect` — a Spark Connect server from the PySpark install (``local[N]``, its
+  Python workers import this package; Spark's Kafka source jars with ``kafka=True``).
 - :class:`LocalYarnCluster` — Hadoop's YARN mini-cluster (ResourceManager + NodeManager, no HDFS)
   from Maven Central jars, for ``--master yarn``.
 - :class:`FakeKafkaCluster` — an in-memory cluster (topics, partitions, movable earliest/latest)
@@ -18,8 +20,9 @@ from .postgres import LocalPostgres
 from .redis import LocalRedis
 from .redis_cluster import LocalRedisCluster
 from .spark import LocalSparkCluster, make_spark_context
+from .spark_connect import LocalSparkConnect
 from .yarn import LocalYarnCluster
 
 __all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalRedisCluster",
-           "LocalSparkCluster", "LocalYarnCluster",
+           "LocalSparkCluster", "LocalSparkConnect", "LocalYarnCluster",
            "kafka_classpath", "make_spark_context"]

@@ -13,6 +13,8 @@ fixture                     scope     what it is
 ``deo_postgres``            session   :class:`~.LocalPostgres`, a throwaway PostgreSQL cluster
 ``deo_spark_context``       session   a ``local[2]`` ``SparkContext`` (:func:`~.make_spark_context`)
 ``deo_spark_cluster``       session   :class:`~.LocalSparkCluster`, a standalone master + 2 workers
+``deo_spark_connect``       session   :class:`~.LocalSparkConnect`, a Spark Connect server (``local[2]``;
+                                      ``.session()`` opens a Connect session on it)
 ``deo_app_id``              test      a fresh application id (``app-<12 hex>``)
 ``deo_topic_name``          test      a fresh topic name (``t-<12 hex>``; create it with
                                       ``deo_kafka.create_topic(deo_topic_name, partitions)``)
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from .redis import LocalRedis
     from .redis_cluster import LocalRedisCluster
     from .spark import LocalSparkCluster
+    from .spark_connect import LocalSparkConnect
 
 #: the plugin's name in pytest (the entry point's): ``-p no:dstream_exactly_once`` disables it
 PLUGIN_NAME = "dstream_exactly_once"
@@ -101,6 +104,16 @@ def deo_spark_cluster() -> Iterator[LocalSparkCluster]:
 
     with LocalSparkCluster(workers=2) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def deo_spark_connect() -> Iterator[LocalSparkConnect]:
+    """A Spark Connect server (``local[2]``) shared by the session; ``.session()`` opens a Connect
+    session on it, whose Python workers import the packages this process imports."""
+    from .spark_connect import LocalSparkConnect
+
+    with LocalSparkConnect() as server:
+        yield server
 
 
 @pytest.fixture

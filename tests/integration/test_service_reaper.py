@@ -39,14 +39,14 @@ def dump(services, dirs):
 
 PYTEST_HOLDER = HOLDER + '''
 
-def test_hold(deo_kafka, deo_redis, deo_redis_cluster, deo_postgres, deo_spark_cluster):
+def test_hold(deo_kafka, deo_redis, deo_redis_cluster, deo_postgres, deo_spark_cluster, deo_spark_connect):
     nodes = list(deo_redis_cluster._nodes.values())
     spark = [deo_spark_cluster._master, *deo_spark_cluster._workers]
     services = {"kafka": [deo_kafka._proc.proc.pid], "redis": [deo_redis._proc.proc.pid],
                 "redis-cluster": [n.proc.pid for n in nodes], "postgres": [deo_postgres._proc.proc.pid],
-                "spark": [p.proc.pid for p in spark]}
+                "spark": [p.proc.pid for p in spark], "spark-connect": [deo_spark_connect._proc.proc.pid]}
     dump(services, [deo_kafka._proc.workdir, deo_redis._proc.workdir, deo_redis_cluster._root,
-                    deo_postgres._proc.workdir, *(p.workdir for p in spark)])
+                    deo_postgres._proc.workdir, *(p.workdir for p in spark), deo_spark_connect._proc.workdir])
 '''
 
 SCRIPT_HOLDER = HOLDER + '''

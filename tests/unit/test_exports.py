@@ -44,6 +44,7 @@ EXPECTED = [
     "ServiceError",
     "SinkError",
     "SkipPlan",
+    "SparkConnectUnsupportedError",
     "StoreAuthError",
     "StoreBusyError",
     "StoreError",

@@ -66,7 +66,8 @@ def test_the_entry_point_loads_the_fixtures_and_no_disables_them(tmp_path: Path)
 
     listed = _pytest(project, site, "--fixtures")
     for name in ("deo_kafka", "deo_redis", "deo_redis_cluster", "deo_postgres", "deo_spark_context",
-                 "deo_spark_cluster", "deo_app_id", "deo_topic_name", "deo_redis_url", "deo_postgres_url"):
+                 "deo_spark_cluster", "deo_spark_connect", "deo_app_id", "deo_topic_name", "deo_redis_url",
+                 "deo_postgres_url"):
         assert re.search(rf"^{name} \[session scope\]|^{name}\b", listed.stdout, re.M), name
     assert "kafka -- conftest.py" in listed.stdout or re.search(r"^kafka\b", listed.stdout, re.M)
 
@@ -78,7 +79,7 @@ def test_the_entry_point_loads_the_fixtures_and_no_disables_them(tmp_path: Path)
 def test_every_fixture_is_prefixed_and_documented() -> None:
     fixtures = {n for n, v in vars(pytest_plugin).items() if hasattr(v, "_fixture_function_marker")
                 or type(v).__name__ == "FixtureFunctionDefinition"}
-    assert len(fixtures) == 10
+    assert len(fixtures) == 11
     assert all(n.startswith("deo_") for n in fixtures)
     assert all(f"``{n}``" in (pytest_plugin.__doc__ or "") for n in fixtures)
     docs = (ROOT / "docs" / "operations.md").read_text()
