@@ -15,7 +15,7 @@ from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.structured import doris_sink_options, kafka_sink_options, register, store_sink_options
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
-pytestmark = pytest.mark.pyspark4
+pytestmark = [pytest.mark.pyspark4, pytest.mark.slow]
 
 #: Spark gives a Python source's worker 10 s to connect back; a loaded machine may miss it.
 WORKER_TIMEOUT = "Python worker failed to connect back"
