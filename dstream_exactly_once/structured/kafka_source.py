@@ -86,6 +86,7 @@ class KafkaSourcePlanner:
         self._available_now = False
         self._target: Optional[Dict[TopicAndPartition, int]] = None  # AvailableNow: log ends at its start
         self._last_trigger_ms = 0.0
+        self._initial: Optional[Dict[str, Any]] = None  # the initial offset taken from the store, if any
 
     # ---------------------------------------------------------------- offsets
     def _new_planner(self, strategy: ConsumerStrategy, reset: str, metadata: MetadataSource) -> DirectPlanner:
@@ -96,9 +97,9 @@ class KafkaSourcePlanner:
         """A new query's first offset: ``startingOffsets`` resolved against the broker's log (every
         partition of the subscription at that moment gets its offset; checked before anything is read)."""
         self.close()
+        starting = self._stored_start()
         md = self._make_metadata()
         try:
-            starting = self.opts.starting
             if isinstance(starting, str):
                 planner = self._new_planner(_strategy(self.opts), starting, md)
                 planner.start()
@@ -121,7 +122,35 @@ class KafkaSourcePlanner:
             close_metadata(md)
             raise
         self._planner, self._doc = planner, doc_of(planner.current)
+        self._initial = self._doc if self.opts.positions_store is not None else None
         return self._doc
+
+    def _stored_start(self) -> Any:
+        """``startingOffsets``, or with ``starting.positions.store`` the application's committed Kafka
+        positions where there are any (partitions without one: earliest/latest as ``startingOffsets``
+        says, or its explicit offset)."""
+        starting = self.opts.starting
+        if self.opts.positions_store is None or self.opts.positions_app is None:
+            return starting
+        from ..stores import open_store
+        from .anchor import stored_kafka_offsets
+
+        with open_store(self.opts.positions_store, self.opts.positions_app) as store:
+            stored = stored_kafka_offsets(store.load_positions())
+        if not stored:
+            log.info("deo-kafka source: app %s has no committed Kafka positions; starting per startingOffsets",
+                     self.opts.positions_app)
+            return starting
+        md = self._make_metadata()
+        try:
+            parts = _strategy(self.opts).validate(md)
+        finally:
+            close_metadata(md)
+        default = -2 if starting == "earliest" else -1
+        explicit: Dict[TopicAndPartition, int] = {} if isinstance(starting, str) else dict(starting)
+        log.info("deo-kafka source: starting from app %s's committed positions in the store",
+                 self.opts.positions_app)
+        return {tp: stored[tp] if tp in stored else explicit.get(tp, default) for tp in parts}
 
     def prepare_available_now(self) -> None:
         """``Trigger.AvailableNow``: the run reads up to the log ends of its first planning, then stops."""
@@ -146,7 +175,10 @@ class KafkaSourcePlanner:
             return self._keep(start)
         if max_offsets is not None:
             ranges = prorate(ranges, max_offsets)
-        starts = {r.topicPartition(): r.fromOffset for r in ranges if begun.get(r.topicPartition()) != r.fromOffset}
+        # the first batch from store positions records every start: its ranges never depend on initialOffset
+        first = self._initial is not None and start == self._initial
+        starts = {r.topicPartition(): r.fromOffset for r in ranges
+                  if first or begun.get(r.topicPartition()) != r.fromOffset}
         untils = {r.topicPartition(): r.untilOffset for r in ranges}
         if untils == begun and not starts:
             return self._keep(start)

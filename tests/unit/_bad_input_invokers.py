@@ -231,6 +231,22 @@ def _aof(live: Live, o: Dict[str, Any]) -> Any:
     return parse_aof_options(o)
 
 
+def _kafka_source(live: Live, o: Dict[str, Any]) -> Any:
+    from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
+
+    return parse_kafka_source_options(o)
+
+
+def _kafka_source_invoker(live: Live, key: str, value: Any, also_bad: bool = False) -> Result:
+    """The deo-kafka source's options; a bad ``subscribePattern`` or ``assign`` replaces ``subscribe`` (one of
+    the three is given)."""
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9", "starting.positions.store": live.url,
+            "starting.positions.app": live.app}
+    if key not in ("subscribePattern", "assign"):
+        base["subscribe"] = "t"
+    return _mapping(_kafka_source, lambda live: base, ("failOnDataLoss", "maybe"))(live, key, value, also_bad)
+
+
 def _url(scheme_url: Callable[[Live], str]) -> Callable[..., Result]:
     def invoke(live: Live, key: str, value: Any, also_bad: bool = False) -> Result:
         query = f"{key}={quote(str(value), safe='')}" + ("&timeout=never" if also_bad else "")
@@ -290,6 +306,7 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "SparkConf": _mapping(_spark_conf, lambda live: {}, ("spark.streaming.kafka.maxRatePerPartition", -1)),
     "aof": _mapping(_aof, lambda live: {"path": live.glob, "starting.positions.store": live.url,
                                         "starting.positions.app": live.app}, ("bytes.max", 0)),
+    "deo-kafka source": _kafka_source_invoker,
     "deo-store": _mapping(_store_sink, lambda live: {"store": live.url, "app_id": live.app},
                           ("max_message_bytes", 0)),
     "deo-doris": _mapping(_doris_sink, lambda live: {"store": live.url, "app_id": live.app,
