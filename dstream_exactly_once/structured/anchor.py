@@ -94,8 +94,10 @@ def _kafka_doc(entry: Sequence[Any], where: str) -> Dict[str, Any]:
 
 def source_ranges(checkpoint: str, batch_id: int, stored: Mapping[TopicAndPartition, int],
                   where: str) -> List[OffsetRange]:
-    """The Kafka ranges of Spark batch ``batch_id``: from the previous batch's offsets (or the range start
-    the entry records, or, without either, the ``stored`` position) to the batch's offsets."""
+    """The Kafka ranges of Spark batch ``batch_id``: from the range start the entry records (``@from``) or
+    the previous batch's offsets, to the batch's offsets. A partition with neither is refused when the
+    store holds a position of it (its start is unknown); otherwise its range is empty at the batch's
+    offset (nothing to compare; the position is stored)."""
     entry = offset_log_entry(checkpoint, batch_id)
     if entry is None:
         raise ConfigurationError(f"{where}: the checkpoint {checkpoint!r} holds no offset-log entry "
@@ -108,7 +110,16 @@ def source_ranges(checkpoint: str, batch_id: int, stored: Mapping[TopicAndPartit
     starts = starts_of(end)
     out = []
     for tp, until in sorted(offsets_of(end).items()):
-        begin = starts.get(tp, before.get(tp, stored.get(tp, until)))
+        if tp in starts or tp in before:
+            begin = starts.get(tp, before.get(tp, until))
+        elif tp in stored:
+            raise ConfigurationError(
+                f"{where}: the offset log does not say where the batch began reading {tp}, which has a stored "
+                f"position ({stored[tp]}): the query's deo-kafka source did not start from the store. Give the "
+                f"source options starting.positions.store and starting.positions.app (the sink's store and app "
+                f"id) and start again on a new checkpoint; nothing was written")
+        else:  # a partition the store has no position of: nothing to compare, its position is stored
+            begin = until
         if until < begin:
             raise ConfigurationError(f"{where}: offsets/{batch_id} ends {tp} at {until} before its start {begin}")
         out.append(OffsetRange(tp.topic, tp.partition, begin, until))

@@ -27,7 +27,10 @@ checkpoint and a replayed micro-batch reads exactly the offsets of its first att
 is end-to-end exactly-once with an idempotent or transactional sink (``deo-store``, ``deo-kafka``),
 otherwise at-least-once. Offsets gone before they were read follow ``failOnDataLoss``: ``true``
 stops the query with a :class:`~dstream_exactly_once.errors.DataLossError` naming the partition and
-range; ``false`` skips them and logs them at WARN.
+range; ``false`` skips them and logs them at WARN. With ``starting.positions.store``/``.app`` a query
+without an offset log starts from the Kafka positions a store holds for the application (committed
+by the ``deo-store`` sink with ``anchor=true``, or by a DStream application): then exactly-once also
+across a new or lost checkpoint (:mod:`.anchor`).
 """
 
 from __future__ import annotations

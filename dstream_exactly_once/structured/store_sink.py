@@ -19,6 +19,12 @@ each start of the query takes a new epoch; a zombie run still committing with an
 refused with :class:`~dstream_exactly_once.errors.FencedError`. Building the options
 (:func:`store_sink_options`) writes nothing. ``abort`` writes nothing.
 
+With option ``anchor=true`` (store-anchored positions, :mod:`.anchor`) the sink also commits the
+``deo-kafka`` source's offsets, read from Spark's offset log in the query's ``checkpointLocation``,
+under the store's Kafka position keys in the same transaction: the query is then exactly-once also
+when restarted on a new or lost checkpoint whose source starts from the store
+(``starting.positions.store``/``.app``).
+
 Output modes: ``append``; ``complete`` only with ``put`` rows (each batch holds the whole result
 table and a ``put`` sets each key to its current value: "set" semantics) — an ``incr`` or ``row``
 row in ``complete`` mode fails the batch before anything is written, naming the mode and the op

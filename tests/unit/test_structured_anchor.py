@@ -74,15 +74,20 @@ def test_a_new_checkpoint_that_does_not_start_at_the_stored_positions_is_refused
     assert state(url) == (1, {"t/0": 3}, 0)
 
 
-def test_without_a_recorded_start_the_first_batch_starts_at_the_stored_position(tmp_path):
+def test_a_dstream_apps_positions_are_continued_and_an_unknown_start_is_refused(tmp_path):
     url, cp = f"sqlite:///{tmp_path}/s.db", str(tmp_path / "cp")
     with open_store(url, "a") as s:  # a DStream application's committed batch
         s.commit(s.start_epoch(), PlannedBatch(0, 0, (OffsetRange("t", 0, 0, 7),)), Writes())
-    log_offsets(cp, 0, {"t": {"0": 10}})
+    log_offsets(cp, 0, {"t": {"0": 10, "1": 3}})  # a source not started from the store: no '@from'
+    with pytest.raises(ConfigurationError, match=r"does not say where the batch began reading t-0.*stored position "
+                                                 r"\(7\).*starting.positions.store.*nothing was written"):
+        commit_batch(anchored(url, cp), [Writes().incr("n", "k", 1)], 0, QueryRun("q", "r"))
+    log_offsets(cp, 0, {"t": {"0": 10, "1": 3}, "@from": {"t": {"0": 7}}})  # t-1: no position, nothing to compare
     assert commit_batch(anchored(url, cp), [Writes().incr("n", "k", 1)], 0, QueryRun("q", "r")) \
         is CommitOutcome.APPLIED
     with open_store(url, "a") as s:
-        assert [r.toTuple() for r in s.get_batch(1).ranges] == [("t", 0, 7, 10)]
+        assert [r.toTuple() for r in s.get_batch(1).ranges] == [("t", 0, 7, 10), ("t", 1, 3, 3)]
+        assert {k: p.offset for k, p in s.load_positions().items()} == {"t/0": 10, "t/1": 3}
 
 
 def test_the_offset_log_must_hold_one_deo_kafka_source(tmp_path):
