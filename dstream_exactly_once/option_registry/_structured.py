@@ -17,8 +17,8 @@ _NEW_CHECKPOINT = Option("new_checkpoint", "enum", "refuse", "a query from a new
                          "committed batches: refuse it, or continue the application after its stored batches",
                          allowed=("refuse", "continue"))
 _STORE_OPTIONS = (_STORE, _STORE_PASSWORD, _APP, _NEW_CHECKPOINT)
-_ANCHOR = Option("anchor", "bool", False, "keep the deo-kafka source's offsets in the store with each batch (read "
-                 "from the offset log of writer option checkpointLocation: an absolute local path)")
+_ANCHOR = Option("anchor", "bool", False, "keep the deo-kafka or aof source's positions in the store with each "
+                 "batch (read from the offset log of writer option checkpointLocation: an absolute local path)")
 _MAX_MESSAGE = Option("max_message_bytes", "int", 16 * 1024 * 1024, "the largest commit message a task sends "
                       "to the driver (bytes)", low=1024)
 _WRITES_FUNCTION = Option("writes_function", "str", None, "'package.module:function' turning a partition's rows "
@@ -45,8 +45,9 @@ _DORIS_OWN = (
 _AOF_OWN = (
     Option("max.bytes.per.trigger", "int", None, "most bytes a micro-batch reads (all files together)", low=1),
     Option("include.file.id", "bool", False, "records carry the file's identity"),
-    Option("starting.positions.store", "url", None, "a DStream app's store to start from its positions"),
-    Option("starting.positions.app", "str", None, "that DStream app's id (with starting.positions.store)"),
+    Option("starting.positions.store", "url", None, "a store: a query without an offset log starts from the file "
+           "positions committed there (deo-store sink with anchor=true, or a DStream file app)"),
+    Option("starting.positions.app", "str", None, "that application's id (with starting.positions.store)"),
 )
 
 _KAFKA_SOURCE = (

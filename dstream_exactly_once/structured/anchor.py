@@ -1,15 +1,16 @@
-"""Store-anchored positions: the ``deo-store`` sink keeps the ``deo-kafka`` source's positions in the store.
+"""Store-anchored positions: the ``deo-store`` sink keeps the query's source positions in the store.
 
 With option ``anchor=true`` the sink commits each micro-batch as a DStream application commits a
-batch: ONE store transaction holds the batch's writes, the source's Kafka offsets under the store's
-usual position keys (``topic/partition``, shown by ``dstream-eo offsets show``; compare-and-set
-``stored == fromOffset``), the batch's offset-log and commit-log entries, and the query run that
-committed it. The offsets come from Spark's offset log in the query's checkpoint
-(``<checkpointLocation>/offsets/<batch id>``: a version line, a metadata line, then one line per
-source), which Spark writes before the batch runs. A ``deo-kafka`` source given the same store and
-application (options ``starting.positions.store``, ``starting.positions.app``) starts a query
-without an offset log from these positions, so a query restarted on a new, lost or changed
-checkpoint resumes exactly where the output stopped; a DStream application on the same store and
+batch: ONE store transaction holds the batch's writes, the source's positions under the store's
+usual position keys (``deo-kafka``: ``topic/partition``; ``aof``: ``file:<id>`` with the file's
+identity document; shown by ``dstream-eo offsets show``; compare-and-set ``stored == start``), the
+batch's offset-log and commit-log entries, and the query run that committed it. The positions
+come from Spark's offset log in the query's checkpoint (``<checkpointLocation>/offsets/<batch
+id>``: a version line, a metadata line, then one line per source), which Spark writes before the
+batch runs. A ``deo-kafka`` or ``aof`` source given the same store and application (options
+``starting.positions.store``, ``starting.positions.app``) starts a query without an offset log
+from these positions, so a query restarted on a new, lost or changed checkpoint resumes exactly
+where the output stopped; a DStream application on the same store and
 application id continues from them too, and the other way round.
 
 Rules for Spark batch ``b`` of query ``q`` (run ``r``), against the run document stored with the
@@ -35,8 +36,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
+from ..core.ranges import SourceRange
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
 from ..kafka.offsets import OffsetRange, TopicAndPartition
+from . import aof_offsets
 from .kafka_source_offsets import offsets_of, starts_of
 from .sink_runs import KEEP_FENCED, QueryRun
 
@@ -76,37 +79,62 @@ def offset_log_entry(checkpoint: str, batch_id: int) -> Optional[List[Any]]:
     return [None if line == "-" else json.loads(line) for line in lines[2:]]
 
 
-def _kafka_doc(entry: Sequence[Any], where: str) -> Dict[str, Any]:
-    found = []
-    for doc in entry:
-        try:
-            offsets_of(doc)
-        except ConfigurationError:
-            continue
-        if isinstance(doc, dict):
-            found.append(doc)
+def _kind(doc: Any) -> Optional[str]:
+    """``"aof"`` or ``"kafka"``: the source whose offset ``doc`` is (``None``: another source's)."""
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("v") == aof_offsets.DOC_VERSION and isinstance(doc.get("files"), dict):
+        return "aof"
+    try:
+        offsets_of(doc)
+    except ConfigurationError:
+        return None
+    return "kafka"
+
+
+def _source_doc(entry: Sequence[Any], where: str) -> Tuple[str, Dict[str, Any]]:
+    found = [(kind, doc) for doc in entry if (kind := _kind(doc)) is not None]
     if len(found) != 1:
-        raise ConfigurationError(f"{where}: anchor=true keeps the positions of exactly one deo-kafka source, but the "
-                                 f"query's offset log holds {len(found)} deo-kafka offsets among {len(entry)} "
+        raise ConfigurationError(f"{where}: anchor=true keeps the positions of exactly one deo-kafka or aof source, "
+                                 f"but the query's offset log holds {len(found)} such offsets among {len(entry)} "
                                  f"source(s); nothing was written")
     return found[0]
 
 
-def source_ranges(checkpoint: str, batch_id: int, stored: Mapping[TopicAndPartition, int],
-                  where: str) -> List[OffsetRange]:
-    """The Kafka ranges of Spark batch ``batch_id``: from the range start the entry records (``@from``) or
-    the previous batch's offsets, to the batch's offsets. A partition with neither is refused when the
-    store holds a position of it (its start is unknown); otherwise its range is empty at the batch's
-    offset (nothing to compare; the position is stored)."""
+def source_ranges(checkpoint: str, batch_id: int, stored: Mapping[str, Any], where: str) -> List[SourceRange]:
+    """The ranges of Spark batch ``batch_id`` of the query's ``deo-kafka`` or ``aof`` source (``stored``:
+    the store's positions, ``{position key: Position}``)."""
     entry = offset_log_entry(checkpoint, batch_id)
     if entry is None:
         raise ConfigurationError(f"{where}: the checkpoint {checkpoint!r} holds no offset-log entry "
                                  f"offsets/{batch_id}; is option 'checkpointLocation' the query's checkpoint?")
-    end = _kafka_doc(entry, where)
-    before: Dict[TopicAndPartition, int] = {}
+    kind, end = _source_doc(entry, where)
     previous = offset_log_entry(checkpoint, batch_id - 1) if batch_id > 0 else None
-    if previous is not None:
-        before = offsets_of(_kafka_doc(previous, where))
+    before = _source_doc(previous, where) if previous is not None else None
+    if before is not None and before[0] != kind:
+        raise ConfigurationError(f"{where}: offsets/{batch_id - 1} and offsets/{batch_id} belong to different sources")
+    if kind == "aof":
+        return aof_ranges(None if before is None else before[1], end)
+    return list(kafka_ranges(None if before is None else before[1], end, stored_kafka_offsets(stored), where,
+                             batch_id))
+
+
+def aof_ranges(before: Optional[Mapping[str, Any]], end: Mapping[str, Any]) -> List[SourceRange]:
+    """The file ranges of an ``aof`` batch: each entry of ``end`` that differs from ``before`` holds the
+    range that changed it (without ``before``, a new checkpoint's first batch: every entry, those the
+    batch did not read being empty at the position the query started from)."""
+    files = dict(before.get("files") or {}) if before is not None else {}
+    return [aof_offsets.entry_range(key, doc) for key, doc in sorted(dict(end["files"]).items())
+            if files.get(key) != doc]
+
+
+def kafka_ranges(before_doc: Optional[Mapping[str, Any]], end: Mapping[str, Any],
+                 stored: Mapping[TopicAndPartition, int], where: str, batch_id: int) -> List[OffsetRange]:
+    """The Kafka ranges of Spark batch ``batch_id``: from the range start the entry records (``@from``) or
+    the previous batch's offsets, to the batch's offsets. A partition with neither is refused when the
+    store holds a position of it (its start is unknown); otherwise its range is empty at the batch's
+    offset (nothing to compare; the position is stored)."""
+    before = offsets_of(before_doc) if before_doc is not None else {}
     starts = starts_of(end)
     out = []
     for tp, until in sorted(offsets_of(end).items()):
@@ -124,6 +152,10 @@ def source_ranges(checkpoint: str, batch_id: int, stored: Mapping[TopicAndPartit
             raise ConfigurationError(f"{where}: offsets/{batch_id} ends {tp} at {until} before its start {begin}")
         out.append(OffsetRange(tp.topic, tp.partition, begin, until))
     return out
+
+
+def _name(r: SourceRange) -> str:
+    return str(r.topicPartition()) if isinstance(r, OffsetRange) else r.position_key
 
 
 def stored_kafka_offsets(positions: Mapping[str, Any]) -> Dict[TopicAndPartition, int]:
@@ -175,15 +207,15 @@ def anchored_commit(store: Any, writes: Any, checkpoint: str, batch_id: int, ide
     decision = decide_anchored(where, store.get_value(ANCHOR_NAMESPACE, ANCHOR_KEY), ident, batch_id)
     if decision.replay:
         return CommitOutcome.REPLAYED
-    stored = stored_kafka_offsets(store.load_positions())
+    stored = store.load_positions()
     ranges = source_ranges(checkpoint, batch_id, stored, where)
-    moved = [r for r in ranges if stored.get(r.topicPartition(), r.fromOffset) != r.fromOffset]
+    moved = [r for r in ranges if r.position_key in stored and stored[r.position_key].offset != r.start]
     if moved:
-        shown = ", ".join(f"{r.topicPartition()} stored {stored[r.topicPartition()]}, batch from {r.fromOffset}"
+        shown = ", ".join(f"{_name(r)} stored {stored[r.position_key].offset}, batch from {r.start}"
                           for r in moved[:5])
         raise OffsetConflictError(
             f"{where}: the batch does not start where the application's output stopped ({shown}); nothing was "
-            f"written. Start the deo-kafka source from the store (options starting.positions.store and "
+            f"written. Start the source from the store (options starting.positions.store and "
             f"starting.positions.app = the sink's store and app id) with a new checkpoint, or use a new "
             f"application id")
     ids = [i for i in (store.last_committed_batch_id(), store.last_logged_batch_id()) if i is not None]

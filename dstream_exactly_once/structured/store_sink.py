@@ -20,8 +20,8 @@ refused with :class:`~dstream_exactly_once.errors.FencedError`. Building the opt
 (:func:`store_sink_options`) writes nothing. ``abort`` writes nothing.
 
 With option ``anchor=true`` (store-anchored positions, :mod:`.anchor`) the sink also commits the
-``deo-kafka`` source's offsets, read from Spark's offset log in the query's ``checkpointLocation``,
-under the store's Kafka position keys in the same transaction: the query is then exactly-once also
+``deo-kafka`` or ``aof`` source's positions, read from Spark's offset log in the query's
+``checkpointLocation``, under the store's position keys in the same transaction: the query is then exactly-once also
 when restarted on a new or lost checkpoint whose source starts from the store
 (``starting.positions.store``/``.app``).
 
@@ -254,7 +254,7 @@ def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optiona
     and the epoch of the query's start taken, by the query's first commit: building the options
     never fences a running query. ``new_checkpoint="continue"`` lets a query started from a new
     checkpoint continue an application whose store holds committed batches (otherwise refused).
-    ``anchor=True`` keeps the ``deo-kafka`` source's offsets in the store with each batch
+    ``anchor=True`` keeps the ``deo-kafka`` or ``aof`` source's positions in the store with each batch
     (:mod:`.anchor`; the query then needs an absolute local ``checkpointLocation``, checked when the
     query starts).
     """

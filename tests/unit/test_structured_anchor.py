@@ -90,10 +90,10 @@ def test_a_dstream_apps_positions_are_continued_and_an_unknown_start_is_refused(
         assert {k: p.offset for k, p in s.load_positions().items()} == {"t/0": 10, "t/1": 3}
 
 
-def test_the_offset_log_must_hold_one_deo_kafka_source(tmp_path):
+def test_the_offset_log_must_hold_one_anchored_source(tmp_path):
     url, cp = f"sqlite:///{tmp_path}/s.db", str(tmp_path / "cp")
     log_offsets(cp, 0, {"t": {"0": 1}}, {"u": {"0": 1}})
-    with pytest.raises(ConfigurationError, match="exactly one deo-kafka source.*holds 2"):
+    with pytest.raises(ConfigurationError, match="exactly one deo-kafka or aof source.*holds 2"):
         commit_batch(anchored(url, cp), [Writes()], 0, QueryRun("q", "r"))
     with pytest.raises(ConfigurationError, match="no offset-log entry offsets/1"):
         commit_batch(anchored(url, cp), [Writes()], 1, QueryRun("q", "r"))
@@ -161,3 +161,36 @@ def test_source_starts_from_the_stored_positions_and_records_the_first_batch_sta
     assert [r.toTuple() for r in ranges_between({}, end)] == [("t", 0, 4, 10), ("t", 1, 0, 6)]
     cluster.produce("t", 0, 2)
     assert "@from" not in p.latest_offset(end)  # later batches start where the previous one ended
+
+
+def aof_doc(*entries):
+    """An aof offset: ``entries`` of (file id, from, until)."""
+    from dstream_exactly_once.files.ranges import FileRange
+
+    files = {}
+    for file_id, start, until in entries:
+        r = FileRange(file_id, f"/logs/{file_id}.log", start, until, fingerprint="ab" * 8, sample_length=16)
+        files[r.position_key] = {"from": start, "until": until, "meta": r.position_meta()}
+    return {"v": 1, "files": files, "events": {}}
+
+
+def test_aof_positions_are_anchored_too(tmp_path):
+    url, cp1, cp2 = f"sqlite:///{tmp_path}/s.db", str(tmp_path / "cp1"), str(tmp_path / "cp2")
+    one = Writes().incr("n", "k", 1)
+    log_offsets(cp1, 0, aof_doc(("a", 0, 100)))
+    log_offsets(cp1, 1, aof_doc(("a", 0, 100), ("b", 0, 40)))
+    log_offsets(cp1, 2, aof_doc(("a", 100, 180), ("b", 0, 40)))
+    for b in (0, 1, 2):
+        assert commit_batch(anchored(url, cp1), [one], b, QueryRun("q1", "r1")) is CommitOutcome.APPLIED
+    with open_store(url, "a") as s:
+        assert {k: p.offset for k, p in s.load_positions().items()} == {"file:a": 180, "file:b": 40}
+        assert s.load_positions()["file:a"].meta["path"] == "/logs/a.log"
+        assert [(r.position_key, r.start, r.end) for r in s.get_batch(2).ranges] == [("file:a", 100, 180)]
+    # a new checkpoint whose source started from the stored positions: unread files' entries are empty
+    log_offsets(cp2, 0, aof_doc(("a", 180, 200), ("b", 40, 40)))
+    assert commit_batch(anchored(url, cp2), [one], 0, QueryRun("q2", "r2")) is CommitOutcome.APPLIED
+    # one that read a file from its start again is refused, nothing written
+    log_offsets(str(tmp_path / "cp3"), 0, aof_doc(("a", 0, 200), ("b", 0, 40)))
+    with pytest.raises(OffsetConflictError, match=r"file:a stored 200, batch from 0"):
+        commit_batch(anchored(url, str(tmp_path / "cp3")), [one], 0, QueryRun("q3", "r3"))
+    assert state(url) == (4, {"file:a": 200, "file:b": 40}, 3)
