@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import SourceRange, register_range_kind
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, OffsetConflictError
 from ..stores.url import redact_url
 from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 from .sink_runs import QueryRun, decide_batch, read_state
@@ -412,12 +412,26 @@ def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int,
         from .anchor import anchored_commit
 
         with open_store(opts.store, opts.app) as store:
+            if read_state(store, SINK_POSITION_KEY) is not None:
+                raise OffsetConflictError(
+                    f"{where}: the application's batches were committed without anchor=true (the store holds "
+                    f"position {SINK_POSITION_KEY!r}, no source positions); start the query without anchor=true "
+                    f"from its checkpoint, or with anchor=true under a new application id; nothing was written")
             outcome = anchored_commit(store, merge_writes(parts), opts.anchor_checkpoint, batch_id, ident, where)
         if outcome is CommitOutcome.REPLAYED:
             log.info("%s was committed before by this query; nothing written", where)
         return outcome
     with open_store(opts.store, opts.app) as store:
-        decision = decide_batch(where, read_state(store, SINK_POSITION_KEY), ident, batch_id, opts.new_checkpoint)
+        state = read_state(store, SINK_POSITION_KEY)
+        if state is None:
+            from .anchor import ANCHOR_KEY, ANCHOR_NAMESPACE
+
+            if store.get_value(ANCHOR_NAMESPACE, ANCHOR_KEY) is not None:
+                raise OffsetConflictError(
+                    f"{where}: the application's batches were committed with anchor=true (its source positions are "
+                    f"in the store); start the query with anchor=true as before, or use a new application id; "
+                    f"nothing was written")
+        decision = decide_batch(where, state, ident, batch_id, opts.new_checkpoint)
         if decision.replay:
             log.info("%s (the application's batch %d) was committed before by this query; nothing written", where,
                      decision.app_batch)

@@ -194,3 +194,18 @@ def test_aof_positions_are_anchored_too(tmp_path):
     with pytest.raises(OffsetConflictError, match=r"file:a stored 200, batch from 0"):
         commit_batch(anchored(url, str(tmp_path / "cp3")), [one], 0, QueryRun("q3", "r3"))
     assert state(url) == (4, {"file:a": 200, "file:b": 40}, 3)
+
+
+def test_an_application_keeps_the_mode_it_was_committed_in(tmp_path):
+    url, cp = f"sqlite:///{tmp_path}/s.db", str(tmp_path / "cp")
+    plain = StoreSinkOptions.parse(store_sink_options(url, "a"))
+    log_offsets(cp, 0, {"t": {"0": 3}, "@from": {"t": {"0": 0}}})
+    commit_batch(anchored(url, cp), [Writes().incr("n", "k", 1)], 0, QueryRun("q", "r"))
+    with pytest.raises(OffsetConflictError, match="committed with anchor=true.*nothing was written"):
+        commit_batch(plain, [Writes().incr("n", "k", 1)], 1, QueryRun("q", "r"))
+    other = f"sqlite:///{tmp_path}/o.db"
+    commit_batch(StoreSinkOptions.parse(store_sink_options(other, "a")), [Writes().incr("n", "k", 1)], 0,
+                 QueryRun("q", "r"))
+    with pytest.raises(OffsetConflictError, match="committed without anchor=true.*nothing was written"):
+        commit_batch(anchored(other, cp), [Writes().incr("n", "k", 1)], 1, QueryRun("q", "r"))
+    assert state(url)[0] == 1 and state(other)[0] == 1
