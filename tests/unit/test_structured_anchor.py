@@ -209,3 +209,14 @@ def test_an_application_keeps_the_mode_it_was_committed_in(tmp_path):
     with pytest.raises(OffsetConflictError, match="committed without anchor=true.*nothing was written"):
         commit_batch(anchored(other, cp), [Writes().incr("n", "k", 1)], 1, QueryRun("q", "r"))
     assert state(url)[0] == 1 and state(other)[0] == 1
+
+
+def test_dstream_eo_offsets_show_lists_an_anchored_querys_positions(tmp_path, capsys):
+    from dstream_exactly_once.cli.main import main
+
+    url, cp = f"sqlite:///{tmp_path}/s.db", str(tmp_path / "cp")
+    log_offsets(cp, 0, {"t": {"0": 3, "1": 5}, "@from": {"t": {"0": 0, "1": 1}}})
+    commit_batch(anchored(url, cp), [Writes().incr("n", "k", 1)], 0, QueryRun("q", "r"))
+    assert main(["offsets", "show", "--store", url, "--app", "a"]) == 0
+    rows = [line.split()[:2] for line in capsys.readouterr().out.splitlines() if line.startswith("t/")]
+    assert rows == [["t/0", "3"], ["t/1", "5"]]
