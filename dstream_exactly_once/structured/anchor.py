@@ -107,7 +107,9 @@ def source_ranges(checkpoint: str, batch_id: int, stored: Mapping[str, Any], whe
     entry = offset_log_entry(checkpoint, batch_id)
     if entry is None:
         raise ConfigurationError(f"{where}: the checkpoint {checkpoint!r} holds no offset-log entry "
-                                 f"offsets/{batch_id}; is option 'checkpointLocation' the query's checkpoint?")
+                                 f"offsets/{batch_id}; is option 'checkpointLocation' the query's checkpoint (on "
+                                 f"the driver's machine)? Spark's asyncProgressTrackingEnabled, which writes the "
+                                 f"offset log later, cannot be used with anchor=true; nothing was written")
     kind, end = _source_doc(entry, where)
     previous = offset_log_entry(checkpoint, batch_id - 1) if batch_id > 0 else None
     before = _source_doc(previous, where) if previous is not None else None
