@@ -11,8 +11,9 @@ deps:
 demo: deps
 	$(PYTHON) -m dstream_exactly_once.cli demo
 
-# The suite as two pytest processes side by side (the tests marked slow beside the rest, each with its
-# own services, ports and temp dirs; either failing fails the target): scripts/run-tests.sh.
+# The suite as three pytest processes side by side (the tests marked slow as two balanced groups of files
+# beside the rest, each with its own services, ports and temp dirs; any failing fails the target):
+# scripts/run-tests.sh.
 # PYTEST_ARGS (a -k selection, a file) runs one ordinary pytest instead.
 test: deps lint
 	PYTHON=$(PYTHON) bash scripts/run-tests.sh $(PYTEST_ARGS)
@@ -38,7 +39,7 @@ docs: deps
 
 # docs/options.md's option tables, generated from the option registry (a unit test checks they are current).
 options-doc:
-	$(PYTHON) -m dstream_exactly_once.option_registry.docs docs/options.md
+	$(PYTHON) -m dstream_exactly_once.cli.options_doc docs/options.md
 
 # What a cluster deployment ships (docs/deploy.md): the wheel, and the zip for `spark-submit --py-files`
 # (the package with kafka-python; PySpark's workers import .zip files, never .whl). DIST=dir writes elsewhere.

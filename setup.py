@@ -18,7 +18,7 @@ setup(
     python_requires=">=3.11",  # the version CI tests; older ones are untested
     packages=find_packages(include=["dstream_exactly_once", "dstream_exactly_once.*"]),
     package_data={"dstream_exactly_once": ["py.typed", "testing/jvm/pom.xml", "testing/jvm/yarn-pom.xml",
-                                           "testing/jvm/spark-kafka-pom.xml", "stores/lua/*.lua"]},
+                                           "testing/jvm/spark-kafka-pom.xml", "stores/redis/lua/*.lua"]},
     # crc32c: kafka-python's C implementation of the record-batch checksum; without it every
     # fetched batch is checksummed in pure Python (measured: 28k -> 81k records/s per consumer).
     # kafka-python < 3.1: the driver's offset look-ups send prebuilt ListOffsets/Metadata requests
@@ -35,13 +35,15 @@ setup(
         "confluent": ["confluent-kafka>=2.3"],
         # the Structured Streaming sinks (PySpark's Python Data Source writers move rows through Arrow)
         "structured": ["pyspark>=4.0", "pyarrow>=11"],
+        # the exactly-once Delta Lake sink (delta-rs: no JVM); executors write Parquet with pyarrow
+        "delta": ["deltalake>=1.0", "pyarrow>=11"],
         # dstream_exactly_once.testing's helpers and this project's own test suite
         "test": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                 "confluent-kafka>=2.3", "pyarrow>=11"],
+                 "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0"],
         # working on this project: the test suite plus the linters and the API reference build
         # (`make docs`) that `make test` runs
         "dev": ["pytest>=7", "pyspark>=3.5", "redis>=5", "psycopg[binary]>=3.1", "matplotlib>=3.5",
-                "confluent-kafka>=2.3", "pyarrow>=11", "ruff", "mypy", "sphinx>=7.2,<8"],
+                "confluent-kafka>=2.3", "pyarrow>=11", "deltalake>=1.0", "ruff", "mypy", "sphinx>=7.2,<8"],
     },
     entry_points={"console_scripts": ["dstream-eo=dstream_exactly_once.cli:main"],
                   # the pytest plugin (deo_* fixtures: Kafka, Redis, Redis Cluster, PostgreSQL, Spark)

@@ -39,6 +39,10 @@ shared machine took meanwhile.
   plain PySpark job of the same task count run in turn, each in its own JVM; committed batches per
   second, batch / plan / job / commit p50, CPU per batch and the lag left behind, P = 10 → 10,000,
   and a skewed topic read with and without splitting.
+- B9 Delta append (``bench/delta.py``, ``python3 -m bench.delta``, run on its own): the exactly-once
+  Delta sink's batch (files, pending record, one Delta commit with the application transaction, the
+  store's commit) vs a plain ``deltalake.write_deltalake`` append of the same 100,000 rows,
+  interleaved, CPU time beside wall time.
 
 The soak run is separate (``python3 -m bench.soak --store … --minutes 30``, ``bench/soak.py``):
 a long exactly-once Kafka + rotating-file job whose memory, descriptors, threads, latency, store

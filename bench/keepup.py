@@ -9,6 +9,8 @@ run one after another, each in its own process and JVM with ``local[2]`` (see
 - ``jvm``: Spark's Structured Streaming Kafka source (``spark-sql-kafka-0-10``) + ``foreachBatch`` doing
   the same count and sum into SQLite, the same trigger interval, the same consumer settings
   (:data:`bench.common.READ_SETTINGS`);
+- ``ss``: the same query as ``jvm`` with this library's JVM-free ``deo-kafka`` source instead of
+  ``format("kafka")`` (the same options and consumer settings, the same session);
 - ``floor``: a plain PySpark job with as many tasks as ``ours`` used per batch (its median in the same
   round), back to back: what Spark charges for that many tasks.
 
@@ -19,7 +21,7 @@ planning / Spark job / commit p50 (from progress records), tasks per batch, CPU 
 peer's whole process tree per batch, and the records it had left behind at the end of its window.
 Targets (printed PASS/FAIL, never asserted):
 ``ours`` holds 0.5 s batches (≥ 1.9 committed batches/s) at P = 100 and 1,000, 2 s batches (≥ 0.475/s)
-at P = 10,000, and its batch p50 is ≤ 0.5x the JVM source's at P = 100 and 1,000.
+at P = 10,000, and its batch p50 is ≤ 0.5x the JVM source's at P = 100 and 1,000; so is ``ss``'s.
 
 ``--skew``: a topic of 100 partitions filled with ``--skew-records`` records, 80% of them in partition 0,
 read from ``earliest`` in one batch by ``ours`` with the task planner's splitting off
@@ -46,7 +48,7 @@ from .common import READ_SETTINGS, log, percentile
 from .planning import _produce_until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEERS = ("ours", "jvm", "floor")
+PEERS = ("ours", "jvm", "ss", "floor")
 #: at most this many partitions per CreateTopics / CreatePartitions request (a KRaft broker refuses larger ones)
 STEP = 1000
 
@@ -198,6 +200,16 @@ def checks(p: int, interval: float, runs: Dict[str, List[Dict[str, Any]]]) -> Li
             ratio = a / b
             out.append(f"| ours / JVM batch p50 at P = {p:,} | {ratio:.2f}x ({a:,.0f} / {b:,.0f} ms) | <= 0.50x | "
                        f"{'PASS' if ratio <= 0.5 else '**FAIL**'} |")
+    ss = runs.get("ss", [])
+    if ss and jvm and p in (100, 1000):
+        a, b = _median(ss, "batch_ms_p50"), _median(jvm, "batch_ms_p50")
+        if a is None or b is None:
+            why = "the JVM source completed no batch in its window" if b is None else "deo-kafka completed no batch"
+            out.append(f"| deo-kafka / JVM source batch p50 at P = {p:,} | n/a ({why}) | <= 0.50x | n/a |")
+        else:
+            ratio = a / b
+            out.append(f"| deo-kafka / JVM source batch p50 at P = {p:,} | {ratio:.2f}x ({a:,.0f} / {b:,.0f} ms) "
+                       f"| <= 0.50x | {'PASS' if ratio <= 0.5 else '**FAIL**'} |")
     return out
 
 
@@ -205,7 +217,7 @@ def _spec(peer: str, bootstrap: str, topic: str, interval: float, warm: float, w
           **extra: Any) -> Dict[str, Any]:
     spec: Dict[str, Any] = {"peer": peer, "bootstrap": bootstrap, "topic": topic, "batch_s": interval,
                             "warm_s": warm, "window_s": window, "settings": dict(READ_SETTINGS), **extra}
-    if peer == "jvm":
+    if peer in ("jvm", "ss"):  # the same session for both Structured Streaming peers
         spec.update(packages=connector.packages, ivy=connector.ivy_dir, excludes=connector.excludes,
                     jars=connector.jars)
     return spec
@@ -243,10 +255,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     from .jvm_connector import resolve_connector
 
-    connector = resolve_connector() if "jvm" in peers else None
+    connector = resolve_connector() if {"jvm", "ss"} & set(peers) else None
     if connector is not None and connector.packages is None:
-        log(f"the JVM peer is left out: {connector.problem}")
-        peers.remove("jvm")
+        log(f"the Structured Streaming peers are left out (their session loads the connector): {connector.problem}")
+        peers = [x for x in peers if x not in ("jvm", "ss")]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     load0 = os.getloadavg()[0]
     report: List[str] = []
@@ -259,7 +271,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         kafka.start()
         cases = [(p, args.interval, peers) for p in sizes]
         if args.large:
-            cases.append((args.large, args.large_interval, [x for x in peers if x != "jvm"]))
+            cases.append((args.large, args.large_interval, [x for x in peers if x not in ("jvm", "ss")]))
         for p, interval, case_peers in cases:
             topic = make_topic(kafka, f"keepup-{p}-{uuid.uuid4().hex[:6]}", p)
             runs: Dict[str, List[Dict[str, Any]]] = {peer: [] for peer in case_peers}
@@ -405,6 +417,7 @@ def chart(cases: List[Dict[str, Any]], files: List[Dict[str, Any]], path: str) -
     for peer, key, label in (("ours", "batch_ms_p50", "ours: batch"), ("ours", "plan_ms_p50", "ours: plan"),
                              ("ours", "job_ms_p50", "ours: Spark job"), ("ours", "commit_ms_p50", "ours: commit"),
                              ("jvm", "batch_ms_p50", "JVM source: batch"),
+                             ("ss", "batch_ms_p50", "deo-kafka source: batch"),
                              ("floor", "batch_ms_p50", "plain job floor")):
         _curve(left, [(c["partitions"], _median(c["runs"].get(peer, []), key)) for c in cases], label)
     sizes = sorted({f["files"] for f in files})

@@ -8,6 +8,8 @@ Each peer gets a fresh JVM (its own SparkContext / SparkSession, ``local[2]``) a
   the task planner's defaults. Per batch, from the stream's progress records: the whole batch
   (``triggerExecution``), planning (``latestOffset``), the Spark job (``addBatch``), the commit
   (``commitOffsets``) and the Spark tasks that read it (``numTasks``);
+- ``ss``: the same query with this library's ``deo-kafka`` source (no JVM connector; the session still
+  loads it, as for ``jvm``);
 - ``jvm``: Spark's Structured Streaming Kafka source (``spark-sql-kafka-0-10``) subscribed to the same
   topic from its latest offsets, the same trigger, ``foreachBatch`` computing the same count and sum
   and writing them to SQLite in one transaction; per batch ``triggerExecution`` and ``addBatch`` from
@@ -190,15 +192,29 @@ def _files(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
 
 
 def _jvm(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
+    return _structured(spec, window, meter, "kafka")
+
+
+def _ss(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any]:
+    return _structured(spec, window, meter, "deo-kafka")
+
+
+def _structured(spec: Dict[str, Any], window: Window, meter: CpuMeter, source: str) -> Dict[str, Any]:
+    """A Structured Streaming query reading ``source`` (Spark's ``kafka`` or this library's ``deo-kafka``,
+    the same options) into the same ``foreachBatch`` count and sum."""
     from pyspark.sql import functions as F  # noqa: N812 - PySpark's convention
 
-    builder = session_builder(spec, "local[2]", "deo-bench-keepup-jvm", shuffle_partitions=2)
+    builder = session_builder(spec, "local[2]", f"deo-bench-keepup-{spec['peer']}", shuffle_partitions=2)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    workdir = tempfile.mkdtemp(prefix="deo-keepup-jvm-")
+    if source == "deo-kafka":
+        from dstream_exactly_once.structured import register
+
+        register(spark)
+    workdir = tempfile.mkdtemp(prefix=f"deo-keepup-{spec['peer']}-")
     db = sqlite3.connect(os.path.join(workdir, "keepup.db"), check_same_thread=False)
     db.execute("CREATE TABLE totals (k TEXT PRIMARY KEY, v INTEGER NOT NULL)")
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", spec["bootstrap"])
+    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", spec["bootstrap"])
               .option("subscribe", spec["topic"]).option("startingOffsets", "latest"))
     for key, value in spec["settings"].items():
         reader = reader.option(f"kafka.{key}", str(value))
@@ -239,7 +255,8 @@ def _jvm(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, Any
     if last:
         for source in last["sources"]:
             ends = json.loads(source["endOffset"]) if isinstance(source["endOffset"], str) else source["endOffset"]
-            read += sum(int(o) for parts in (ends or {}).values() for o in parts.values())
+            read += sum(int(o) for topic, parts in (ends or {}).items() if not topic.startswith("@")
+                        for o in parts.values())
     spark.stop()
     out["lag_records"] = sum(_end_offsets(spec["bootstrap"], spec["topic"]).values()) - read
     return out
@@ -267,7 +284,7 @@ def _floor(spec: Dict[str, Any], window: Window, meter: CpuMeter) -> Dict[str, A
     return out
 
 
-PEERS = {"ours": _ours, "jvm": _jvm, "floor": _floor, "files": _files}
+PEERS = {"ours": _ours, "jvm": _jvm, "ss": _ss, "floor": _floor, "files": _files}
 
 
 def main() -> int:

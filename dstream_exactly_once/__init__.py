@@ -26,6 +26,7 @@ from .errors import (
     OffsetConflictError,
     OffsetRangeError,
     OutputError,
+    RowRejectedError,
     ServiceError,
     SinkError,
     StoreAuthError,
@@ -33,6 +34,7 @@ from .errors import (
     StoreError,
     StoreUnavailableError,
     StoreVersionError,
+    TableConflictError,
     UnknownKafkaParamError,
 )
 from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
@@ -125,6 +127,7 @@ __all__ = [
     "OutputError",
     "PlannedBatch",
     "RetryPolicy",
+    "RowRejectedError",
     "ServiceError",
     "SinkError",
     "SkipPlan",
@@ -135,6 +138,7 @@ __all__ = [
     "StoreVersionError",
     "Subscribe",
     "SubscribePattern",
+    "TableConflictError",
     "TopicAndPartition",
     "TransactionalStore",
     "UnknownKafkaParamError",

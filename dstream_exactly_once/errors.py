@@ -24,7 +24,9 @@
     ├── DriverLiveError                      an operator action refused: the app's driver is live
     ├── CliError                             a dstream-eo command refused or failed (``code``: exit status)
     ├── SinkError                            an external sink (Doris, Kafka) rejected a write
-    │   └── LoadRejectedError                Doris refused a load or 2PC call for good (not retriable)
+    │   ├── LoadRejectedError                Doris refused a load or 2PC call for good (not retriable)
+    │   ├── RowRejectedError(ValueError)     a row does not fit the sink's table schema (not retriable)
+    │   └── TableConflictError               a concurrent commit to the sink's table won (retriable)
     └── ServiceError                         a test/demo service (LocalKafka, …) failed to start
 
 ``retriable`` is a property of the class, never set on an instance: the class says what a retry
@@ -53,6 +55,7 @@ __all__ = [
     "OffsetConflictError",
     "OffsetRangeError",
     "OutputError",
+    "RowRejectedError",
     "ServiceError",
     "SinkError",
     "StoreAuthError",
@@ -60,6 +63,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "StoreVersionError",
+    "TableConflictError",
     "UnknownKafkaParamError",
 ]
 
@@ -203,6 +207,26 @@ class LoadRejectedError(SinkError):
     """
 
     retriable = False
+
+
+class RowRejectedError(SinkError, ValueError):
+    """A row does not fit the sink's table schema (a value of the wrong type, a missing column).
+
+    The message names the column, the value's type and the table's type; the same rows fail every
+    time, so it is not retried.
+    """
+
+    retriable = False
+
+
+class TableConflictError(SinkError):
+    """A concurrent commit to the sink's table won (a Delta Lake ``Concurrent transaction`` conflict).
+
+    Nothing of this attempt is in the table; the next attempt reads the table again (and finds the
+    batch there when the winning commit was another attempt of the same batch).
+    """
+
+    retriable = True
 
 
 class ServiceError(DStreamExactlyOnceError):

@@ -45,7 +45,7 @@ fi
 
 stamp_src=$(cat setup.py dstream_exactly_once/_version.py | sha256sum | cut -c1-16)
 stamp=".deps-stamp"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, crc32c, redis, psycopg, pytest, ruff, mypy" 2>/dev/null; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$stamp_src" ] && "$PY" -c "import dstream_exactly_once, pyspark, kafka, crc32c, redis, psycopg, pytest, ruff, mypy, deltalake" 2>/dev/null; then
   say "python packages present"
 else
   say "pip install -e .[dev]"

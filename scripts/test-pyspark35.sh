@@ -14,7 +14,7 @@ if ! "$VENV/bin/python" -c "import pyspark, sys; sys.exit(0 if pyspark.__version
 fi
 # The same test dependencies as setup.py's "test" extra, with Spark 3.5 (pip skips what is there).
 "$VENV/bin/pip" install -q --disable-pip-version-check "pyspark>=3.5,<3.6" "kafka-python>=3.0,<3.1" crc32c redis \
-  "psycopg[binary]>=3.1" pytest "matplotlib>=3.5" "confluent-kafka>=2.3"
+  "psycopg[binary]>=3.1" pytest "matplotlib>=3.5" "confluent-kafka>=2.3" "pyarrow>=11" "deltalake>=1.0"
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -e .
 echo "[pyspark35] $("$VENV/bin/python" -c 'import pyspark; print("pyspark", pyspark.__version__)')"
 # One pytest process (one Kafka broker, one SparkContext).

@@ -28,12 +28,60 @@ from dstream_exactly_once.testing.redis_cluster import LocalRedisCluster  # noqa
 INTEGRATION_DIR = os.path.join(ROOT, "tests", "integration") + os.sep
 
 
+#: Usual seconds of the slow tests of a file (a loaded CI machine), for ``--shard``'s balance; a file
+#: not listed counts 20 s per slow test. Only the balance depends on these: every file runs in one shard.
+SHARD_SECONDS = {
+    "test_exactly_once_faults.py": 600, "test_kafka_planner_faults.py": 420, "test_delta_sink_faults.py": 500,
+    "test_planner_faults.py": 330, "test_file_faults.py": 280, "test_structured_aof_faults.py": 250,
+    "test_security_docs.py": 200, "test_deploy_routes.py": 195, "test_sink_faults.py": 180,
+    "test_structured_kafka_sink_faults.py": 115, "test_doc_snippets.py": 105, "test_cluster_exactly_once.py": 100,
+    "test_structured_kafka_source.py": 90, "test_structured_doris_sink.py": 380,
+    "test_structured_sink_faults.py": 300, "test_structured_migration.py": 80, "test_demo.py": 70,
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--shard", default=None, metavar="I/N",
+                     help="run only the I-th (1-based) of N groups of test files, balanced by SHARD_SECONDS in "
+                          "tests/conftest.py (scripts/run-tests.sh runs the slow tests as two shards side by side)")
+
+
+def _shard(config: pytest.Config, items: list) -> None:
+    spec = config.getoption("--shard")
+    if not spec:
+        return
+    try:
+        index, count = (int(x) for x in str(spec).split("/"))
+        if not 1 <= index <= count:
+            raise ValueError(spec)
+    except ValueError:
+        raise pytest.UsageError(f"--shard must be I/N with 1 <= I <= N, got {spec!r}") from None
+    cost: dict = {}
+    for item in items:
+        name = item.path.name
+        slow = item.get_closest_marker("slow") is not None
+        cost[item.path] = cost.get(item.path, 0.0) + (0.0 if name in SHARD_SECONDS else 20.0 if slow else 0.01)
+    for path in cost:
+        cost[path] += SHARD_SECONDS.get(path.name, 0)
+    loads = [0.0] * count
+    owner = {}
+    for path in sorted(cost, key=lambda p: (-cost[p], str(p))):  # the longest first, to the lightest shard
+        i = loads.index(min(loads))
+        owner[path], loads[i] = i + 1, loads[i] + cost[path]
+    kept = [item for item in items if owner[item.path] == index]
+    dropped = [item for item in items if owner[item.path] != index]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     """Every test under tests/integration gets the ``integration`` marker (``-m "not integration"``
-    runs the rest); the files themselves do not repeat it."""
+    runs the rest); the files themselves do not repeat it. ``--shard I/N`` keeps one group of files."""
     for item in items:
         if str(item.path).startswith(INTEGRATION_DIR):
             item.add_marker(pytest.mark.integration)
+    _shard(config, items)
 
 
 @pytest.fixture(scope="session")
@@ -133,11 +181,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """How much of the option registry the generated bad-input test covered in this run."""
     ran = getattr(config, "deo_bad_input_cases", [])
     if ran:
-        from dstream_exactly_once.option_registry import entry_points, option_count
+        from dstream_exactly_once.cli.option_entries import every_entry_point
+        from dstream_exactly_once.option_registry import option_count
 
         bad = [r for r in ran if r[0] == "bad input"]
         secret = [r for r in ran if r[0] == "password"]
+        entries = every_entry_point()
         terminalreporter.write_line(
-            f"option registry: {len(entry_points())} entry points, {option_count()} options; generated cases run: "
+            f"option registry: {len(entries)} entry points, {option_count(entries)} options; generated cases run: "
             f"{len(bad)} bad-input cases over {len({r[1:] for r in bad})} options, {len(secret)} password cases "
             f"over {len({r[1:] for r in secret})} options")

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["batches", "batches_skip", "chart", "demo", "in_doubt", "lag", "offsets_reset", "offsets_show", "retire"]
+__all__ = ["batches", "batches_skip", "chart", "delta_orphans", "delta_status", "demo", "in_doubt", "lag",
+           "offsets_reset", "offsets_show", "retire"]
 
 
 def demo(args: argparse.Namespace) -> int:
     """``dstream-eo demo``: the at-least-once vs exactly-once teaching demo."""
     from ..teaching.show import run_demo
+    from .chart import run_chart
 
-    return run_demo(args)
+    return run_demo(args, chart_progress=run_chart)
 
 
 def chart(args: argparse.Namespace) -> int:
@@ -94,3 +96,17 @@ def retire(args: argparse.Namespace) -> int:
 
     with open_cli_store(args.store, args.app) as store:
         return run_retire(args, store)
+
+
+def delta_status(args: argparse.Namespace) -> int:
+    """``dstream-eo delta status``: the last batch the Delta sink committed to a table."""
+    from .delta import run_delta_status
+
+    return run_delta_status(args)
+
+
+def delta_orphans(args: argparse.Namespace) -> int:
+    """``dstream-eo delta orphans``: unreferenced data files of a Delta table (dry run unless ``--apply``)."""
+    from .delta import run_delta_orphans
+
+    return run_delta_orphans(args)

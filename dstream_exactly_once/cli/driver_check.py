@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Mapping
 
-from ..core.heartbeat import driver_status
+from ..engine.heartbeat import driver_status
 from ..errors import CliError
 from .exit_codes import EXIT_REFUSED
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from .._command_line import EXIT_USAGE
+
 __all__ = ["EXIT_CODES_HELP", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REFUSED", "EXIT_USAGE"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_USAGE = 2
+# EXIT_USAGE = 2: a usage error (bad or missing option, bad value), as every parser of the package exits
 EXIT_REFUSED = 3
 EXIT_INTERRUPTED = 130
 

@@ -1,11 +1,11 @@
 """``dstream-eo``: the command line.
 
 Commands: ``offsets show|reset`` (:mod:`.offsets`, :mod:`.reset`), ``batches [skip]``, ``lag`` and
-``in-doubt`` (:mod:`.batches` with :mod:`.labels`), ``retire`` (:mod:`.retire`), ``chart`` (:mod:`.chart`) and ``demo``
-(:mod:`..teaching`); :mod:`.parser` and :mod:`.operator_parsers` build the parsers, and each
-command's ``func`` (:mod:`.commands`) is what runs (the operations guide explains them). A command
-refused for its input writes nothing: a missing SQLite file or an unknown app is reported (with
-the apps the store holds), never created.
+``in-doubt`` (:mod:`.batches` with :mod:`.labels`), ``delta status|orphans`` (:mod:`.delta`), ``retire``
+(:mod:`.retire`), ``chart`` (:mod:`.chart`) and ``demo`` (:mod:`..teaching`); :mod:`.parser` and
+:mod:`.operator_parsers` build the parsers, and each command's ``func`` (:mod:`.commands`) is what
+runs (the operations guide explains them). A command refused for its input writes nothing: a
+missing SQLite file or an unknown app is reported (with the apps the store holds), never created.
 Parsing imports neither Spark nor Kafka clients, so ``dstream-eo --help`` and ``--version`` work
 where pyspark is not installed. Exit status: 0 success (dry runs too), 1 the command failed (one
 line on stderr, no traceback), 2 a usage error, 3 refused because a driver is live, 130 interrupted.

@@ -57,8 +57,8 @@ def parse_duration(text: str) -> timedelta:
 
 def parse_scope(specs: Optional[List[Tuple[str, Optional[Tuple[int, ...]]]]]
                 ) -> Optional[Dict[str, Optional[List[int]]]]:
-    """``--topic`` values (:func:`~.arg_types.topic_partitions`) as ``{topic: partitions or None
-    (all)}``; None = all. The same topic given twice: the union, all when one of them said all."""
+    """``--topic`` values (:func:`~dstream_exactly_once._command_line.topic_partitions`) as ``{topic:
+    partitions or None (all)}``; None = all. The same topic given twice: the union, all when one of them said all."""
     if not specs:
         return None
     out: Dict[str, Optional[List[int]]] = {}

@@ -1,13 +1,13 @@
 """Argument parsing of the ``dstream-eo`` operator commands (``offsets``, ``batches``, ``retire``,
-``lag``, ``in-doubt``, ``chart``). No Spark import."""
+``lag``, ``in-doubt``, ``delta``, ``chart``). No Spark import."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from .._command_line import int_at_least, non_empty, topic_partitions
 from . import commands
-from .arg_types import int_at_least, non_empty, topic_partitions
 from .exit_codes import EXIT_CODES_HELP
 
 __all__ = ["add_operator_commands"]
@@ -139,9 +139,46 @@ def add_operator_commands(sub: Any) -> None:
     doubt.add_argument("--resolve", action="store_true", help="commit/abort them as the store decided")
     doubt.add_argument("--force", action="store_true", help="resolve even though a driver's heartbeat is fresh")
 
+    _add_delta(sub)
+
     chart = _sub(sub, "chart", "plot a progress JSON-lines file (needs matplotlib)",
                  "Throughput, lag and durations per batch from stream.progress_to(path) output.")
     chart.set_defaults(func=commands.chart)
     chart.add_argument("progress", metavar="PROGRESS.jsonl")
     chart.add_argument("-o", "--output", required=True, metavar="OUT.png", type=non_empty)
     chart.add_argument("--dpi", type=int_at_least(30), default=100)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _add_delta(sub: Any) -> None:
+    delta = _sub(sub, "delta", "the exactly-once Delta sink's last batch and unreferenced files of a table",
+                 "What a Delta table's log says about the exactly-once Delta sink (needs deltalake).")
+    dsub = delta.add_subparsers(dest="delta_cmd", required=True, metavar="ACTION", parser_class=type(delta))
+    status = _sub(dsub, "status", "the last batch the sink committed, with its input positions",
+                  "The newest commit of the sink: application transaction, batch id, rows, input positions.")
+    status.set_defaults(func=commands.delta_status)
+    orphans = _sub(dsub, "orphans", "data files no commit names (dry run unless --apply)",
+                   "Data files under the table root that no add or remove action of the log names: files of batch "
+                   "attempts that crashed before their table commit. Dry run by default; --apply deletes them. "
+                   "A running batch's files are unreferenced until its commit: keep --min-age above the longest "
+                   "batch, or run it while the application is stopped.")
+    orphans.set_defaults(func=commands.delta_orphans)
+    orphans.add_argument("--min-age", type=_seconds, default=3600.0, metavar="SECONDS",
+                         help="only files at least this old (default 3600)")
+    orphans.add_argument("--apply", action="store_true", help="delete them (default: dry run)")
+    status.add_argument("--app-id", type=non_empty, metavar="ID",
+                        help="the sink's application transaction id (default: the newest commit of any)")
+    status.add_argument("--scan", type=int_at_least(1), default=1000, metavar="N",
+                        help="look at the newest N commits (default 1000)")
+    for p in (status, orphans):
+        p.add_argument("--table", required=True, type=non_empty, metavar="URI", help="the Delta table's path or URI")
+        p.add_argument("--json", action="store_true", help="machine-readable JSON output")

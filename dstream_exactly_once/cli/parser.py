@@ -7,25 +7,15 @@ without the usage block; every range check names the option, the bad value and w
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import NoReturn, Optional
+from typing import Optional
 
+from .._command_line import OneLineParser, int_at_least, non_empty
 from .._version import __version__
 from . import commands
-from .arg_types import int_at_least, non_empty
-from .exit_codes import EXIT_CODES_HELP, EXIT_USAGE
+from .exit_codes import EXIT_CODES_HELP
 from .operator_parsers import add_operator_commands
 
 __all__ = ["OneLineParser", "cli_parser", "parse"]
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line on stderr and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        """Print ``<prog>: error: <message> (see <prog> --help)`` and exit with status 2."""
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        sys.exit(EXIT_USAGE)
 
 
 def add_demo_arguments(demo: argparse.ArgumentParser) -> None:

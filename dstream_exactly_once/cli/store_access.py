@@ -19,7 +19,7 @@ def open_cli_store(url: str, app_id: Optional[str]) -> TransactionalStore:
     exists: a missing SQLite file is refused (never created), and so is an app with no state there
     (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
     from ..stores import open_store
-    from ..stores.sqlite import SQLiteStore
+    from ..stores.sql.sqlite import SQLiteStore
     from ..stores.url import redact_url, url_scheme
 
     if isinstance(url, str) and url_scheme(url) == "sqlite":  # before opening: reading a missing path is refused

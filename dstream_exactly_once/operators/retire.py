@@ -25,7 +25,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ..core.heartbeat import driver_status
+from ..engine.heartbeat import driver_status
 from ..errors import ConfigurationError
 from ..stores.base import TransactionalStore
 from ..stores.url import redact_url

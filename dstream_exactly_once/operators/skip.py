@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._checks import is_int
-from ..core.heartbeat import driver_status
+from ..engine.heartbeat import driver_status
 from ..errors import ConfigurationError, OffsetConflictError, StoreError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..stores.url import redact_url

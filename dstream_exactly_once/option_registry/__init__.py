@@ -3,11 +3,13 @@
 An entry point is something a user calls or configures: a stream factory (``KafkaUtils.createDirectStream``),
 an output call (``commit_each_batch``), a Structured Streaming source or sink (``aof``, ``deo-store``), an
 options builder (``store_sink_options``), a mapping the library checks (``kafkaParams``, the file options,
-``tasks.*``, the Spark conf keys it reads), a store URL's query options, or a ``dstream-eo`` command. Each
-:class:`EntryPoint` lists its options as :class:`~dstream_exactly_once.core.options.Option` values: name,
-kind, range or allowed values, default, one doc line, older spellings (``aliases``) and whether the value
-is a secret. ``docs/options.md``'s tables are generated from here (``python -m
-dstream_exactly_once.option_registry.docs``) and a test checks they are current.
+``tasks.*``, the Spark conf keys it reads), a store URL's query options, or a ``dstream-eo`` command (the
+commands' entry points are read from the CLI's parser, above the library:
+:mod:`dstream_exactly_once.cli.option_entries`). Each :class:`EntryPoint` lists its options as
+:class:`~dstream_exactly_once.core.options.Option` values: name, kind, range or allowed values, default, one
+doc line, older spellings (``aliases``) and whether the value is a secret. ``docs/options.md``'s tables are
+generated from here (``python -m dstream_exactly_once.cli.options_doc``) and a test checks they are
+current.
 
 How option names are spelled (one convention):
 
@@ -124,10 +126,10 @@ def keyword_checks(name: str, **values: Any) -> None:
 
 @lru_cache(maxsize=1)
 def _all() -> Dict[str, EntryPoint]:
-    from . import _cli, _stores, _streams, _structured
+    from . import _stores, _streams, _structured
 
     out: Dict[str, EntryPoint] = {}
-    for group in (_streams.ENTRY_POINTS, _structured.ENTRY_POINTS, _stores.ENTRY_POINTS, _cli.entry_points()):
+    for group in (_streams.ENTRY_POINTS, _structured.ENTRY_POINTS, _stores.ENTRY_POINTS):
         for entry in group:
             if entry.name in out:
                 raise ConfigurationError(f"entry point {entry.name!r} is registered twice")
@@ -136,7 +138,8 @@ def _all() -> Dict[str, EntryPoint]:
 
 
 def entry_points() -> Tuple[EntryPoint, ...]:
-    """Every entry point, in the reference's order."""
+    """Every entry point of the library, in the reference's order (the ``dstream-eo`` commands, read from the
+    CLI's parser, join them in :func:`dstream_exactly_once.cli.option_entries.every_entry_point`)."""
     return tuple(_all().values())
 
 

@@ -8,6 +8,7 @@ from typing import Dict, Tuple
 
 from ..core.options import REQUIRED, Option
 from ..core.tasks import SPLIT_SIZE, TARGET_COUNT, TARGET_SIZE
+from ..files.deployment import DEPLOYMENT_OPTIONS
 from ..files.options import OPTIONS as FILE_OPTIONS
 from ..kafka.planner import RATE_OPTIONS
 from ..kafka.reader_choice import DEFAULT_READER, READER_KEY, READERS
@@ -132,8 +133,7 @@ FILE_OPTION_ENTRIES: Tuple[EntryPoint, ...] = (
     EntryPoint("file options", "options",
                "a file stream's options mapping (also as Spark conf spark.aof.<name>; the mapping wins)",
                (*(replace(o, doc=_FILE_DOCS.get(o.key, o.doc)) for o in FILE_OPTIONS.values()),
-                Option("shared.filesystem", "bool", False, "every executor sees the same files at the same paths"),
-                Option("hosts", "str", None, "h1,h2: node-local files on these hosts"),
+                *DEPLOYMENT_OPTIONS.values(),
                 *_TASKS)),
 )
 

@@ -42,6 +42,12 @@ _DORIS_OWN = (
     Option("column_separator", "str", None, "the Stream Load column separator (csv)"),
     Option("strict_labels", "bool", False, "refuse a label Doris reports in an unexpected state"),
 )
+_DELTA_OWN = (
+    Option("table", "str", REQUIRED, "the Delta table's path or URI (created by the first batch when missing)"),
+    Option("partition_by", "str", None, "the table's partition columns, comma-separated", nullable=True),
+    Option("txn_app_id", "str", None, "the application transaction id in the table (default: app_id)",
+           nullable=True),
+)
 _AOF_OWN = (
     Option("max.bytes.per.trigger", "int", None, "most bytes a micro-batch reads (all files together)", low=1),
     Option("include.file.id", "bool", False, "records carry the file's identity"),
@@ -96,6 +102,8 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("deo-kafka source", "options", "the Kafka source: spark.readStream.format('deo-kafka'); Spark's "
                "Kafka source's option names", _KAFKA_SOURCE, case_insensitive=True, open_keys=("kafka.",),
                ignored=("path",)),
+    EntryPoint("deo-delta", "options", "the Delta Lake sink: df.writeStream.format('deo-delta')",
+               (*_STORE_OPTIONS, *_DELTA_OWN), case_insensitive=True, ignored=_IGNORED),
     EntryPoint("store_sink_options", "keywords", "the deo-store sink's options for one query start",
                (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE, _NEW_CHECKPOINT, _ANCHOR)),
     EntryPoint("doris_sink_options", "keywords", "the deo-doris sink's options for one query start (further "
@@ -108,4 +116,9 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                (_STORE, _APP, _KAFKA_OWN[0],
                 Option("kafka_params", "mapping", REQUIRED, "Kafka client settings (kafkaParams)"),
                 *_KAFKA_OWN[1:], _NEW_CHECKPOINT)),
+    EntryPoint("delta_sink_options", "keywords", "the deo-delta sink's options for one query start",
+               (_STORE, _APP, Option("table_uri", "str", REQUIRED, _DELTA_OWN[0].doc),
+                Option("partition_by", "list", None, "the table's partition columns (unset: not partitioned)",
+                       nullable=True),
+                _DELTA_OWN[2], _NEW_CHECKPOINT)),
 )

@@ -1,6 +1,8 @@
 """Exactly-once sinks: deterministic labels, Doris Stream Load (two-phase commit), transactional Kafka.
 
-Every sink states its unit of parallelism and its delivery guarantee in its docstring.
+Every sink states its unit of parallelism and its delivery guarantee in its docstring. The Delta
+Lake sink is :mod:`dstream_exactly_once.sinks.delta` (the ``delta`` extra: ``deltalake``, ``pyarrow``),
+imported only when used.
 """
 
 from ..errors import LoadRejectedError

@@ -32,12 +32,12 @@ from .interfaces import (
     PositionStore,
     ResultReader,
 )
-from .postgres import PostgresStore, libpq_options
-from .redis import _OPTIONS as _REDIS_OPTIONS
-from .redis import RedisStore
-from .redis_cluster import RedisClusterStore
-from .sqlite import _OPTIONS as _SQLITE_OPTIONS
-from .sqlite import SQLiteStore
+from .redis.cluster import RedisClusterStore
+from .redis.store import _OPTIONS as _REDIS_OPTIONS
+from .redis.store import RedisStore
+from .sql.postgres import PostgresStore, libpq_options
+from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS
+from .sql.sqlite import SQLiteStore
 from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "check_store_url",
     "open_store",
     "redact_url",
+    "store_schemes",
 ]
 
 #: the options each backend understands (PostgreSQL: libpq's connection parameters)
@@ -83,6 +84,12 @@ _BACKENDS: Dict[str, Type[TransactionalStore]] = {
     "redis+cluster": RedisClusterStore,
     "rediss+cluster": RedisClusterStore,
 }
+
+
+def store_schemes() -> Tuple[str, ...]:
+    """The URL schemes :func:`open_store` accepts, sorted (``sqlite``, ``postgresql``, ``redis+cluster`` …):
+    the one list every option taking a store URL is checked against."""
+    return tuple(sorted(_BACKENDS))
 
 
 def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
@@ -122,7 +129,7 @@ def _backend(url: str, app_id: str) -> Type[TransactionalStore]:
     if backend is None:
         raise ConfigurationError(
             f"unsupported store URL scheme {scheme or '(none)'!r} in {redact_url(url)!r}; "
-            f"supported schemes: {', '.join(sorted(_BACKENDS))}")
+            f"supported schemes: {', '.join(store_schemes())}")
     check_app_id(app_id)
     if backend is not SQLiteStore:
         check_server_url(url)

@@ -1,12 +1,12 @@
 """Exactly-once output patterns on a direct stream, for any source.
 
 The driver-side machinery (epoch, offset log, replays, commits) is the core's
-:class:`~dstream_exactly_once.core.committer.BatchCommitter`; this module attaches it to Spark: a
+:class:`~dstream_exactly_once.engine.committer.BatchCommitter`; this module attaches it to Spark: a
 :class:`ExactlyOnceDStream` plans each batch through the committer and offers the output patterns —
 :meth:`~ExactlyOnceDStream.commit_each_batch` (driver), :meth:`~ExactlyOnceDStream.commit_each_partition`
 (executors), :meth:`~ExactlyOnceDStream.foreach_batch` (Structured Streaming's ``batchId`` contract)
 and :meth:`~ExactlyOnceDStream.write_each_partition` (label-idempotent sinks). User code runs inside
-the one error boundary (:func:`~dstream_exactly_once.core.boundary.user_code`); nothing is committed
+the one error boundary (:func:`~dstream_exactly_once.engine.boundary.user_code`); nothing is committed
 for a batch whose output raised, and no later batch commits either.
 
 Each batch is planned — or replayed from the offset log — when Spark generates it, on Spark's
@@ -14,7 +14,7 @@ JobGenerator thread, as Spark's own direct Kafka stream plans its ranges: Spark'
 counts its records and shows its ranges (:mod:`.input_info`). Its output job runs later, after the
 batches before it (``spark.streaming.concurrentJobs`` = 1), so a batch may be planned and logged
 while the previous one still runs; the committer's module docstring
-(:mod:`dstream_exactly_once.core.committer`) says what keeps that exact.
+(:mod:`dstream_exactly_once.engine.committer`) says what keeps that exact.
 
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of
 truth. ``ssc.checkpoint(dir)`` may still be set for stateful operators (``updateStateByKey``,
@@ -33,13 +33,13 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Protocol, 
 from pyspark import RDD
 from pyspark.streaming import StreamingContext
 
-from ..core.boundary import as_writes, output_error, user_code
-from ..core.committer import BatchCommitter, check_retain_batches
 from ..core.loss import record_losses
 from ..core.loss_totals import DataLossTotals
 from ..core.ranges import SourceRange
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.tasks import TaskOptions
+from ..engine.boundary import as_writes, output_error, user_code
+from ..engine.committer import BatchCommitter, check_retain_batches
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses

@@ -3,7 +3,7 @@
 ``exactly_once()``, ``KafkaUtils.createExactlyOnceStream`` and
 ``FileUtils.createExactlyOnceFileStream`` all end the same way: open the store they were given (a
 URL, opened read-only here, or an opened store), then build the
-:class:`~dstream_exactly_once.core.committer.BatchCommitter`, which checks the stored positions
+:class:`~dstream_exactly_once.engine.committer.BatchCommitter`, which checks the stored positions
 against the source without writing. :func:`open_committer` does both; when either step fails it
 closes what it opened (the store when it opened it from a URL, and the source when the caller hands
 over ``close_source``) and re-raises the error unchanged. The epoch — the first write — is taken
@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
-from ..core.committer import BatchCommitter
 from ..core.retry import RetryPolicy
 from ..core.source import BatchSource
+from ..engine.committer import BatchCommitter
 from ..errors import ConfigurationError
 from ..stores import open_store
 from ..stores.base import TransactionalStore
@@ -50,7 +50,7 @@ def open_committer(store: object, app_id: object, source: BatchSource, *, retain
     On any failure the store is closed if it was opened here from a URL (a store the caller
     passed opened stays open: it is the caller's), ``close_source`` is called, and the error is
     raised unchanged. Nothing is written to the store here: the committer takes its epoch in
-    :meth:`~dstream_exactly_once.core.committer.BatchCommitter.start`.
+    :meth:`~dstream_exactly_once.engine.committer.BatchCommitter.start`.
     """
     opened: Optional[TransactionalStore] = None
     try:

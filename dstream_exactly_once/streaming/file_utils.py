@@ -4,14 +4,15 @@ The Spark-free source lives in :mod:`dstream_exactly_once.files` (``FilePlanner`
 ranges on the driver, ``FileRangeReader`` reads one range on an executor); this module only wires
 it to Spark the way :mod:`.kafka_utils` wires Kafka: a :class:`FileDStream` of :class:`FileRDD`
 batches for the direct stream, and an :class:`~.exactly_once.ExactlyOnceDStream` driven by the
-core's :class:`~dstream_exactly_once.core.committer.BatchCommitter` for exactly-once output.
+core's :class:`~dstream_exactly_once.engine.committer.BatchCommitter` for exactly-once output.
 
 Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host); a filesystem
 every executor sees at the same paths (NFS, a shared volume: declare it with the option
 ``shared.filesystem=true``); or node-local files on the hosts named by the option ``hosts=h1,h2``:
 each host's files are planned by a task pinned to that host (:mod:`dstream_exactly_once.files.hosts`)
 and each task is read on its host (:mod:`.pinned`), checking where it runs.
-Any other master without one of the two options is refused. See ``docs/files.md``.
+Any other master without one of the two options is refused (:mod:`dstream_exactly_once.files.deployment`,
+the options both forms of the file source share). See ``docs/files.md``.
 
 Tasks: the core's task planner (:mod:`dstream_exactly_once.core.tasks`) packs a batch's small file
 ranges into tasks of about ``tasks.target.size`` bytes (aiming at ``tasks.target.count`` tasks,
@@ -22,22 +23,28 @@ host. See ``docs/performance.md``, "The task planner".
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.streaming import StreamingContext
 
-from ..core.committer import check_retain_batches
 from ..core.loss_totals import DataLossTotals
-from ..core.options import parse_bool
 from ..core.ranges import SourceRange
 from ..core.retirement import RetiredPartitions
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import RangeReader
 from ..core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
+from ..engine.committer import check_retain_batches
 from ..errors import ConfigurationError
 from ..files import FilePlanner, FileRange, FileSourceOptions
+from ..files.deployment import (
+    DEPLOYMENT_OPTIONS,
+    HOSTS,
+    SHARED_FILESYSTEM,
+    check_master,
+    take_option,
+    take_shared_filesystem,
+)
 from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
 from ..files.options import CONF_PREFIX
 from ..files.reader import FileRangeReader
@@ -50,22 +57,12 @@ from .lifecycle import close_on_stop
 from .pinned import spark_host_runner
 from .range_rdd import RangeRDD, make_range_rdd
 
-__all__ = ["FILE_SPLIT_FLOOR", "HOSTS", "SHARED_FILESYSTEM", "FileDStream", "FileRDD", "FileUtils"]
+__all__ = ["FILE_SPLIT_FLOOR", "FileDStream", "FileRDD", "FileUtils"]
 
 #: The smallest default split size of a file range (8 MiB): below it a task costs more than its read.
 FILE_SPLIT_FLOOR = 8 << 20
 
-#: The deployment option (also ``spark.aof.shared.filesystem``): ``true`` declares that every
-#: executor sees the same files at the same paths, which allows a master other than local mode.
-SHARED_FILESYSTEM = "shared.filesystem"
-
-#: The deployment option (also ``spark.aof.hosts``): ``h1,h2`` — the files are node-local on these
-#: hosts (named as Spark names their executors); each is planned and read on its host.
-HOSTS = "hosts"
-
 Planner = Union[FilePlanner, HostFilePlanner]
-
-_LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?|local-cluster\[[^\]]*\]")
 
 
 class FileRDD(RangeRDD):
@@ -291,47 +288,14 @@ def _options(ssc: object, options: Optional[Mapping[str, Any]]) -> Tuple[FileSou
     conf: Dict[str, Any] = dict(sc.getConf().getAll())
     for k in TASK_OPTIONS:  # the task planner's (see _task_options), not the source's
         conf.pop(CONF_PREFIX + k, None)
-    source_options, shared = _split_shared(dict(options or {}), conf)
-    source_options, hosts = _split_hosts(source_options, conf)
+    source_options = dict(options or {})
+    shared = take_shared_filesystem(source_options, conf)
+    found = take_option(source_options, conf, HOSTS)
+    hosts = None if found is None else parse_hosts(*found)
     if hosts is not None and shared:
         raise ConfigurationError(f"options {SHARED_FILESYSTEM!r}=true and {HOSTS!r}={','.join(hosts)!r} "
                                  f"contradict each other: the files are either the same everywhere or "
                                  f"local to each host; set one of them")
-    _check_master(str(sc.master), shared or hosts is not None)
-    return FileSourceOptions.from_mapping(source_options, conf, also=(SHARED_FILESYSTEM, HOSTS, *TASK_OPTIONS)), hosts
+    check_master(str(sc.master), shared or hosts is not None, node_local=True)
+    return FileSourceOptions.from_mapping(source_options, conf, also=(*DEPLOYMENT_OPTIONS, *TASK_OPTIONS)), hosts
 
-
-def _split_hosts(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], Optional[Tuple[str, ...]]]:
-    """Removes ``hosts`` from ``options`` and ``conf`` and returns its parsed value (``None`` if unset)."""
-    value: Any = conf.pop(CONF_PREFIX + HOSTS, None)
-    where = f"Spark conf {CONF_PREFIX + HOSTS!r}"
-    for key in (HOSTS, CONF_PREFIX + HOSTS):
-        if key in options:
-            value, where = options.pop(key), f"option {key!r}"
-    if value is None:
-        return options, None
-    return options, parse_hosts(value, where)
-
-
-def _split_shared(options: Dict[str, Any], conf: Dict[str, Any]) -> Tuple[Dict[str, Any], bool]:
-    """Removes ``shared.filesystem`` from ``options`` and ``conf`` (it is the facade's, not the
-    source's) and returns its value (``options`` over conf, default false)."""
-    value: Any = conf.pop(CONF_PREFIX + SHARED_FILESYSTEM, "false")
-    where = f"Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r}"
-    for key in (SHARED_FILESYSTEM, CONF_PREFIX + SHARED_FILESYSTEM):
-        if key in options:
-            value, where = options.pop(key), f"option {key!r}"
-    return options, parse_bool(where, value)
-
-
-def _check_master(master: str, declared: bool) -> None:
-    """Refuse a multi-host master unless the deployment is declared (``shared.filesystem`` or ``hosts``):
-    otherwise an executor on another host would not see the files the driver planned."""
-    if declared or _LOCAL_MASTER.fullmatch(master):
-        return
-    raise ConfigurationError(
-        f"master {master!r} may run tasks on other hosts than the driver's, whose files the driver cannot "
-        f"plan. Say where the files are: option {HOSTS!r}='host1,host2' (node-local files on those hosts, "
-        f"planned and read on each host; Spark conf {CONF_PREFIX + HOSTS!r}), or option "
-        f"{SHARED_FILESYSTEM!r}=true if every executor sees the same files at the same paths (NFS, a shared "
-        f"volume; Spark conf {CONF_PREFIX + SHARED_FILESYSTEM!r})")

@@ -13,9 +13,9 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 from pyspark import SparkContext, StorageLevel
 from pyspark.streaming import StreamingContext
 
-from ..core.committer import check_retain_batches
 from ..core.ranges import check_ranges
 from ..core.retry import RetryPolicy, check_retry_policy
+from ..engine.committer import check_retain_batches
 from ..errors import ConfigurationError
 from ..kafka.offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
 from ..kafka.params import parse_kafka_params

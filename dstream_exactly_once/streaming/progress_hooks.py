@@ -1,4 +1,4 @@
-"""The Spark side of progress and liveness for exactly-once streams (``core/progress.py``, ``core/heartbeat.py``).
+"""The Spark side of progress and liveness for exactly-once streams (``core/progress.py``, ``engine/heartbeat.py``).
 
 :class:`ProgressAPI` gives :class:`~dstream_exactly_once.streaming.exactly_once.ExactlyOnceDStream`
 Structured Streaming's ``lastProgress`` / ``recentProgress`` plus ``add_progress_listener`` and

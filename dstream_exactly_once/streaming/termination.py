@@ -23,7 +23,7 @@ from typing import List, Optional
 from pyspark.streaming import StreamingContext
 
 from .._checks import is_number
-from ..core.committer import BatchCommitter
+from ..engine.committer import BatchCommitter
 from ..errors import ConfigurationError
 
 __all__ = ["await_termination", "register_committer"]

@@ -16,20 +16,22 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
 - ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
 - ``deo-kafka`` (:mod:`.kafka_sink`): micro-batches into a Kafka topic, one transaction per partition
   (exactly-once for ``read_committed`` consumers when replays are partitioned alike).
+- ``deo-delta`` (:mod:`.delta_sink`): exactly-once micro-batches into a Delta Lake table, one Delta
+  commit per batch (needs the ``delta`` extra).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "doris_sink_options", "kafka_sink_options",
-           "register", "register_sinks", "store_sink_options"]
+__all__ = ["DeltaSinkOptions", "DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "delta_sink_options",
+           "doris_sink_options", "kafka_sink_options", "register", "register_sinks", "store_sink_options"]
 
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
-    ``aof``, ``deo-store``, ``deo-doris`` and ``deo-kafka``, the last both a source and a sink);
-    :func:`register_sinks` registers the sinks (and ``deo-kafka``'s source). Idempotent.
+    ``aof``, ``deo-store``, ``deo-doris``, ``deo-kafka`` (both a source and a sink) and, with ``deltalake``
+    installed, ``deo-delta``); :func:`register_sinks` registers the sinks (and ``deo-kafka``'s source). Idempotent.
 
     Raises :class:`~dstream_exactly_once.errors.ConfigurationError` on PySpark older than 4.0."""
     from ._requires import require_data_source_api
@@ -51,6 +53,8 @@ _SINK_EXPORTS = {
     "DorisSinkOptions": ".doris_sink",
     "kafka_sink_options": ".kafka_sink",
     "KafkaSinkOptions": ".kafka_sink",
+    "delta_sink_options": ".delta_sink",
+    "DeltaSinkOptions": ".delta_sink",
 }
 
 

@@ -86,10 +86,10 @@ class KafkaSourcePlanner:
         self._clock = clock
         self._planner: Optional[DirectPlanner] = None
         self._doc: Optional[Dict[str, Any]] = None  # the offset the planner's state matches
+        self._initial: Optional[Dict[str, Any]] = None  # this run's initial offset, once resolved
         self._available_now = False
         self._target: Optional[Dict[TopicAndPartition, int]] = None  # AvailableNow: log ends at its start
         self._last_trigger_ms = 0.0
-        self._initial: Optional[Dict[str, Any]] = None  # the initial offset taken from the store, if any
 
     # ---------------------------------------------------------------- offsets
     def _new_planner(self, strategy: ConsumerStrategy, reset: str, metadata: MetadataSource) -> DirectPlanner:
@@ -98,7 +98,14 @@ class KafkaSourcePlanner:
 
     def initial_offset(self) -> Dict[str, Any]:
         """A new query's first offset: ``startingOffsets`` resolved against the broker's log (every
-        partition of the subscription at that moment gets its offset; checked before anything is read)."""
+        partition of the subscription at that moment gets its offset; checked before anything is read).
+
+        Resolved once per run: Spark asks again when it runs the first batch, and ``latest`` has moved
+        on by then. A restarted run resolves it afresh, which is harmless: the first batch's end offset
+        records where each of its ranges began (:func:`latest_offset`), so its replay reads the same
+        offsets."""
+        if self._initial is not None:
+            return self._initial
         self.close()
         starting = self._stored_start()
         md = self._make_metadata()
@@ -125,7 +132,7 @@ class KafkaSourcePlanner:
             close_metadata(md)
             raise
         self._planner, self._doc = planner, doc_of(planner.current)
-        self._initial = self._doc if self.opts.positions_store is not None else None
+        self._initial = self._doc
         return self._doc
 
     def _stored_start(self) -> Any:
@@ -178,13 +185,12 @@ class KafkaSourcePlanner:
             return self._keep(start)
         if max_offsets is not None:
             ranges = prorate(ranges, max_offsets)
-        # the first batch from store positions records every start: its ranges never depend on initialOffset
-        first = self._initial is not None and start == self._initial
-        starts = {r.topicPartition(): r.fromOffset for r in ranges
-                  if first or begun.get(r.topicPartition()) != r.fromOffset}
+        starts = {r.topicPartition(): r.fromOffset for r in ranges if begun.get(r.topicPartition()) != r.fromOffset}
         untils = {r.topicPartition(): r.untilOffset for r in ranges}
         if untils == begun and not starts:
             return self._keep(start)
+        if start == self._initial:  # every start recorded: a restarted run resolves another initial offset
+            starts = {r.topicPartition(): r.fromOffset for r in ranges}
         planner.advance(ranges)
         end = doc_of(untils, starts)
         self._doc = end

@@ -4,8 +4,9 @@ Spark keeps one offset per micro-batch in the query's checkpoint (``offsets/<bat
 ``deo-kafka`` source it has the shape of Spark's Kafka source's offset, ``{"topic": {"0": 23}}``:
 per topic partition the next offset to read after the batch. A batch's range of a partition starts
 at the previous offset's value; where it does not — a partition discovered during the batch's
-planning (it starts at its earliest offset), or a log reset under ``failOnDataLoss=false`` — the
-batch's offset also holds ``"@from": {"topic": {"2": 0}}`` (``@`` is not a legal character of a
+planning (it starts at its earliest offset), a log reset under ``failOnDataLoss=false``, or any
+partition of a new query's first batch (its start offset is resolved again when a restarted run
+replays it) — the batch's offset also holds ``"@from": {"topic": {"2": 0}}`` (``@`` is not a legal character of a
 topic name). So the ranges of a batch are a pure function of its start and end offsets
 (:func:`ranges_between`): a replayed batch reads exactly the offsets the first attempt read.
 

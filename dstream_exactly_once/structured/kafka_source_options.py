@@ -80,7 +80,6 @@ _OWN = ("startingoffsets", "maxoffsetspertrigger", "minoffsetspertrigger", "maxt
         "includeheaders", "kafkaconsumer.polltimeoutms", "reader", "tasks.target.count", "tasks.target.size",
         "tasks.split.size", "starting.positions.store", "starting.positions.app")
 _IGNORED = ("path",)
-_STORE_SCHEMES = ("sqlite", "postgresql", "postgres", "redis", "rediss", "redis+cluster", "rediss+cluster")
 _SPELLING = {"subscribepattern": "subscribePattern", "startingoffsets": "startingOffsets",
              "maxoffsetspertrigger": "maxOffsetsPerTrigger", "minoffsetspertrigger": "minOffsetsPerTrigger",
              "maxtriggerdelay": "maxTriggerDelay", "failondataloss": "failOnDataLoss",
@@ -181,7 +180,7 @@ def parse_kafka_source_options(options: Mapping[str, Any]) -> KafkaSourceOptions
 
 def _positions_store(lowered: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
     """Options ``starting.positions.store`` and ``starting.positions.app``: both or neither, checked."""
-    from ..stores import check_store_url
+    from ..stores import check_store_url, store_schemes
     from ..stores.app_id import check_app_id
     from ..stores.url import redact_url, url_scheme
 
@@ -195,10 +194,10 @@ def _positions_store(lowered: Mapping[str, Any]) -> Tuple[Optional[str], Optiona
         raise ConfigurationError(f"deo-kafka source option {given!r} ({shown!r}) needs {missing!r} too: the store "
                                  f"URL and the application id (the deo-store sink's 'store' and 'app_id') go "
                                  f"together")
-    if not isinstance(store, str) or url_scheme(store) not in _STORE_SCHEMES:
+    if not isinstance(store, str) or url_scheme(store) not in store_schemes():
         shown = redact_url(store) if isinstance(store, str) else store
         raise ConfigurationError(f"deo-kafka source option 'starting.positions.store' must be a store URL "
-                                 f"({', '.join(_STORE_SCHEMES)}://…), got {shown!r}")
+                                 f"({', '.join(store_schemes())}://…), got {shown!r}")
     try:
         check_app_id(app)
     except ConfigurationError as exc:
@@ -209,11 +208,14 @@ def _positions_store(lowered: Mapping[str, Any]) -> Tuple[Optional[str], Optiona
 
 def _strategy(lowered: Mapping[str, Any]) -> Tuple[str, Any]:
     given = [k for k in _STRATEGIES if k in lowered]
+    parsed = [_one_strategy(k, lowered[k]) for k in given]  # a bad value is named before a second strategy
     if len(given) != 1:
         raise ConfigurationError(f"deo-kafka source needs exactly one of the options 'subscribe', "
                                  f"'subscribePattern' or 'assign', got {[_spell(k) for k in given] or 'none'}")
-    key = given[0]
-    raw = lowered[key]
+    return parsed[0]
+
+
+def _one_strategy(key: str, raw: Any) -> Tuple[str, Any]:
     if key == "subscribe":
         topics = [t.strip() for t in str(raw).split(",") if t.strip()]
         if not topics:

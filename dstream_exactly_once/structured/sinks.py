@@ -9,7 +9,8 @@ __all__ = ["register_sinks"]
 
 def register_sinks(spark: Any) -> None:
     """Register the sinks of this package with ``spark`` (``spark.dataSource.register``), so that
-    ``writeStream.format("deo-store")``, ``"deo-doris"`` and ``"deo-kafka"`` find them. Idempotent.
+    ``writeStream.format("deo-store")``, ``"deo-doris"``, ``"deo-kafka"`` and ``"deo-delta"`` find them
+(``deo-delta`` when ``deltalake`` is installed). Idempotent.
     :func:`~dstream_exactly_once.structured.register` registers these and the ``aof`` source; call
     this one for a query that reads from another source (``deo-kafka`` is both a sink and a source:
     registering it registers both).
@@ -25,3 +26,10 @@ def register_sinks(spark: Any) -> None:
     spark.dataSource.register(StoreSinkDataSource)
     spark.dataSource.register(DorisSinkDataSource)
     spark.dataSource.register(kafka_data_source(spark))  # the deo-kafka sink, and the source of that name
+    try:
+        import deltalake  # noqa: F401
+    except ImportError:  # the delta extra is optional; the other sinks work without it
+        return
+    from ._spark_delta_sink import DeltaSinkDataSource
+
+    spark.dataSource.register(DeltaSinkDataSource)

@@ -79,7 +79,6 @@ ROW_COLUMNS = ("namespace", "key", "op", "value")
 ROW_OPS = ("incr", "put", "row")
 _KNOWN_OPTIONS = ("store", "store.password", "app_id", "app", "new_checkpoint", "writes_function",
                   "max_message_bytes", "anchor", "path")
-_STORE_SCHEMES = ("sqlite", "postgresql", "postgres", "redis", "rediss", "redis+cluster", "rediss+cluster")
 #: Options of earlier releases that are refused with a message saying what replaced them.
 _GONE_OPTIONS = {"epoch": "the epoch is taken by the query's first commit after each start, not by building "
                           "the options; drop option 'epoch'"}
@@ -204,7 +203,7 @@ class StoreSinkOptions:
     def parse(cls, options: Mapping[str, str], *, sink: str = "deo sink") -> StoreSinkOptions:
         """Check ``options`` (Spark's writer options); raises one :class:`ConfigurationError` naming the
         key, the bad value and what is allowed. Opens nothing, writes nothing."""
-        from ..stores import check_store_url
+        from ..stores import check_store_url, store_schemes
         from ..stores.url import url_scheme
         from .sink_runs import check_new_checkpoint_option
 
@@ -217,7 +216,7 @@ class StoreSinkOptions:
         if not isinstance(store, str) or not store:
             raise ConfigurationError(f"{sink} option 'store' is required: a store URL (sqlite:///path.db, "
                                      "postgresql://…, redis://…)")
-        if url_scheme(store) not in _STORE_SCHEMES:
+        if url_scheme(store) not in store_schemes():
             raise ConfigurationError(f"{sink} option 'store' must be a sqlite://, postgresql://, redis:// or "
                                      f"redis+cluster:// URL, got {redact_url(store)!r}")
         app = app_id_option(lowered, sink)

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from ..cli.arg_types import int_at_least, non_empty
+from .._command_line import int_at_least, non_empty
 from ..stores.base import PlannedBatch, Writes
 from .plain_store import PlainSumStore
 from .points import CRASH_POINTS, KILL_TICK, Trace, check_point

@@ -21,8 +21,7 @@ import signal
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from ..cli.arg_types import int_at_least, non_empty, probability
-from ..cli.parser import OneLineParser
+from .._command_line import OneLineParser, int_at_least, non_empty, probability
 from ..kafka.offsets import OffsetRange, TopicAndPartition
 from ..stores.base import PlannedBatch, Writes
 

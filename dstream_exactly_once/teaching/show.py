@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ..errors import ServiceError
 from .chart import write_chart
@@ -144,9 +144,10 @@ def explain(s: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    """``dstream-eo demo``: the whole show; returns the exit status."""
-    from ..cli.exit_codes import EXIT_USAGE
+def run_demo(args: argparse.Namespace, chart_progress: Optional[Callable[[argparse.Namespace], int]] = None) -> int:
+    """``dstream-eo demo``: the whole show; returns the exit status. ``chart_progress`` (``dstream-eo chart``'s
+    command, given by the CLI) also draws the exactly-once pipeline's progress records."""
+    from .._command_line import EXIT_USAGE
     from ..errors import CliError, ConfigurationError
     from ..testing import LocalKafka
 
@@ -178,9 +179,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print()
     print(explain(s))
     print(f"[demo] chart: {chart_path}" if note is None else f"[demo] {note}")
-    if note is None and (out / "progress.jsonl").exists():
-        progress_png = out / "progress.png"
-        _chart_progress(out / "progress.jsonl", progress_png)
+    if note is None and chart_progress is not None and (out / "progress.jsonl").exists():
+        _chart_progress(chart_progress, out / "progress.jsonl", out / "progress.png")
     eo, alo = s["exactly_once"], s["at_least_once"]
     if len(s["kills"]) < len(schedule):
         print(f"[demo] warning: {len(schedule)} kill(s) were planned, {len(s['kills'])} happened: the data ran out "
@@ -197,12 +197,11 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chart_progress(progress: Path, png: Path) -> None:
-    """The exactly-once pipeline's progress records as ``dstream-eo chart`` draws them."""
-    from ..cli.chart import run_chart
+def _chart_progress(chart: Callable[[argparse.Namespace], int], progress: Path, png: Path) -> None:
+    """The exactly-once pipeline's progress records as ``dstream-eo chart`` (``chart``) draws them."""
     from ..errors import CliError
 
     try:
-        run_chart(argparse.Namespace(progress=str(progress), output=str(png), dpi=100))
+        chart(argparse.Namespace(progress=str(progress), output=str(png), dpi=100))
     except CliError as exc:
         print(f"[demo] no progress chart: {exc}")

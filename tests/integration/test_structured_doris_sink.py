@@ -69,6 +69,7 @@ CASES = [(crash_after_precommit, "sqlite"), (crash_after_decision, "sqlite"), (c
          (crash_after_decision, "postgres"), (crash_after_decision, "redis")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("point", "backend"), CASES, ids=[f"{p.__name__}-{b}" for p, b in CASES])
 def test_sigkill_at_each_protocol_point_exactly_once(point, backend, tmp_path, request):
     store, app, checkpoint = _store_url(backend, tmp_path, request), "sd-" + uuid.uuid4().hex[:8], str(tmp_path / "cp")

@@ -15,9 +15,13 @@ import sys
 import uuid
 from typing import Sequence, Tuple
 
+import pytest
+
 from dstream_exactly_once.stores import open_store
 
 from .faults import ROOT, kill_after_commits
+
+pytestmark = pytest.mark.slow
 
 RECORDS = 420  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
 KILLS = 6  # per store: every kill stops the three queries

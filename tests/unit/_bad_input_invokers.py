@@ -208,6 +208,12 @@ def _kafka_sink(live: Live, o: Dict[str, Any]) -> Any:
     return KafkaSinkOptions.parse(o)
 
 
+def _delta_sink(live: Live, o: Dict[str, Any]) -> Any:
+    from dstream_exactly_once.structured.delta_sink import DeltaSinkOptions
+
+    return DeltaSinkOptions.parse(o)
+
+
 def _builder(name: str) -> Callable[[Live, Dict[str, Any]], Any]:
     def make(live: Live, kw: Dict[str, Any]) -> Any:
         from dstream_exactly_once import structured
@@ -235,16 +241,6 @@ def _kafka_source(live: Live, o: Dict[str, Any]) -> Any:
     from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
 
     return parse_kafka_source_options(o)
-
-
-def _kafka_source_invoker(live: Live, key: str, value: Any, also_bad: bool = False) -> Result:
-    """The deo-kafka source's options; a bad ``subscribePattern`` or ``assign`` replaces ``subscribe`` (one of
-    the three is given)."""
-    base = {"kafka.bootstrap.servers": "127.0.0.1:9", "starting.positions.store": live.url,
-            "starting.positions.app": live.app}
-    if key not in ("subscribePattern", "assign"):
-        base["subscribe"] = "t"
-    return _mapping(_kafka_source, lambda live: base, ("failOnDataLoss", "maybe"))(live, key, value, also_bad)
 
 
 def _url(scheme_url: Callable[[Live], str]) -> Callable[..., Result]:
@@ -306,7 +302,10 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "SparkConf": _mapping(_spark_conf, lambda live: {}, ("spark.streaming.kafka.maxRatePerPartition", -1)),
     "aof": _mapping(_aof, lambda live: {"path": live.glob, "starting.positions.store": live.url,
                                         "starting.positions.app": live.app}, ("bytes.max", 0)),
-    "deo-kafka source": _kafka_source_invoker,
+    "deo-kafka source": _mapping(_kafka_source, lambda live: {"kafka.bootstrap.servers": "127.0.0.1:9",
+                                                               "subscribe": "t", "starting.positions.store": live.url,
+                                                               "starting.positions.app": live.app},
+                                 ("maxOffsetsPerTrigger", 0)),
     "deo-store": _mapping(_store_sink, lambda live: {"store": live.url, "app_id": live.app},
                           ("max_message_bytes", 0)),
     "deo-doris": _mapping(_doris_sink, lambda live: {"store": live.url, "app_id": live.app,
@@ -315,6 +314,8 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "deo-kafka": _mapping(_kafka_sink, lambda live: {"store": live.url, "app_id": live.app, "topic": "out",
                                                      "kafka.bootstrap.servers": "127.0.0.1:9"},
                           ("on_replay_mismatch", "maybe")),
+    "deo-delta": _mapping(_delta_sink, lambda live: {"store": live.url, "app_id": live.app,
+                                                     "table": f"{live.root}/table"}, ("new_checkpoint", "maybe")),
     "store_sink_options": _keywords(_builder("store_sink_options"),
                                     lambda live: {"store": live.url, "app_id": live.app}, ("max_message_bytes", 0)),
     "doris_sink_options": _keywords(_builder("doris_sink_options"),
@@ -323,6 +324,9 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "kafka_sink_options": _keywords(_builder("kafka_sink_options"),
                                     lambda live: {"store": live.url, "app_id": live.app, "topic": "out",
                                                   "kafka_params": KP}, ("on_replay_mismatch", "maybe")),
+    "delta_sink_options": _keywords(_builder("delta_sink_options"),
+                                    lambda live: {"store": live.url, "app_id": live.app,
+                                                  "table_uri": f"{live.root}/table"}, ("new_checkpoint", "maybe")),
     "sqlite:// URL": _url(lambda live: live.fresh_url),
     "postgresql:// URL": _url(lambda live: live.server_url),
     "redis:// URL": _url(lambda live: live.server_url),
@@ -334,6 +338,8 @@ INVOKERS: Dict[str, Callable[..., Result]] = {
     "dstream-eo lag": _cli(("lag",), ("--store", "{url}")),
     "dstream-eo demo": _cli(("demo",)),  # every flag is checked before anything starts
     "dstream-eo chart": _cli(("chart", "{root}/progress.jsonl"), ("--output", "{root}/chart.png")),
+    "dstream-eo delta status": _cli(("delta", "status"), ("--table", "{root}/table")),
+    "dstream-eo delta orphans": _cli(("delta", "orphans"), ("--table", "{root}/table")),
     "dstream-eo in-doubt": _cli(("in-doubt",), (*_STORE_APP, "--fe", "http://127.0.0.1:9", "--db", "d",
                                                 "--table", "t")),
 }

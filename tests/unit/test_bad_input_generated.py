@@ -15,9 +15,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from dstream_exactly_once.cli.option_entries import every_entry_point
 from dstream_exactly_once.core.options import Option
 from dstream_exactly_once.errors import DStreamExactlyOnceError
-from dstream_exactly_once.option_registry import EntryPoint, entry_points
+from dstream_exactly_once.option_registry import EntryPoint
 
 from ._bad_input_invokers import INVOKERS, SERVER, XFAIL, Live
 
@@ -65,7 +66,7 @@ def _out_of_range(o: Option) -> Optional[Any]:
 EMPTY_IS_UNSET = {("file options", "exclude"), ("file options", "exclude.regex"), ("aof", "exclude"),
                   ("aof", "exclude.regex"), ("deo-store", "store.password"), ("deo-store", "writes_function"),
                   ("deo-doris", "store.password"), ("deo-doris", "doris.password"), ("deo-doris", "columns"),
-                  ("deo-doris", "column_separator"), ("deo-kafka", "store.password"),
+                  ("deo-doris", "column_separator"), ("deo-kafka", "store.password"), ("deo-delta", "store.password"),
                   ("postgresql:// URL", "password")}
 
 
@@ -78,7 +79,7 @@ def _empty(entry: EntryPoint, o: Option) -> Optional[Any]:
 
 
 def cases() -> Iterator[Case]:
-    for entry in entry_points():
+    for entry in every_entry_point():
         if entry.name not in INVOKERS:
             continue
         for o in entry.options:
@@ -97,7 +98,7 @@ ALL = list(cases())
 
 
 #: entry points that need PySpark 4 (on 3.5 every call says so first; the 3.5 suite deselects them)
-PYSPARK4_ENTRIES = ("store_sink_options", "doris_sink_options", "kafka_sink_options")
+PYSPARK4_ENTRIES = ("store_sink_options", "doris_sink_options", "kafka_sink_options", "delta_sink_options")
 
 
 def _params() -> List[Any]:
@@ -191,7 +192,7 @@ SECRET_XFAIL: Dict[Tuple[str, str, str], str] = {}
 
 def _secret_cases() -> List[Any]:
     out = []
-    for e in entry_points():
+    for e in every_entry_point():
         if e.name not in INVOKERS:
             continue
         for o in e.options:
@@ -211,7 +212,7 @@ def test_a_password_in_an_option_never_shows(entry: str, key: str, where: str, l
     """A password given in an option (a secret option, or a URL option's user part or query) is not in
     the error text, the error's repr, nor any log record down to DEBUG, when the call is refused."""
     request.config.deo_bad_input_cases.append(("password", entry, key))  # type: ignore[attr-defined]
-    option = next(o for o in entry_points() if o.name == entry).option(key)
+    option = next(o for o in every_entry_point() if o.name == entry).option(key)
     if entry in SERVER:
         live.hold_server(request.getfixturevalue(SERVER[entry]))
     value = PASSWORD if option.secret else live.url_with_password(PASSWORD, where)
@@ -234,5 +235,5 @@ UNCHECKED: Dict[str, str] = {
 
 def test_every_registry_entry_point_is_exercised() -> None:
     """An entry point without an invoker would be silently left out of the generated cases."""
-    names = {e.name for e in entry_points()}
+    names = {e.name for e in every_entry_point()}
     assert names <= set(INVOKERS) | set(UNCHECKED), sorted(names - set(INVOKERS) - set(UNCHECKED))

@@ -60,4 +60,4 @@ def test_the_window_counts_batches_finished_inside_it_after_the_warmup_from_the_
 def test_an_unknown_peer_is_refused(argv, capsys):
     with pytest.raises(SystemExit):
         main(argv)
-    assert "unknown peer 'spark'; allowed: ours, jvm, floor" in capsys.readouterr().err
+    assert "unknown peer 'spark'; allowed: ours, jvm, ss, floor" in capsys.readouterr().err

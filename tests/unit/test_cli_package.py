@@ -11,8 +11,8 @@ from typing import Dict, List
 import pytest
 
 import dstream_exactly_once
+from dstream_exactly_once._command_line import topic_partitions
 from dstream_exactly_once.cli import commands
-from dstream_exactly_once.cli.arg_types import topic_partitions
 from dstream_exactly_once.cli.main import main
 from dstream_exactly_once.cli.offsets import parse_scope
 from dstream_exactly_once.cli.parser import cli_parser
@@ -34,7 +34,8 @@ def test_every_command_binds_its_function():
     bound = {words: sub.get_default("func") for words, sub in _leaves(cli_parser(), []).items()}
     assert bound == {"demo": commands.demo, "chart": commands.chart, "lag": commands.lag,
                      "batches": commands.batches, "batches skip": commands.batches_skip,
-                     "in-doubt": commands.in_doubt, "offsets": None, "offsets show": commands.offsets_show,
+                     "in-doubt": commands.in_doubt, "delta": None, "delta status": commands.delta_status,
+                     "delta orphans": commands.delta_orphans, "offsets": None, "offsets show": commands.offsets_show,
                      "offsets reset": commands.offsets_reset, "offsets export": commands.offsets_export,
                      "retire": commands.retire}
 
@@ -88,6 +89,6 @@ def test_the_cli_error_is_in_the_exception_tree():
 def test_the_package_root_holds_only_public_names_errors_and_shared_helpers():
     root = Path(dstream_exactly_once.__file__).parent
     modules = {p.stem for p in root.glob("*.py")}
-    allowed = {"__init__", "__main__", "_version", "errors", "redaction", "_checks", "offsets"}
+    allowed = {"__init__", "__main__", "_version", "errors", "redaction", "_checks", "_command_line", "offsets"}
     assert modules <= allowed, sorted(modules - allowed)
     assert (root / "cli" / "__main__.py").is_file()

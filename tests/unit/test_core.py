@@ -11,10 +11,10 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 import pytest
 
 from dstream_exactly_once import ConfigurationError, FencedError, OffsetRange, OutputError, Writes, open_store
-from dstream_exactly_once.core.boundary import user_code
-from dstream_exactly_once.core.committer import BatchCommitter
 from dstream_exactly_once.core.ranges import Position, SourceRange, check_ranges, decode_range, encode_range
 from dstream_exactly_once.core.source import BatchSource, RangeReader
+from dstream_exactly_once.engine.boundary import user_code
+from dstream_exactly_once.engine.committer import BatchCommitter
 from dstream_exactly_once.stores.base import CommitOutcome, PlannedBatch
 
 

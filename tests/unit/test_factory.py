@@ -11,7 +11,7 @@ import pytest
 from dstream_exactly_once.core.retry import NO_RETRY
 from dstream_exactly_once.errors import ConfigurationError, DStreamExactlyOnceError
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.sqlite import SQLiteStore
+from dstream_exactly_once.stores.sql.sqlite import SQLiteStore
 from dstream_exactly_once.streaming import factory
 from dstream_exactly_once.streaming.factory import open_committer
 

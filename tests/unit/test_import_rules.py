@@ -1,17 +1,19 @@
 """Import rules of the plug-in layout, checked on the source text (the AST of every module, every
 ``import``/``from`` line, function-local ones included):
 
-- nothing under ``core/`` or ``stores/``, nor the CLI modules, imports a source package
+- nothing under ``core/``, ``stores/`` or ``engine/``, nor the CLI modules, imports a source package
   (``dstream_exactly_once.kafka``, ``dstream_exactly_once.files``): the CLI asks a source's hooks
   by range kind (the live log of ``core/live_log.py``, ``SourceRange.reanchor_position``);
-- nothing under ``kafka/`` or ``files/`` imports pyspark.
+- nothing under ``kafka/`` or ``files/`` imports pyspark;
+- the sub-packages form layers: no import cycle between folders (each sub-package, and each module of
+  the package root, is one node), so every arrow between two folders points one way only.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Iterator, List, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Mapping, Set, Tuple
 
 import dstream_exactly_once
 
@@ -72,8 +74,8 @@ def test_the_import_walker_sees_relative_and_function_local_imports(tmp_path):
     assert f"{NAME}.files.identity" in set(_imports(PACKAGE / "files" / "ranges.py"))  # a function-local import
 
 
-def test_core_and_stores_import_no_source():
-    assert _hits(_modules("core", "stores"), SOURCES) == set()
+def test_core_stores_and_engine_import_no_source():
+    assert _hits(_modules("core", "stores", "engine"), SOURCES) == set()
 
 
 def test_cli_modules_import_no_source():
@@ -82,3 +84,82 @@ def test_cli_modules_import_no_source():
 
 def test_sources_import_no_spark():
     assert _hits(_modules("kafka", "files"), ("pyspark", "py4j")) == set()
+
+
+def _node(target: str) -> str:
+    """The folder (sub-package) or package-root module an imported name belongs to; ``""`` for the package
+    itself and for what is not this package."""
+    parts = target.split(".")
+    if parts[0] != NAME or len(parts) == 1:
+        return ""
+    if (PACKAGE / parts[1]).is_dir() or (PACKAGE / f"{parts[1]}.py").is_file():
+        return parts[1]
+    return "__init__"  # a name defined by the package root itself
+
+
+def _folder_graph() -> Dict[str, Set[str]]:
+    """``{folder: folders it imports}`` over every module, function-local imports included."""
+    graph: Dict[str, Set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        source = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        graph.setdefault(source, set())
+        for target in _imports(path):
+            node = _node(target)
+            if node and node != source:
+                graph[source].add(node)
+    return graph
+
+
+def _cycles(graph: Mapping[str, Set[str]]) -> List[FrozenSet[str]]:
+    """The strongly connected components of more than one node (Tarjan), each an import cycle."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    stack: List[str] = []
+    found: List[FrozenSet[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_folder_cycles():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+    graph = _folder_graph()
+    assert "teaching" in graph["cli"] and "core" in graph["streaming"]  # function-local and top-level arrows
+
+
+def test_no_import_cycle_between_folders():
+    graph = _folder_graph()
+    cycles = _cycles(graph)
+    arrows = [f"{a} -> {b}" for c in cycles for a in sorted(c) for b in sorted(graph[a] & c)]
+    assert cycles == [], f"import cycles between folders: {arrows}"
+
+
+def test_the_engine_sits_above_the_stores_and_the_stores_above_the_core():
+    graph = _folder_graph()
+    assert {"core", "stores"} <= graph["engine"]
+    assert "core" in graph["stores"]
+    assert not {"engine", "stores"} & graph["core"]
+    assert "engine" not in graph["stores"]

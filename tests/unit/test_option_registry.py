@@ -4,14 +4,17 @@ current, aliases, and the registry agreeing with the tables the readers themselv
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from dstream_exactly_once.cli.option_entries import every_entry_point
+from dstream_exactly_once.cli.options_doc import BEGIN, END, render, rewrite
 from dstream_exactly_once.core.options import REQUIRED, Option
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.option_registry import EntryPoint, entry_point, entry_points, option_count
-from dstream_exactly_once.option_registry.docs import BEGIN, END, render, rewrite
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
@@ -26,8 +29,8 @@ def test_every_option_is_documented_with_its_default_and_allowed_values_and_noth
     generated = text[text.index(BEGIN):text.index(END)]
     sections = re.split(r"^#### `(.+)`$", generated, flags=re.M)[1:]
     documented = dict(zip(sections[::2], sections[1::2], strict=True))
-    assert set(documented) == {e.name for e in entry_points()}
-    for e in entry_points():
+    assert set(documented) == {e.name for e in every_entry_point()}
+    for e in every_entry_point():
         rows = [r for r in documented[e.name].splitlines() if r.startswith("| `")]
         names = [re.findall(r"`([^`]+)`", r.split(" | ")[0])[0] for r in rows]
         assert names == list(e.keys), e.name
@@ -44,7 +47,7 @@ def test_every_option_is_documented_with_its_default_and_allowed_values_and_noth
 
 
 def test_the_registry_lists_every_entry_point_once_and_reports_its_size():
-    names = [e.name for e in entry_points()]
+    names = [e.name for e in every_entry_point()]
     assert len(names) == len(set(names))
     for expected in ("KafkaUtils.createDirectStream", "KafkaUtils.createExactlyOnceStream", "KafkaUtils.createRDD",
                      "FileUtils.createDirectFileStream", "FileUtils.createExactlyOnceFileStream", "commit_each_batch",
@@ -54,6 +57,8 @@ def test_the_registry_lists_every_entry_point_once_and_reports_its_size():
                      "redis:// URL", "dstream-eo offsets reset", "dstream-eo batches skip", "dstream-eo retire"):
         assert expected in names
     assert option_count() == sum(len(e.options) for e in entry_points()) > 200
+    assert option_count(every_entry_point()) > option_count()  # the dstream-eo commands' options join
+    assert [e.name for e in entry_points()] == [n for n in names if not n.startswith("dstream-eo ")]
     with pytest.raises(ConfigurationError, match=r"unknown entry point 'createStreem'.*'KafkaUtils.createRDD'"):
         entry_point("createStreem")
 
@@ -62,7 +67,7 @@ def test_the_registry_agrees_with_the_readers_own_tables():
     from dstream_exactly_once.core.tasks import TASK_OPTIONS
     from dstream_exactly_once.files.options import OPTIONS
     from dstream_exactly_once.kafka.params import known_kafka_params
-    from dstream_exactly_once.stores.redis import _OPTIONS as REDIS_OPTIONS
+    from dstream_exactly_once.stores.redis.store import _OPTIONS as REDIS_OPTIONS
     from dstream_exactly_once.structured.doris_sink import _DORIS_OPTIONS
     from dstream_exactly_once.structured.kafka_sink import _OWN_OPTIONS, _STORE_OPTIONS
     from dstream_exactly_once.structured.store_sink import _KNOWN_OPTIONS
@@ -101,10 +106,19 @@ def test_secret_options_never_show_their_value():
     with pytest.raises(ConfigurationError) as info:
         secret.parse("")
     assert "hidden" in str(info.value)
-    assert {o.key for e in entry_points() for o in e.options if o.secret} >= {
+    assert {o.key for e in every_entry_point() for o in e.options if o.secret} >= {
         "sasl.plain.password", "ssl.key.password", "store.password", "doris.password", "password"}
 
 
 def test_render_refuses_an_entry_point_without_a_section():
     with pytest.raises(ValueError, match="without a section"):
         render([EntryPoint("odd", "keywords", "nowhere", ())])
+
+
+def test_checking_a_keyword_argument_loads_no_cli():
+    """The library checks its arguments through the registry; the CLI sits above it and stays unloaded."""
+    code = ("import sys; from dstream_exactly_once.option_registry import keyword_checks; "
+            "keyword_checks('KafkaUtils.createRDD', kafkaParams={'bootstrap.servers': 'h:9092'}); "
+            "print(sorted(m for m in sys.modules if m.startswith('dstream_exactly_once.cli')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

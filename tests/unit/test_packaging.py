@@ -73,7 +73,7 @@ def test_sdist_holds_the_project_files_and_builds_the_same_wheel(tree: Path, whe
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
     tracked = set(_git_files("dstream_exactly_once"))
     data_files = {f for f in tracked if not f.endswith(".py")}
-    assert {"dstream_exactly_once/py.typed", "dstream_exactly_once/stores/lua/commit.lua",
+    assert {"dstream_exactly_once/py.typed", "dstream_exactly_once/stores/redis/lua/commit.lua",
             "dstream_exactly_once/testing/jvm/pom.xml"} <= data_files  # the check can fail
     missing = sorted(({"LICENSE", "NOTICE", "README.md", "CHANGELOG.md", "setup.py", "pyproject.toml"} | tracked)
                      - members)

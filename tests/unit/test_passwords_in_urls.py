@@ -114,9 +114,9 @@ def test_reprs_of_what_holds_a_password_hide_it(tmp_path: Path) -> None:
     from dstream_exactly_once.kafka.params import parse_kafka_params
     from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
     from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink
-    from dstream_exactly_once.stores.postgres import PostgresStore
-    from dstream_exactly_once.stores.redis import RedisStore
-    from dstream_exactly_once.stores.redis_cluster import RedisClusterStore
+    from dstream_exactly_once.stores.redis.cluster import RedisClusterStore
+    from dstream_exactly_once.stores.redis.store import RedisStore
+    from dstream_exactly_once.stores.sql.postgres import PostgresStore
 
     sasl = {"bootstrap.servers": "h:9092", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
             "sasl.username": "alice", "sasl.password": PW}

@@ -14,8 +14,8 @@ from dstream_exactly_once.errors import DStreamExactlyOnceError
 from dstream_exactly_once.redaction import redact, redact_exception_chain
 from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.postgres import PostgresStore
-from dstream_exactly_once.stores.redis import RedisStore
+from dstream_exactly_once.stores.redis.store import RedisStore
+from dstream_exactly_once.stores.sql.postgres import PostgresStore
 from dstream_exactly_once.stores.url import parse_url
 
 

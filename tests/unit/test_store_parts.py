@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from dstream_exactly_once import stores
-from dstream_exactly_once.core.heartbeat import Heartbeat, driver_status
+from dstream_exactly_once.engine.heartbeat import Heartbeat, driver_status
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import interfaces
 from dstream_exactly_once.stores.base import TransactionalStore

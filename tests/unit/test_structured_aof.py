@@ -82,6 +82,23 @@ def test_cluster_master_needs_a_shared_filesystem():
     assert parse_aof_options({"path": "/l/*"}, {}, "local[2]").path == "/l/*"
 
 
+@pytest.mark.parametrize("scheme", ["sqlite", "postgresql", "postgres", "redis", "rediss", "redis+cluster",
+                                    "rediss+cluster"])
+def test_positions_store_takes_every_scheme_open_store_takes(scheme):
+    url = f"{scheme}:////tmp/x.db" if scheme == "sqlite" else f"{scheme}://u:pw@127.0.0.1:7000"
+    o = parse_aof_options({"path": "/l/*", "starting.positions.store": url, "starting.positions.app": "a"})
+    assert o.positions_store == url
+
+
+def test_positions_store_schemes_are_the_stores_own():
+    from dstream_exactly_once.stores import store_schemes
+
+    assert set(store_schemes()) >= {"redis+cluster", "rediss+cluster", "sqlite"}
+    with pytest.raises(ConfigurationError) as exc:
+        parse_aof_options({"path": "/l/*", "starting.positions.store": "mysql://h/db", "starting.positions.app": "a"})
+    assert all(scheme in str(exc.value) for scheme in store_schemes())
+
+
 def test_store_password_never_shown():
     url = "postgresql://u:s3cret-pw@localhost:1/db"
     o = parse_aof_options({"path": "/l/*", "starting.positions.store": url, "starting.positions.app": "a"})

@@ -123,7 +123,7 @@ def test_each_trigger_plans_what_arrived_and_returns_start_when_nothing_did():
     p = planner(cluster, startingOffsets="earliest")
     start = p.initial_offset()
     end = p.latest_offset(start)
-    assert end == {"t": {"0": 3, "1": 0}}
+    assert end == {"t": {"0": 3, "1": 0}, "@from": {"t": {"0": 0, "1": 0}}}  # a first batch: every start
     assert [r.toTuple() for r in ranges_between(start, end)] == [("t", 0, 0, 3)]
     assert p.latest_offset(end) is end  # nothing new: the same offset, no batch
     cluster.produce("t", 1, 4)
@@ -136,8 +136,27 @@ def test_a_partition_added_while_running_starts_at_its_earliest_offset():
     start = p.initial_offset()
     cluster.add_partition("t", earliest=5, latest=8)
     end = p.latest_offset(start)
-    assert end == {"t": {"0": 2, "1": 8}, "@from": {"t": {"1": 5}}}
+    assert end == {"t": {"0": 2, "1": 8}, "@from": {"t": {"0": 2, "1": 5}}}
+    cluster.add_partition("t", earliest=3, latest=4)
+    assert p.latest_offset(end) == {"t": {"0": 2, "1": 8, "2": 4}, "@from": {"t": {"2": 3}}}  # a later batch
     assert [r.toTuple() for r in ranges_between(start, end)] == [("t", 1, 5, 8)]
+
+
+def test_the_first_batch_keeps_its_start_while_latest_moves_on():
+    # Spark asks a new query's initial offset again when it runs (and re-runs) the first batch; with
+    # startingOffsets=latest the log has grown meanwhile, in this process or in a restarted one.
+    cluster = FakeKafkaCluster({"t": [(0, 10), (0, 10)]})
+    p = planner(cluster)
+    start = p.initial_offset()
+    cluster.produce("t", 0, 5)
+    end = p.latest_offset(start)
+    cluster.produce("t", 0, 7)
+    assert p.initial_offset() == start  # the same query run: the same initial offset
+    assert [r.toTuple() for r in ranges_between(p.initial_offset(), end)] == [("t", 0, 10, 15)]
+    again = planner(cluster)  # a restart before the first batch committed: latest is 22 now
+    assert again.initial_offset() == {"t": {"0": 22, "1": 10}}
+    assert [r.toTuple() for r in ranges_between(again.initial_offset(), end)] == [("t", 0, 10, 15)]
+    assert again.tasks(again.initial_offset(), end) == p.tasks(start, end)
 
 
 def test_a_restart_from_the_checkpoint_plans_from_the_offset_spark_passes():
@@ -175,7 +194,7 @@ def test_min_offsets_wait_until_enough_arrived_or_max_trigger_delay_passed():
     assert p.latest_offset(start, None, 5) is start  # 2 < 5 and 1 s < 10 s: wait
     cluster.produce("t", 0, 3)
     end = p.latest_offset(start, None, 5)
-    assert end == {"t": {"0": 5}}  # 5 arrived
+    assert end == {"t": {"0": 5}, "@from": {"t": {"0": 0}}}  # 5 arrived (a first batch: its start recorded)
     cluster.produce("t", 0, 1)
     now[0] += 5000
     assert p.latest_offset(end, None, 5) is end

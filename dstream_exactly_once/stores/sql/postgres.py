@@ -6,12 +6,12 @@ import functools
 import math
 from typing import Any, Optional, Tuple
 
-from ..errors import ConfigurationError, StoreAuthError, StoreBusyError, StoreError, StoreUnavailableError
-from ..redaction import redact_exception_chain
-from ._sql_statements import Cursor
-from .sql import SQLStore
-from .url import LIBPQ_OPTION_VALUES, check_option_values, check_options, float_option, parse_url, redact_url
-from .writes import Writes
+from ...errors import ConfigurationError, StoreAuthError, StoreBusyError, StoreError, StoreUnavailableError
+from ...redaction import redact_exception_chain
+from ..url import LIBPQ_OPTION_VALUES, check_option_values, check_options, float_option, parse_url, redact_url
+from ..writes import Writes
+from ._statements import Cursor
+from .store import SQLStore
 
 __all__ = ["PostgresStore"]
 

@@ -7,10 +7,10 @@ import sqlite3
 from typing import Any, Optional
 from urllib.parse import quote
 
-from ..errors import ConfigurationError, StoreError, StoreUnavailableError
-from ._sql_statements import Cursor
-from .sql import SQLStore
-from .url import bool_option, check_options, float_option, parse_qsl_dict, redact_url
+from ...errors import ConfigurationError, StoreError, StoreUnavailableError
+from ..url import bool_option, check_options, float_option, parse_qsl_dict, redact_url
+from ._statements import Cursor
+from .store import SQLStore
 
 __all__ = ["SQLiteStore"]
 

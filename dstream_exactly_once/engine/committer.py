@@ -41,17 +41,17 @@ from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from .._checks import is_int
+from ..core.driver_ref import DriverOnly
+from ..core.loss import loss_error
+from ..core.progress import ProgressTracker
+from ..core.ranges import Position
+from ..core.retry import RetryPolicy, check_retry_policy
+from ..core.source import BatchSource
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
 from ..stores._commit_rules import check_epoch
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
 from ..stores.url import redact_url
-from .driver_ref import DriverOnly
 from .heartbeat import Heartbeat
-from .loss import loss_error
-from .progress import ProgressTracker
-from .ranges import Position
-from .retry import RetryPolicy, check_retry_policy
-from .source import BatchSource
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class BatchCommitter(DriverOnly):
         self._state = self._resume()  # read-only; raises before anything is written
         self._epoch: Optional[int] = None
         self._register()
-        #: progress records (``core/progress.py``) and the driver's heartbeat (``core/heartbeat.py``)
+        #: progress records (``core/progress.py``) and the driver's heartbeat (``engine/heartbeat.py``)
         self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
                                         source_counters=source.event_counters,
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from .interfaces import inventory_row, sorted_inventory
+from ..interfaces import inventory_row, sorted_inventory
 
 __all__ = ["RedisRetireMixin"]
 
@@ -30,7 +30,7 @@ _FIXED = tuple(_SINGLE) + tuple(_COLLECTIONS)
 
 class RedisRetireMixin:
     """``app_inventory``, ``_delete_app`` and ``newest_entry_layout`` (what the store holds of the app)
-    for :class:`~dstream_exactly_once.stores.redis.RedisStore`."""
+    for :class:`~dstream_exactly_once.stores.redis.store.RedisStore`."""
 
     app_id: str
     _prefix: str

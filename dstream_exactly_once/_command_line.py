@@ -1,11 +1,25 @@
-"""argparse value types shared by the ``dstream-eo`` parsers."""
+"""argparse pieces shared by the package's command-line programs (``dstream-eo``, the teaching drivers):
+value types and :class:`OneLineParser`, whose usage errors are one line."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Optional, Tuple
+import sys
+from typing import Callable, NoReturn, Optional, Tuple
 
-__all__ = ["int_at_least", "non_empty", "probability", "topic_partitions"]
+__all__ = ["EXIT_USAGE", "OneLineParser", "int_at_least", "non_empty", "probability", "topic_partitions"]
+
+#: the exit status of a usage error (argparse's)
+EXIT_USAGE = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``<prog>: error: <message> (see <prog> --help)`` and exit with status 2."""
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(EXIT_USAGE)
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:

@@ -1,13 +1,13 @@
-"""The SQL stores' side of the flat rule of whole-batch commits (see :func:`._commit_rules.decide_flat`).
+"""The SQL stores' side of the flat rule of whole-batch commits (see ``stores._commit_rules.decide_flat``).
 
-The marker is a row of the reserved value namespace (``deo_values``, key :data:`._commit_rules.FLAT_KEY`,
+The marker is a row of the reserved value namespace (``deo_values``, key ``stores._commit_rules.FLAT_KEY``,
 a JSON string ``"<epoch>:<batch id>"``): no layout change, and a version of the library without it
 never reads it (such a process cannot hold the epoch a marker names: an operator, or a driver, takes
 a new one before it writes). A whole-batch commit replaces it; a per-partition commit,
 ``mark_committed`` and ``reset_positions`` delete it in their own transaction.
 
 The positions of a flat commit go to the position log (``deo_pos_log``, one row per commit: see
-:mod:`._position_log`); :func:`fold` moves them into ``deo_positions`` before any other writer
+``stores._position_log``); :func:`fold` moves them into ``deo_positions`` before any other writer
 reads or writes a position row, and :func:`load_positions` reads both in one statement.
 """
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from ..core.ranges import Position
-from . import _commit_rules as rules
-from . import _position_log as plog
-from ._sql_statements import INIT_POSITION, SET_POSITION
-from .writes import RESERVED_NAMESPACE
+from ...core.ranges import Position
+from .. import _commit_rules as rules
+from .. import _position_log as plog
+from ..writes import RESERVED_NAMESPACE
+from ._statements import INIT_POSITION, SET_POSITION
 
 __all__ = ["append", "clear_marker", "commit_state", "fold", "load_positions", "stored_keys", "stored_positions",
            "write_marker"]
@@ -56,7 +56,7 @@ def commit_state(store: Any, cur: Any, epoch: int, batch_id: int) -> Tuple[bool,
 
 
 def fold(store: Any, cur: Any) -> None:
-    """In a write transaction: the position log folded into the position rows (see :mod:`._position_log`)."""
+    """In a write transaction: the position log folded into the position rows (see ``stores._position_log``)."""
     entries = cur.all("SELECT doc FROM deo_pos_log WHERE app = ? ORDER BY batch_id", (store.app_id,))
     if not entries:
         return

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
-from .base import RESERVED_NAMESPACE
+from ..base import RESERVED_NAMESPACE
 
 __all__ = ["HEARTBEAT_KEY", "SQLOperatorMixin"]
 

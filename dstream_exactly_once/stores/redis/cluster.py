@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-from ..errors import ConfigurationError, StoreUnavailableError
-from ._redis_wait import script_then_wait
-from .redis import RedisStore
-from .url import StoreURL, redact_url
+from ...errors import ConfigurationError, StoreUnavailableError
+from ..url import StoreURL, redact_url
+from ._wait import script_then_wait
+from .store import RedisStore
 
 __all__ = ["RedisClusterStore"]
 

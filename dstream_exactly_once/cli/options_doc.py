@@ -1,6 +1,7 @@
-"""The options reference's tables, rendered from the registry.
+"""The options reference's tables, rendered from the registry and the ``dstream-eo`` parser
+(:func:`~.option_entries.every_entry_point`).
 
-``python -m dstream_exactly_once.option_registry.docs PATH`` rewrites the part of the reference file
+``python -m dstream_exactly_once.cli.options_doc PATH`` rewrites the part of the reference file
 ``PATH`` between :data:`BEGIN` and :data:`END`; ``--check`` only says whether it is current (exit
 status 1 when not). ``make options-doc`` runs the first on the project's reference.
 """
@@ -11,7 +12,8 @@ import sys
 from typing import Any, List, Optional, Sequence
 
 from ..core.options import Option
-from . import EntryPoint, entry_points
+from ..option_registry import EntryPoint
+from .option_entries import every_entry_point
 
 __all__ = ["BEGIN", "END", "render", "rewrite"]
 
@@ -25,8 +27,8 @@ _GROUPS = (
     ("File options", "options", lambda e: e.name == "file options"),
     ("kafkaParams", "options", lambda e: e.name == "kafkaParams"),
     ("SparkConf keys read by the library", "conf", lambda e: True),
-    ("Structured Streaming source and sinks", "options", lambda e: e.name in ("aof", "deo-store", "deo-doris",
-                                                                              "deo-kafka", "deo-kafka source")),
+    ("Structured Streaming source and sinks", "options", lambda e: e.name in (
+    "aof", "deo-store", "deo-doris", "deo-kafka", "deo-kafka source", "deo-delta")),
     ("Sink options builders", "keywords", lambda e: e.name.endswith("_sink_options")),
     ("Store URL query options", "query", lambda e: True),
     ("dstream-eo commands", "cli", lambda e: True),
@@ -98,7 +100,7 @@ def _table(e: EntryPoint) -> List[str]:
 
 def render(entries: Optional[Sequence[EntryPoint]] = None) -> str:
     """The generated part of the reference (between :data:`BEGIN` and :data:`END`, exclusive)."""
-    entries = list(entries if entries is not None else entry_points())
+    entries = list(entries if entries is not None else every_entry_point())
     placed: List[str] = []
     lines: List[str] = []
     for title, form, test in _GROUPS:
@@ -128,7 +130,7 @@ def main(argv: Sequence[str]) -> int:
     check = "--check" in argv
     paths = [a for a in argv if a != "--check"]
     if len(paths) != 1:
-        sys.stderr.write("usage: python -m dstream_exactly_once.option_registry.docs [--check] PATH\n")
+        sys.stderr.write("usage: python -m dstream_exactly_once.cli.options_doc [--check] PATH\n")
         return 2
     with open(paths[0], encoding="utf-8") as f:
         text = f.read()

@@ -1,6 +1,6 @@
 """The SQL implementation shared by :class:`SQLiteStore` and :class:`PostgresStore`.
 
-The tables, their layout versions and the upgrade from version 1 are in ``_sql_schema``. Reads
+The tables, their layout versions and the upgrade from version 1 are in ``_schema``. Reads
 never write: they find the layout first (a database without it reads as empty, one of version 1
 is read as it is) and the first write transaction creates or upgrades it.
 
@@ -24,16 +24,19 @@ from abc import abstractmethod
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..core.ranges import Position, SourceRange
-from ..errors import DStreamExactlyOnceError, StoreError
-from . import _commit_rules as rules
-from . import _position_log as plog
-from . import _sql_flat as flat
-from . import _value_codec as codec
-from ._sql_operators import SQLOperatorMixin
-from ._sql_retire import SQLRetireMixin
-from ._sql_schema import ABSENT, ensure_layout, read_layout
-from ._sql_statements import (
+from ...core.ranges import Position, SourceRange
+from ...errors import DStreamExactlyOnceError, StoreError
+from .. import _commit_rules as rules
+from .. import _position_log as plog
+from .. import _value_codec as codec
+from .._sql_text import parse_sql, render
+from ..base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..url import redact_url
+from . import _flat as flat
+from ._operators import SQLOperatorMixin
+from ._retire import SQLRetireMixin
+from ._schema import ABSENT, ensure_layout, read_layout
+from ._statements import (
     ADD_VALUE,
     BATCH_ROWS,
     INIT_POSITION,
@@ -44,9 +47,6 @@ from ._sql_statements import (
     Counters,
     Cursor,
 )
-from ._sql_text import parse_sql, render
-from .base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import redact_url
 
 __all__ = ["SQLStore"]
 
@@ -66,7 +66,7 @@ class SQLStore(SQLOperatorMixin, SQLRetireMixin, TransactionalStore):
     # statement over a JSON array of rows; "" binds them row by row
     json_pairs = ""
     table_options = ""  # WITH (...) of the tables updated by every commit (deo_values, deo_positions)
-    tables_sql = ""  # which of _sql_schema.MARKERS exist (no parameters)
+    tables_sql = ""  # which of _schema.MARKERS exist (no parameters)
     read_only_reads = False  # reads open a read-only connection, replaced by a read-write one to write
 
     def __init__(self, url: str, app_id: str) -> None:

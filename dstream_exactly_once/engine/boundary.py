@@ -13,9 +13,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence
 
+from ..core.ranges import SourceRange
 from ..errors import DStreamExactlyOnceError, OutputError
 from ..stores.base import PlannedBatch, Writes
-from .ranges import SourceRange
 
 __all__ = ["as_writes", "output_error", "user_code"]
 

@@ -1,13 +1,23 @@
-"""The ``dstream-eo`` commands, read from the command-line parser itself (one source of truth)."""
+"""The ``dstream-eo`` commands as option-registry entry points, read from the command-line parser itself (one
+source of truth), and every entry point of the library with them.
+
+The registry (:mod:`dstream_exactly_once.option_registry`) holds the entry points of the library's Python API,
+its Spark forms and its stores, which the library checks its arguments through; the CLI sits above the
+library, so its commands join them here. :func:`every_entry_point` is what the options reference lists.
+"""
 
 from __future__ import annotations
 
 import argparse
 import inspect
-from typing import Any, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 from ..core.options import REQUIRED, Option
-from . import EntryPoint
+from ..errors import ConfigurationError
+from ..option_registry import EntryPoint
+from ..option_registry import entry_points as library_entry_points
+
+__all__ = ["entry_points", "every_entry_point"]
 
 
 def _commands(parser: argparse.ArgumentParser, path: str) -> Iterator[Tuple[str, argparse.ArgumentParser]]:
@@ -38,13 +48,16 @@ def _kind(parse: Any) -> Tuple[str, Any, Any]:
     name = getattr(parse, "__name__", "")
     if name == "probability":
         return "float", 0, 1
+    if name == "_seconds":
+        return "float", 0, None
     if name.startswith("integer >= "):
         return "int", inspect.getclosurevars(parse).nonlocals["minimum"], None
     return "str", None, None
 
 
 def entry_points() -> List[EntryPoint]:
-    from ..cli.parser import cli_parser
+    """One entry point per ``dstream-eo`` command (form ``cli``), its options read from the parser."""
+    from .parser import cli_parser
 
     out = []
     for name, parser in _commands(cli_parser(), "dstream-eo"):
@@ -52,3 +65,13 @@ def entry_points() -> List[EntryPoint]:
                         if not isinstance(a, (argparse._HelpAction, argparse._VersionAction)) and a.dest != "cmd")
         out.append(EntryPoint(name, "cli", parser.description or (parser.format_usage().strip()), options))
     return out
+
+
+def every_entry_point() -> Tuple[EntryPoint, ...]:
+    """The library's entry points, then the ``dstream-eo`` commands: everything the options reference lists."""
+    out: Dict[str, EntryPoint] = {}
+    for entry in (*library_entry_points(), *entry_points()):
+        if entry.name in out:
+            raise ConfigurationError(f"entry point {entry.name!r} is registered twice")
+        out[entry.name] = entry
+    return tuple(out.values())

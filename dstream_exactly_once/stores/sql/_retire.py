@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ._commit_rules import FLAT_KEY
-from ._sql_operators import HEARTBEAT_KEY
-from ._sql_statements import Cursor
-from .base import SCHEMA_VERSION
-from .interfaces import inventory_row, sorted_inventory
-from .writes import RESERVED_NAMESPACE
+from .._commit_rules import FLAT_KEY
+from ..base import SCHEMA_VERSION
+from ..interfaces import inventory_row, sorted_inventory
+from ..writes import RESERVED_NAMESPACE
+from ._operators import HEARTBEAT_KEY
+from ._statements import Cursor
 
 __all__ = ["SQLRetireMixin"]
 

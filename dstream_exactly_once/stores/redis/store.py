@@ -42,8 +42,8 @@ import threading
 from importlib import resources
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, TypeVar
 
-from ..core.ranges import Position, SourceRange
-from ..errors import (
+from ...core.ranges import Position, SourceRange
+from ...errors import (
     ConfigurationError,
     DStreamExactlyOnceError,
     FencedError,
@@ -52,15 +52,15 @@ from ..errors import (
     StoreUnavailableError,
     StoreVersionError,
 )
-from ..redaction import redact
-from . import _commit_rules as rules
-from . import _position_log as plog
-from . import _value_codec as codec
-from ._redis_retire import RedisRetireMixin
-from ._redis_wait import WRITTEN_STATUSES as _WRITTEN
-from ._redis_wait import in_doubt_error, script_then_wait, wait_options
-from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .url import REDIS_OPTION_VALUES, StoreURL, check_option_values, check_options, float_option, parse_url, redact_url
+from ...redaction import redact
+from .. import _commit_rules as rules
+from .. import _position_log as plog
+from .. import _value_codec as codec
+from ..base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ..url import REDIS_OPTION_VALUES, StoreURL, check_option_values, check_options, float_option, parse_url, redact_url
+from ._retire import RedisRetireMixin
+from ._wait import WRITTEN_STATUSES as _WRITTEN
+from ._wait import in_doubt_error, script_then_wait, wait_options
 
 __all__ = ["RedisStore"]
 
@@ -285,7 +285,7 @@ class RedisStore(RedisRetireMixin, TransactionalStore):
         return plog.apply(self.app_id, positions, merged)
 
     def _fold(self) -> None:
-        """Fold the position log into the offsets and pmeta hashes (see :mod:`._position_log`): read and
+        """Fold the position log into the offsets and pmeta hashes (see ``stores._position_log``): read and
         merged here, written by one script if the log still holds what was read."""
         for _ in range(10):
             entries = self._call(lambda c: c.hgetall(self._key("plog")))

@@ -1,0 +1,244 @@
+"""The ``deo-delta`` Structured Streaming sink: each micro-batch in ONE Delta Lake commit (``deltalake``).
+
+Unit of parallelism: one Spark task per partition of the micro-batch writes its rows as Parquet
+files into the table directory (one file per table partition value) and returns their Delta
+``add`` actions as its commit message; the driver's ``commit(messages, batchId)`` adds all of them in
+one Delta commit.
+
+Protocol (the table's application transaction decides the data, the store the batch ids):
+
+1. executor, ``write``: the store's batch id of the micro-batch is worked out as the ``deo-store``
+   sink does (:mod:`.sink_runs`; a batch of another checkpoint is refused here). When the store
+   decided the batch, or the table already holds the application transaction of that batch id,
+   nothing is written; otherwise the rows become files (unreferenced: no reader sees them);
+2. driver, ``commit``: the table's transaction of the application is read; below the batch id →
+   ONE Delta commit adds every file with the transaction ``(txn app id, batch id)`` and the
+   batch's ids and row count in the commit's custom metadata (key ``dstreamExactlyOnce``); at the
+   batch id → the commit was made before (nothing is added);
+3. driver: ONE store transaction records the batch with its run, under compare-and-set of the
+   query's next batch id and the epoch check, exactly as the ``deo-store`` sink commits.
+
+Crash points: before 2 — the files stay unreferenced (``dstream-eo delta orphans`` removes them)
+and the replayed batch writes new ones; between 2 and 3 — the replay finds the transaction in the
+table and writes nothing; after 3 — the replay finds the store's decision. Two runs committing one
+batch: Delta refuses the second commit carrying the same application transaction, and the loser
+finds the batch in the table. A table that is more than one batch ahead of the store under the
+sink's transaction id (another application writing under it) is refused, not taken for a replay.
+
+Delivery guarantee: exactly-once provided the query restarts from its checkpoint and nothing else
+commits to the table under the sink's transaction id. Output mode: ``append`` only (``complete``
+is refused when the query starts). The table's schema is checked against the query's when the
+query starts; a table that does not exist yet is created by the first batch's commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import ConfigurationError, TableConflictError
+from ..stores.writes import CommitOutcome, Writes
+from .sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
+from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
+
+__all__ = ["DELTA_SINK_NAME", "DeltaSinkOptions", "DeltaTaskFiles", "commit_delta_batch", "delta_sink_options",
+           "write_partition"]
+
+log = logging.getLogger(__name__)
+
+#: The name to pass to ``writeStream.format``.
+DELTA_SINK_NAME = "deo-delta"
+
+_DELTA_OPTIONS = ("table", "partition_by", "txn_app_id")
+_STORE_OPTIONS = ("store", "store.password", "app_id", "app", "new_checkpoint")
+_NAMESPACE = "__delta__"
+
+
+def check_delta_mode(complete: bool) -> None:
+    """Refuse output mode ``complete`` (Spark's ``overwrite`` flag) when the query starts."""
+    if complete:
+        raise ConfigurationError("the deo-delta sink accepts output mode 'append' only, got 'complete': each "
+                                 "micro-batch of a complete-mode query holds the whole result table, which would be "
+                                 "appended to the Delta table again at every batch; write the query in append mode")
+
+
+@dataclass(frozen=True)
+class DeltaTaskFiles:
+    """One task's commit message: the files it wrote (``()``: none), their rows, and the task's query run;
+    ``skipped``: the batch was decided or committed before, so nothing was written."""
+
+    partition_id: int
+    files: Tuple[Any, ...]
+    rows: int
+    run: QueryRun
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class DeltaSinkOptions:
+    """The checked options of a ``deo-delta`` query: the store part and the Delta part."""
+
+    store: StoreSinkOptions
+    table: str
+    partition_by: Tuple[str, ...]
+    txn_app_id: Optional[str]
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> DeltaSinkOptions:
+        """Check ``options``; raises one :class:`ConfigurationError` naming the key, the bad value and what
+        is allowed. Opens nothing, writes nothing."""
+        from ..option_registry import entry_point
+
+        entry = entry_point(DELTA_SINK_NAME)
+        lowered = {str(k).lower(): v for k, v in options.items()}
+        delta = {k: v for k, v in lowered.items() if k in _DELTA_OPTIONS}
+        rest = {k: v for k, v in lowered.items() if k not in _DELTA_OPTIONS}
+        unknown = sorted(k for k in rest if k not in _STORE_OPTIONS + ("path", "checkpointlocation"))
+        if unknown:
+            raise ConfigurationError(f"unknown deo-delta option(s) {unknown}; allowed: {', '.join(_STORE_OPTIONS)} "
+                                     f"(app: alias of app_id), {', '.join(_DELTA_OPTIONS)}")
+        if not delta.get("table"):
+            raise ConfigurationError("deo-delta option 'table' is required (the Delta table's path or URI)")
+        for key in _DELTA_OPTIONS:
+            if key in delta:
+                entry.option(key).parse(delta[key], f"deo-delta option {key!r}")
+        parts = tuple(c.strip() for c in str(delta.get("partition_by") or "").split(",") if c.strip())
+        return cls(StoreSinkOptions.parse(rest, sink=DELTA_SINK_NAME), str(delta["table"]), parts,
+                   delta.get("txn_app_id") or None)
+
+    @property
+    def app(self) -> str:
+        return self.store.app
+
+    @property
+    def txn_app(self) -> str:
+        """The application transaction id in the table: ``txn_app_id``, or the application id."""
+        return self.txn_app_id or self.store.app
+
+    def target(self) -> Any:
+        from ..sinks.delta.table import DeltaTarget
+
+        return DeltaTarget(self.table)
+
+    def check_table(self, schema: Any) -> None:
+        """Check the query's Arrow ``schema`` and ``partition_by`` against the table, if it exists."""
+        from ..sinks.delta.schema import check_partition_columns, check_schema
+
+        target = self.target()
+        table = target.load()
+        where = f"deo-delta {target.describe()}"
+        if table is not None:
+            check_schema(schema, target.arrow_schema(table), where)
+        check_partition_columns(self.partition_by, schema, None if table is None else target.partition_columns(table),
+                                where)
+
+
+def delta_sink_options(store: str, app_id: str, table_uri: str, *, partition_by: Optional[Sequence[str]] = None,
+                       txn_app_id: Optional[str] = None, new_checkpoint: str = "refuse") -> Dict[str, str]:
+    """Check the sink's options and return them as writer options; nothing is opened or written.
+
+    ``df.writeStream.format("deo-delta").options(**delta_sink_options(url, "app", "/data/orders"))
+    .option("checkpointLocation", …).start()``. ``partition_by`` names the table's partition columns
+    (a non-empty list; ``None``: not partitioned); ``txn_app_id`` the application transaction id in
+    the table (default ``app_id``); ``new_checkpoint`` as for
+    :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
+    """
+    from ..option_registry import keyword_checks
+
+    keyword_checks("delta_sink_options", store=store, app_id=app_id, table_uri=table_uri, partition_by=partition_by,
+                   txn_app_id=txn_app_id, new_checkpoint=new_checkpoint)
+    if partition_by is not None and any("," in c for c in partition_by):
+        raise ConfigurationError(f"delta_sink_options() option 'partition_by' must be a list of column names "
+                                 f"without commas, got {partition_by!r}")
+    options = {"store": store, "app_id": app_id, "table": table_uri, "new_checkpoint": new_checkpoint}
+    if partition_by:
+        options["partition_by"] = ",".join(partition_by)
+    if txn_app_id is not None:
+        options["txn_app_id"] = txn_app_id
+    DeltaSinkOptions.parse(options)
+    return options
+
+
+def _decision(opts: DeltaSinkOptions, store: Any, batch_id: int, run: QueryRun) -> BatchDecision:
+    return decide_batch(f"{DELTA_SINK_NAME} app {opts.app} batch {batch_id}", read_state(store, SINK_POSITION_KEY),
+                        run, batch_id, opts.store.new_checkpoint)
+
+
+def _in_table(opts: DeltaSinkOptions, table: Any, app_batch: int) -> bool:
+    """Whether the table holds ``app_batch`` under the sink's transaction; refuses a table ahead of the store."""
+    done = opts.target().transaction_version(table, opts.txn_app)
+    if done is None or done < app_batch:
+        return False
+    if done > app_batch:
+        raise ConfigurationError(
+            f"deo-delta {opts.target().describe()} holds batch {done} of application transaction {opts.txn_app!r} "
+            f"but application {opts.app!r} of the store is at batch {app_batch}: another application writes under "
+            f"the same transaction id. Give the sink its own txn_app_id (nothing was written)")
+    return True
+
+
+def write_partition(opts: DeltaSinkOptions, schema: Any, batch_id: int, partition_id: int, rows: Iterable[Any],
+                    run: QueryRun) -> DeltaTaskFiles:
+    """Step 1 for one task (on an executor) of Spark batch ``batch_id`` of ``run``: write ``rows`` as files."""
+    from ..sinks.delta.files import write_files
+    from ..sinks.delta.schema import rows_to_table
+    from ..stores import open_store
+
+    with open_store(opts.store.store, opts.app) as store:
+        decision = _decision(opts, store, batch_id, run)
+    if decision.replay or _in_table(opts, opts.target().load(), decision.app_batch):
+        log.info("deo-delta app %s batch %d: committed before; partition %d writes nothing", opts.app, batch_id,
+                 partition_id)
+        return DeltaTaskFiles(partition_id, (), 0, run, True)
+    where = f"deo-delta {opts.table} batch {batch_id} partition {partition_id}"
+    files = write_files(opts.table, rows_to_table(rows, schema, where), opts.partition_by, partition_id)
+    return DeltaTaskFiles(partition_id, tuple(files), sum(f.rows for f in files), run)
+
+
+def _commit_table(opts: DeltaSinkOptions, schema: Any, parts: Sequence[DeltaTaskFiles], batch_id: int,
+                  app_batch: int) -> Optional[int]:
+    """Step 2: the batch's ONE Delta commit; the version written (``None``: the table had the batch)."""
+    from ..sinks.delta.table import METADATA_KEY
+
+    target = opts.target()
+    table = target.load()
+    if _in_table(opts, table, app_batch):
+        return None
+    files = [f for p in parts for f in p.files]
+    rows = sum(p.rows for p in parts)
+    meta = {METADATA_KEY: json.dumps({"app_id": opts.txn_app, "batch_id": app_batch, "spark_batch_id": batch_id,
+                                      "rows": rows, "positions": []}, separators=(",", ":"), sort_keys=True)}
+    try:
+        return int(target.commit(table, files, schema, opts.partition_by, opts.txn_app, app_batch, meta))
+    except TableConflictError:
+        if not _in_table(opts, target.load(), app_batch):
+            raise
+        log.warning("deo-delta app %s batch %d: another run committed it first; this run's files stay "
+                    "unreferenced", opts.app, batch_id)
+        return None
+
+
+def commit_delta_batch(opts: DeltaSinkOptions, schema: Any, messages: Sequence[Optional[DeltaTaskFiles]],
+                       batch_id: int) -> Tuple[CommitOutcome, Optional[int]]:
+    """Steps 2 and 3 on the driver; returns the store's outcome and the table version written
+    (``None`` when nothing was added: a replay)."""
+    from ..stores import open_store
+
+    parts = sorted((m for m in messages if m is not None), key=lambda m: m.partition_id)
+    if len(parts) != len(messages):
+        raise ConfigurationError(f"deo-delta app {opts.app} batch {batch_id}: {len(messages) - len(parts)} task(s) "
+                                 f"sent no commit message; nothing was committed")
+    run = run_of_messages([m.run for m in parts], f"{DELTA_SINK_NAME} app {opts.app} batch {batch_id}")
+    with open_store(opts.store.store, opts.app) as store:
+        decision = _decision(opts, store, batch_id, run)
+    if decision.replay:
+        log.info("deo-delta app %s batch %d: decided before; nothing committed", opts.app, batch_id)
+        return CommitOutcome.REPLAYED, None
+    version = _commit_table(opts, schema, parts, batch_id, decision.app_batch)
+    files: List[str] = [f.path for p in parts for f in p.files] if version is not None else []
+    record = {"batch": decision.app_batch, "table": opts.table, "state": "committed", "version": version,
+              "files": files, "rows": sum(p.rows for p in parts) if version is not None else 0}
+    writes = Writes().put(_NAMESPACE, f"{opts.txn_app}@{opts.table}", record)
+    return commit_batch(opts.store, [writes], batch_id, run, sink_name=DELTA_SINK_NAME), version

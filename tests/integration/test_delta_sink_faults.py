@@ -1,0 +1,123 @@
+"""The Delta sink under SIGKILL, on SQLite, PostgreSQL and Redis: a DStream app (Kafka → ``DeltaSink``) whose
+driver is killed between the batch's file writes and its Delta commit, then right after the Delta
+commit (before the store's commit); the restarted driver finishes, and the table read back with
+``deltalake`` holds every record exactly once. Also: the crash left unreferenced files only, which
+``dstream-eo delta orphans --apply`` removes without changing what the table reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+
+import pytest
+
+from dstream_exactly_once.stores import open_store
+
+from ..helpers import run_cli as cli
+from .faults import ROOT, kill_group
+
+N = 600  # 3 partitions at 60 records a partition a batch: about 4 batches
+N_QUERY = 300  # 60 offsets a trigger: 5 micro-batches
+pytestmark = pytest.mark.slow
+
+
+def run_driver(kafka, topic: str, store: str, app: str, table: str, crash_point: str, crash_at: int) -> str:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.integration.delta_dstream_proc", kafka.bootstrap, topic,
+                             store, app, table, crash_point, str(crash_at)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        kill_group(proc)
+    if crash_point == "none":
+        assert proc.returncode == 0 and "DONE" in out, out[-4000:]
+    else:
+        assert proc.returncode == -signal.SIGKILL and "CRASH:" in out, out[-4000:]
+    return out
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite", "postgres", "redis"])
+def test_dstream_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, capsys, store_kind):
+    import deltalake
+
+    store = {"sqlite": lambda: f"sqlite:///{tmp_path}/delta.db",
+             "postgres": lambda: request.getfixturevalue("postgres_url"),
+             "redis": lambda: request.getfixturevalue("redis_url")}[store_kind]()
+    topic = "delta-" + uuid.uuid4().hex[:8]
+    app = "delta-" + uuid.uuid4().hex[:6]
+    table = str(tmp_path / "table")
+    kafka.create_topic(topic, 3)
+    kafka.produce(topic, range(1, N + 1), partitions=3)
+
+    run_driver(kafka, topic, store, app, table, "files", 2)  # batch 1's files written, no table commit
+    with open_store(store, app) as s:
+        assert s.get_value("__delta__", f"{app}@{table}")["state"] == "pending"
+    code, out, _ = cli(capsys, "delta", "orphans", "--table", table, "--min-age", "0", "--json")
+    orphans = json.loads(out)["unreferenced"]
+    assert code == 0 and orphans, "the crash before the table commit left the batch's files unreferenced"
+    run_driver(kafka, topic, store, app, table, "table", 2)  # the table holds a batch the store has not
+    run_driver(kafka, topic, store, app, table, "none", 0)
+
+    dt = deltalake.DeltaTable(table)
+    rows = dt.to_pyarrow_table()
+    values = Counter(rows.column("v").to_pylist())
+    assert sum(values.values()) == N and set(values) == set(range(1, N + 1)) and max(values.values()) == 1
+    assert all(b == v % 3 for v, b in zip(rows.column("v").to_pylist(), rows.column("bucket").to_pylist(),
+                                          strict=True))
+    with open_store(store, app) as s:
+        last = s.last_committed_batch_id()
+        assert s.pending_batches() == [] and dt.transaction_version(app) == last
+    code, out, _ = cli(capsys, "delta", "status", "--table", table, "--json")
+    assert json.loads(out)["last_batch"]["batch_id"] == last
+    code, out, _ = cli(capsys, "delta", "orphans", "--table", table, "--min-age", "0", "--apply", "--json")
+    removed = {f["path"] for f in json.loads(out)["unreferenced"] if f["removed"]}
+    assert {f["path"] for f in orphans} <= removed
+    assert sorted(deltalake.DeltaTable(table).to_pyarrow_table().column("v").to_pylist()) == list(range(1, N + 1))
+
+
+def run_query(kafka, topic: str, store: str, app: str, table: str, checkpoint: str, crash_point: str,
+              crash_at: int) -> str:
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.integration.delta_structured_proc", kafka.bootstrap, topic,
+                             store, app, table, checkpoint, str(N_QUERY), crash_point, str(crash_at)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        kill_group(proc)
+    if crash_point == "none":
+        assert proc.returncode == 0 and "DONE" in out, out[-4000:]
+    else:
+        assert proc.returncode == -signal.SIGKILL, out[-4000:]
+    return out
+
+
+def test_structured_query_to_delta_exactly_once_under_sigkill(kafka, tmp_path):
+    import deltalake
+
+    store = f"sqlite:///{tmp_path}/ss.db"
+    topic = "ss-delta-" + uuid.uuid4().hex[:8]
+    app = "ss-delta-" + uuid.uuid4().hex[:6]
+    table, checkpoint = str(tmp_path / "table"), str(tmp_path / "checkpoint")
+    kafka.create_topic(topic, 2)
+    kafka.produce(topic, range(1, N_QUERY + 1), partitions=2)
+
+    run_query(kafka, topic, store, app, table, checkpoint, "files", 1)  # batch 1: files, no table commit
+    before = deltalake.DeltaTable(table).transaction_version(app)
+    run_query(kafka, topic, store, app, table, checkpoint, "table", 3)  # batch 3 in the table, not the store
+    run_query(kafka, topic, store, app, table, checkpoint, "none", 0)
+
+    dt = deltalake.DeltaTable(table)
+    values = Counter(dt.to_pyarrow_table().column("v").to_pylist())
+    assert sum(values.values()) == N_QUERY and set(values) == set(range(1, N_QUERY + 1))
+    assert max(values.values()) == 1
+    assert before == 0  # the first run's crash left batch 0 only
+    with open_store(store, app) as s:
+        assert dt.transaction_version(app) == s.last_committed_batch_id()

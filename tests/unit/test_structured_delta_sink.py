@@ -1,0 +1,128 @@
+"""The ``deo-delta`` sink's options and its protocol, Spark-free (the functions the Data Source classes
+call), on a real ``deltalake`` table and a real SQLite store."""
+
+from __future__ import annotations
+
+import deltalake  # the delta extra, part of the test extra
+import pyarrow as pa  # noqa: E402
+import pytest
+
+from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError  # noqa: E402
+from dstream_exactly_once.sinks.delta.log import last_committed_batch, unreferenced_files  # noqa: E402
+from dstream_exactly_once.stores import CommitOutcome  # noqa: E402
+from dstream_exactly_once.structured.delta_sink import (  # noqa: E402
+    DeltaSinkOptions,
+    check_delta_mode,
+    commit_delta_batch,
+    delta_sink_options,
+    write_partition,
+)
+from dstream_exactly_once.structured.sink_runs import QueryRun  # noqa: E402
+
+SCHEMA = pa.schema([("key", pa.string()), ("n", pa.int64())])
+RUN = QueryRun("query-1", "run-1")
+
+
+def options(tmp_path, **kw):
+    return DeltaSinkOptions.parse(delta_sink_options(f"sqlite:///{tmp_path}/state.db", "orders",
+                                                     str(tmp_path / "table"), **kw))
+
+
+def micro_batch(opts, batch_id, start, end, run=RUN, parts=2):
+    msgs = [write_partition(opts, SCHEMA, batch_id, p, ({"key": f"k{i}", "n": i} for i in range(start, end)
+                                                        if i % parts == p), run) for p in range(parts)]
+    return msgs
+
+
+def ns(opts):
+    return sorted(deltalake.DeltaTable(opts.table).to_pyarrow_table().column("n").to_pylist())
+
+
+def test_batches_commit_once_and_a_replay_writes_nothing(tmp_path):
+    opts = options(tmp_path)
+    outcome, version = commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 6), 0)
+    assert outcome is CommitOutcome.APPLIED and version == 0
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 1, 6, 10), 1)
+    assert ns(opts) == list(range(10))
+    replay = micro_batch(opts, 1, 6, 10)  # Spark replays batch 1 after the store committed it
+    assert all(m.skipped and not m.files for m in replay)
+    assert commit_delta_batch(opts, SCHEMA, replay, 1) == (CommitOutcome.REPLAYED, None)
+    assert ns(opts) == list(range(10))
+    last = last_committed_batch(opts.table, "orders")
+    assert last is not None and last["batch_id"] == 1 and last["spark_batch_id"] == 1 and last["rows"] == 4
+
+
+def test_a_crash_between_the_table_commit_and_the_store_commit(tmp_path, monkeypatch):
+    from dstream_exactly_once.structured import delta_sink
+
+    opts = options(tmp_path)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 4), 0)
+    msgs = micro_batch(opts, 1, 4, 8)
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("the driver dies after the table commit")
+
+    monkeypatch.setattr(delta_sink, "commit_batch", crash)
+    with pytest.raises(KeyboardInterrupt):
+        commit_delta_batch(opts, SCHEMA, msgs, 1)
+    monkeypatch.undo()
+    assert ns(opts) == list(range(8))
+    replay = micro_batch(opts, 1, 4, 8)  # the table holds batch 1: the tasks write nothing
+    assert all(m.skipped for m in replay)
+    assert commit_delta_batch(opts, SCHEMA, replay, 1) == (CommitOutcome.APPLIED, None)
+    assert ns(opts) == list(range(8)) and unreferenced_files(opts.table) == []
+
+
+def test_a_crash_before_the_table_commit_leaves_unreferenced_files(tmp_path):
+    opts = options(tmp_path)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 4), 0)
+    micro_batch(opts, 1, 4, 8)  # the driver dies before commit()
+    assert len(unreferenced_files(opts.table)) == 2
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 1, 4, 8), 1)
+    assert ns(opts) == list(range(8)) and len(unreferenced_files(opts.table)) == 2
+
+
+def test_a_new_checkpoint_is_refused_before_anything_is_written(tmp_path):
+    opts = options(tmp_path)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 4), 0)
+    with pytest.raises(OffsetConflictError):
+        micro_batch(opts, 0, 0, 4, run=QueryRun("query-2", "run-9"))
+    assert unreferenced_files(opts.table) == []
+
+
+def test_a_table_ahead_of_the_store_is_refused(tmp_path):
+    opts = options(tmp_path)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 2), 0)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 1, 2, 4), 1)
+    other = DeltaSinkOptions.parse(delta_sink_options(f"sqlite:///{tmp_path}/other.db", "orders", opts.table))
+    with pytest.raises(ConfigurationError, match="another application writes under the same transaction id"):
+        micro_batch(other, 0, 0, 2)
+
+
+def test_options_are_checked_before_anything_runs(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    assert delta_sink_options(url, "a", "/t", partition_by=["k"], txn_app_id="x") == {
+        "store": url, "app_id": "a", "table": "/t", "new_checkpoint": "refuse", "partition_by": "k", "txn_app_id": "x"}
+    with pytest.raises(ConfigurationError, match="partition_by"):
+        delta_sink_options(url, "a", "/t", partition_by="k")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="without commas"):
+        delta_sink_options(url, "a", "/t", partition_by=["a,b"])
+    with pytest.raises(ConfigurationError, match="table_uri"):
+        delta_sink_options(url, "a", "")
+    with pytest.raises(ConfigurationError, match=r"unknown deo-delta option\(s\) \['tabel'\]"):
+        DeltaSinkOptions.parse({"store": url, "app_id": "a", "tabel": "/t"})
+    with pytest.raises(ConfigurationError, match="'table' is required"):
+        DeltaSinkOptions.parse({"store": url, "app_id": "a"})
+    with pytest.raises(ConfigurationError, match="append"):
+        check_delta_mode(True)
+    assert not (tmp_path / "state.db").exists()
+
+
+def test_the_query_schema_is_checked_against_the_table(tmp_path):
+    opts = options(tmp_path)
+    opts.check_table(SCHEMA)  # no table yet: fine
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 2), 0)
+    with pytest.raises(ConfigurationError, match="column 'n' has type double but the table's column has type int64"):
+        opts.check_table(pa.schema([("key", pa.string()), ("n", pa.float64())]))
+    with pytest.raises(ConfigurationError, match="partitioned by"):
+        options(tmp_path, partition_by=["key"]).check_table(SCHEMA)
