@@ -17,6 +17,8 @@ _NEW_CHECKPOINT = Option("new_checkpoint", "enum", "refuse", "a query from a new
                          "committed batches: refuse it, or continue the application after its stored batches",
                          allowed=("refuse", "continue"))
 _STORE_OPTIONS = (_STORE, _STORE_PASSWORD, _APP, _NEW_CHECKPOINT)
+_ANCHOR = Option("anchor", "bool", False, "keep the deo-kafka or aof source's positions in the store with each "
+                 "batch (read from the offset log of writer option checkpointLocation: an absolute local path)")
 _MAX_MESSAGE = Option("max_message_bytes", "int", 16 * 1024 * 1024, "the largest commit message a task sends "
                       "to the driver (bytes)", low=1024)
 _WRITES_FUNCTION = Option("writes_function", "str", None, "'package.module:function' turning a partition's rows "
@@ -49,8 +51,9 @@ _DELTA_OWN = (
 _AOF_OWN = (
     Option("max.bytes.per.trigger", "int", None, "most bytes a micro-batch reads (all files together)", low=1),
     Option("include.file.id", "bool", False, "records carry the file's identity"),
-    Option("starting.positions.store", "url", None, "a DStream app's store to start from its positions"),
-    Option("starting.positions.app", "str", None, "that DStream app's id (with starting.positions.store)"),
+    Option("starting.positions.store", "url", None, "a store: a query without an offset log starts from the file "
+           "positions committed there (deo-store sink with anchor=true, or a DStream file app)"),
+    Option("starting.positions.app", "str", None, "that application's id (with starting.positions.store)"),
 )
 
 _KAFKA_SOURCE = (
@@ -72,6 +75,10 @@ _KAFKA_SOURCE = (
     Option("kafkaConsumer.pollTimeoutMs", "int", 120000, "how long an executor waits for a fetch (ms)", low=1),
     Option("reader", "enum", "kafka-python", "the executor reader", allowed=("kafka-python", "confluent-kafka")),
     *_TASKS,
+    Option("starting.positions.store", "url", None, "a store: a query without an offset log starts from the Kafka "
+           "positions committed there (deo-store sink with anchor=true, or a DStream app)", nullable=True),
+    Option("starting.positions.app", "str", None, "that application's id (with starting.positions.store)",
+           nullable=True),
     Option("kafka.bootstrap.servers", "str", REQUIRED, "the brokers (host:port[,host:port]); other kafka.<setting> "
            "are Kafka client settings (kafkaParams)"),
 )
@@ -84,7 +91,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                    *(o for o in FILE_OPTION_ENTRIES[0].options
                      if o.key != "hosts" and not o.key.startswith("tasks.")))),
     EntryPoint("deo-store", "options", "the store sink: df.writeStream.format('deo-store')",
-               (*_STORE_OPTIONS, _WRITES_FUNCTION, _MAX_MESSAGE), case_insensitive=True, ignored=_IGNORED),
+               (*_STORE_OPTIONS, _WRITES_FUNCTION, _MAX_MESSAGE, _ANCHOR), case_insensitive=True, ignored=_IGNORED),
     EntryPoint("deo-doris", "options", "the Doris sink: df.writeStream.format('deo-doris')",
                (*_STORE_OPTIONS, *_DORIS_OWN), case_insensitive=True, ignored=_IGNORED),
     EntryPoint("deo-kafka", "options", "the Kafka sink: df.writeStream.format('deo-kafka'); kafka.<setting> "
@@ -98,7 +105,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
     EntryPoint("deo-delta", "options", "the Delta Lake sink: df.writeStream.format('deo-delta')",
                (*_STORE_OPTIONS, *_DELTA_OWN), case_insensitive=True, ignored=_IGNORED),
     EntryPoint("store_sink_options", "keywords", "the deo-store sink's options for one query start",
-               (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE, _NEW_CHECKPOINT)),
+               (_STORE, _APP, _WRITES_FUNCTION, _MAX_MESSAGE, _NEW_CHECKPOINT, _ANCHOR)),
     EntryPoint("doris_sink_options", "keywords", "the deo-doris sink's options for one query start (further "
                "keywords: format, columns, column_separator, strict_labels)",
                (_STORE, _APP, *(o for o in _DORIS_OWN if o.key in ("fe", "db", "table", "user")),

@@ -135,7 +135,12 @@ class AofStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # t
         ``starting.positions.store`` when set, else nothing read (``starting.offsets`` applies)."""
         if self.aof.positions_store is None or self.aof.positions_app is None:
             return empty_doc()
-        return doc_from_positions(load_stored_positions(self.aof.positions_store, self.aof.positions_app))
+        positions = load_stored_positions(self.aof.positions_store, self.aof.positions_app)
+        if not positions:
+            log.warning("aof source: the store holds no committed positions for app %r (option "
+                        "starting.positions.app); the query starts per starting.offsets", self.aof.positions_app)
+            return empty_doc()
+        return doc_from_positions(positions)
 
     def getDefaultReadLimit(self) -> Any:  # noqa: N802 - Spark's name
         cap = self.aof.max_bytes_per_trigger
@@ -222,18 +227,14 @@ def _limit(limit: Any, attr: str, kind: Any) -> Optional[int]:
 
 
 def load_stored_positions(url: str, app_id: str) -> Dict[str, Position]:
-    """The committed positions of the DStream file app ``app_id`` in the store at ``url`` (read only)."""
+    """The committed positions of the application ``app_id`` (a DStream file app, or a query whose
+    ``deo-store`` sink has ``anchor=true``) in the store at ``url`` (read only; ``{}``: none)."""
     from ..stores import open_store
-    from ..stores.url import redact_url
 
     store = open_store(url, app_id)
     try:
         positions = store.load_positions()
     finally:
         store.close()
-    if not positions:
-        raise ConfigurationError(f"the store {redact_url(url)!r} holds no committed positions for app "
-                                 f"{app_id!r} (option starting.positions.app): check the app id, or drop "
-                                 f"both starting.positions options to start per starting.offsets")
     return positions
 

@@ -28,8 +28,8 @@ from ..core.ranges import Position
 from ..errors import ConfigurationError, OffsetRangeError
 from ..files.ranges import FileRange
 
-__all__ = ["DOC_VERSION", "admit", "advance", "doc_from_positions", "empty_doc", "gone_keys", "positions_of",
-           "ranges_between"]
+__all__ = ["DOC_VERSION", "admit", "advance", "doc_from_positions", "empty_doc", "entry_range", "gone_keys",
+           "positions_of", "ranges_between"]
 
 #: Version of the offset document.
 DOC_VERSION = 1
@@ -60,7 +60,8 @@ def _files(doc: Any) -> Dict[str, Any]:
     return doc["files"]
 
 
-def _range(key: str, entry: Any) -> FileRange:
+def entry_range(key: str, entry: Any) -> FileRange:
+    """The range (``from``/``until``, with the file's identity document) the offset entry ``key`` holds."""
     if not isinstance(entry, dict) or not isinstance(entry.get("meta"), dict):
         raise ConfigurationError(f"aof offset entry {key!r} is malformed: {entry!r}")
     file_id = FileRange.parse_position_key(key)
@@ -77,7 +78,7 @@ def _range(key: str, entry: Any) -> FileRange:
 def positions_of(doc: Any) -> Dict[str, Position]:
     """``{position_key: Position(next byte, identity document)}`` of every identity in ``doc``."""
     return {key: Position(r.until_byte, r.position_meta()) for key, r in
-            ((key, _range(key, entry)) for key, entry in sorted(_files(doc).items()))}
+            ((key, entry_range(key, entry)) for key, entry in sorted(_files(doc).items()))}
 
 
 def gone_keys(doc: Any) -> List[str]:
@@ -93,7 +94,7 @@ def ranges_between(start: Any, end: Any) -> List[FileRange]:
     for key, entry in sorted(after.items()):
         if before.get(key) == entry:
             continue
-        r = _range(key, entry)
+        r = entry_range(key, entry)
         if r.until_byte > r.from_byte:
             out.append(r)
     return out

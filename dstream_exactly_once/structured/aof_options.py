@@ -12,7 +12,8 @@ name                            default   meaning
                                           ranges (each at most ``bytes.max``) in planning order, at
                                           least one per batch
 ``include.file.id``             false     a column ``file_id``: the file identity (``file:<id>``)
-``starting.positions.store``    (none)    a store URL holding a DStream file app's committed positions
+``starting.positions.store``    (none)    a store URL holding committed file positions (a DStream
+                                          file app's, or the ``deo-store`` sink's with ``anchor=true``)
 ``starting.positions.app``      (none)    that app's id; a new query continues after its positions
 ``shared.filesystem``           false     every executor sees the files at the same paths (needed for
                                           a master other than local mode; as for ``FileUtils``:

@@ -27,7 +27,10 @@ checkpoint and a replayed micro-batch reads exactly the offsets of its first att
 is end-to-end exactly-once with an idempotent or transactional sink (``deo-store``, ``deo-kafka``),
 otherwise at-least-once. Offsets gone before they were read follow ``failOnDataLoss``: ``true``
 stops the query with a :class:`~dstream_exactly_once.errors.DataLossError` naming the partition and
-range; ``false`` skips them and logs them at WARN.
+range; ``false`` skips them and logs them at WARN. With ``starting.positions.store``/``.app`` a query
+without an offset log starts from the Kafka positions a store holds for the application (committed
+by the ``deo-store`` sink with ``anchor=true``, or by a DStream application): then exactly-once also
+across a new or lost checkpoint (:mod:`.anchor`).
 """
 
 from __future__ import annotations
@@ -104,9 +107,9 @@ class KafkaSourcePlanner:
         if self._initial is not None:
             return self._initial
         self.close()
+        starting = self._stored_start()
         md = self._make_metadata()
         try:
-            starting = self.opts.starting
             if isinstance(starting, str):
                 planner = self._new_planner(_strategy(self.opts), starting, md)
                 planner.start()
@@ -131,6 +134,33 @@ class KafkaSourcePlanner:
         self._planner, self._doc = planner, doc_of(planner.current)
         self._initial = self._doc
         return self._doc
+
+    def _stored_start(self) -> Any:
+        """``startingOffsets``, or with ``starting.positions.store`` the application's committed Kafka
+        positions where there are any (partitions without one: earliest/latest as ``startingOffsets``
+        says, or its explicit offset)."""
+        starting = self.opts.starting
+        if self.opts.positions_store is None or self.opts.positions_app is None:
+            return starting
+        from ..stores import open_store
+        from .anchor import stored_kafka_offsets
+
+        with open_store(self.opts.positions_store, self.opts.positions_app) as store:
+            stored = stored_kafka_offsets(store.load_positions())
+        if not stored:
+            log.info("deo-kafka source: app %s has no committed Kafka positions; starting per startingOffsets",
+                     self.opts.positions_app)
+            return starting
+        md = self._make_metadata()
+        try:
+            parts = _strategy(self.opts).validate(md)
+        finally:
+            close_metadata(md)
+        default = -2 if starting == "earliest" else -1
+        explicit: Dict[TopicAndPartition, int] = {} if isinstance(starting, str) else dict(starting)
+        log.info("deo-kafka source: starting from app %s's committed positions in the store",
+                 self.opts.positions_app)
+        return {tp: stored[tp] if tp in stored else explicit.get(tp, default) for tp in parts}
 
     def prepare_available_now(self) -> None:
         """``Trigger.AvailableNow``: the run reads up to the log ends of its first planning, then stops."""

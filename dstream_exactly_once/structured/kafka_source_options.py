@@ -26,6 +26,10 @@ name                            default     meaning
                                             :func:`~dstream_exactly_once.structured.register`)
 ``tasks.target.size``           (derived)   most offsets a packed task reads
 ``tasks.split.size``            (derived)   a range larger than this is split (``0``: never)
+``starting.positions.store``    (none)      a store URL: a query without an offset log starts from
+                                            the Kafka positions committed there (with the
+                                            ``deo-store`` sink's ``anchor=true``, or a DStream app)
+``starting.positions.app``      (none)      that application's id (both or neither)
 ==============================  ==========  =======================================================
 
 ``endingOffsets`` is refused (it belongs to batch queries, as in Spark); Spark's timestamp-based
@@ -74,7 +78,7 @@ _REFUSED = {
 _STRATEGIES = ("subscribe", "subscribepattern", "assign")
 _OWN = ("startingoffsets", "maxoffsetspertrigger", "minoffsetspertrigger", "maxtriggerdelay", "failondataloss",
         "includeheaders", "kafkaconsumer.polltimeoutms", "reader", "tasks.target.count", "tasks.target.size",
-        "tasks.split.size")
+        "tasks.split.size", "starting.positions.store", "starting.positions.app")
 _IGNORED = ("path",)
 _SPELLING = {"subscribepattern": "subscribePattern", "startingoffsets": "startingOffsets",
              "maxoffsetspertrigger": "maxOffsetsPerTrigger", "minoffsetspertrigger": "minOffsetsPerTrigger",
@@ -103,6 +107,9 @@ class KafkaSourceOptions:
     poll_timeout_ms: int = 120000
     reader: str = DEFAULT_READER
     tasks: TaskOptions = field(default_factory=TaskOptions)
+    #: the store (URL) and application whose committed Kafka positions start a new query (or None)
+    positions_store: Optional[str] = field(default=None, repr=False)
+    positions_app: Optional[str] = None
 
     def describe(self) -> str:
         kind, value = self.strategy
@@ -165,9 +172,38 @@ def parse_kafka_source_options(options: Mapping[str, Any]) -> KafkaSourceOptions
     reader = check_reader(lowered.get("reader", DEFAULT_READER), config)
     tasks = TaskOptions.from_mapping({k: v for k, v in lowered.items() if k.startswith("tasks.")},
                                      "deo-kafka source option")
+    store, app = _positions_store(lowered)
     return KafkaSourceOptions(config, strategy, starting, max_offsets, min_offsets, delay_ms,
                               True if fail is None else fail, bool(headers), 120000 if poll is None else poll,
-                              reader, tasks)
+                              reader, tasks, store, app)
+
+
+def _positions_store(lowered: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
+    """Options ``starting.positions.store`` and ``starting.positions.app``: both or neither, checked."""
+    from ..stores import check_store_url, store_schemes
+    from ..stores.app_id import check_app_id
+    from ..stores.url import redact_url, url_scheme
+
+    store, app = lowered.get("starting.positions.store"), lowered.get("starting.positions.app")
+    if store is None and app is None:
+        return None, None
+    if store is None or app is None:
+        given, missing = ("starting.positions.store", "starting.positions.app") if app is None else \
+            ("starting.positions.app", "starting.positions.store")
+        shown = redact_url(store) if isinstance(store, str) else app
+        raise ConfigurationError(f"deo-kafka source option {given!r} ({shown!r}) needs {missing!r} too: the store "
+                                 f"URL and the application id (the deo-store sink's 'store' and 'app_id') go "
+                                 f"together")
+    if not isinstance(store, str) or url_scheme(store) not in store_schemes():
+        shown = redact_url(store) if isinstance(store, str) else store
+        raise ConfigurationError(f"deo-kafka source option 'starting.positions.store' must be a store URL "
+                                 f"({', '.join(store_schemes())}://…), got {shown!r}")
+    try:
+        check_app_id(app)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"deo-kafka source option 'starting.positions.app': {exc}") from None
+    check_store_url(store, str(app))
+    return store, str(app)
 
 
 def _strategy(lowered: Mapping[str, Any]) -> Tuple[str, Any]:

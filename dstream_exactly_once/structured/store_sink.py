@@ -19,6 +19,12 @@ each start of the query takes a new epoch; a zombie run still committing with an
 refused with :class:`~dstream_exactly_once.errors.FencedError`. Building the options
 (:func:`store_sink_options`) writes nothing. ``abort`` writes nothing.
 
+With option ``anchor=true`` (store-anchored positions, :mod:`.anchor`) the sink also commits the
+``deo-kafka`` or ``aof`` source's positions, read from Spark's offset log in the query's
+``checkpointLocation``, under the store's position keys in the same transaction: the query is then exactly-once also
+when restarted on a new or lost checkpoint whose source starts from the store
+(``starting.positions.store``/``.app``).
+
 Output modes: ``append``; ``complete`` only with ``put`` rows (each batch holds the whole result
 table and a ``put`` sets each key to its current value: "set" semantics) — an ``incr`` or ``row``
 row in ``complete`` mode fails the batch before anything is written, naming the mode and the op
@@ -50,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ..core.ranges import SourceRange, register_range_kind
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, OffsetConflictError
 from ..stores.url import redact_url
 from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 from .sink_runs import QueryRun, decide_batch, read_state
@@ -72,7 +78,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 ROW_COLUMNS = ("namespace", "key", "op", "value")
 ROW_OPS = ("incr", "put", "row")
 _KNOWN_OPTIONS = ("store", "store.password", "app_id", "app", "new_checkpoint", "writes_function",
-                  "max_message_bytes", "path")
+                  "max_message_bytes", "anchor", "path")
 #: Options of earlier releases that are refused with a message saying what replaced them.
 _GONE_OPTIONS = {"epoch": "the epoch is taken by the query's first commit after each start, not by building "
                           "the options; drop option 'epoch'"}
@@ -184,11 +190,14 @@ class StoreSinkOptions:
     max_message_bytes: int
     new_checkpoint: str = "refuse"
     complete: bool = False
+    #: the local checkpoint directory whose offset log the sink reads (option ``anchor=true``), else None
+    anchor_checkpoint: Optional[str] = None
 
     def __repr__(self) -> str:
         return (f"StoreSinkOptions(store={redact_url(self.store)!r}, app_id={self.app!r}, "
                 f"writes_function={self.writes_function!r}, max_message_bytes={self.max_message_bytes}, "
-                f"new_checkpoint={self.new_checkpoint!r}, complete={self.complete})")
+                f"new_checkpoint={self.new_checkpoint!r}, complete={self.complete}, "
+                f"anchor_checkpoint={self.anchor_checkpoint!r})")
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, sink: str = "deo sink") -> StoreSinkOptions:
@@ -219,12 +228,24 @@ class StoreSinkOptions:
         new_checkpoint = check_new_checkpoint_option(lowered.get("new_checkpoint"), sink)
         url = _with_password(store, lowered.get("store.password"))
         check_store_url(url, app)  # the URL's options and values, a SQLite file's directory: nothing opened
-        return cls(url, app, fn, size, new_checkpoint)
+        anchor = str(lowered.get("anchor", "false")).strip().lower()
+        if anchor not in ("true", "false"):
+            raise ConfigurationError(f"{sink} option 'anchor' must be true or false, got {lowered['anchor']!r}")
+        checkpoint = None
+        if anchor == "true":
+            from .anchor import check_checkpoint_location
+
+            if "new_checkpoint" in lowered and new_checkpoint != "refuse":
+                raise ConfigurationError(f"{sink} option 'new_checkpoint' ({lowered['new_checkpoint']!r}) does not "
+                                         f"apply with anchor=true: a new checkpoint always continues from the store's "
+                                         f"positions; drop option 'new_checkpoint'")
+            checkpoint = check_checkpoint_location(lowered.get("checkpointlocation"), sink)
+        return cls(url, app, fn, size, new_checkpoint, anchor_checkpoint=checkpoint)
 
 
 def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optional[str] = None,
                        writes_function: Optional[str] = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                       new_checkpoint: str = "refuse") -> Dict[str, str]:
+                       new_checkpoint: str = "refuse", anchor: bool = False) -> Dict[str, str]:
     """Check the sink's options and return them as writer options; nothing is opened or written.
 
     ``df.writeStream.format("deo-store").options(**store_sink_options(url, "app")).option(
@@ -232,6 +253,9 @@ def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optiona
     and the epoch of the query's start taken, by the query's first commit: building the options
     never fences a running query. ``new_checkpoint="continue"`` lets a query started from a new
     checkpoint continue an application whose store holds committed batches (otherwise refused).
+    ``anchor=True`` keeps the ``deo-kafka`` or ``aof`` source's positions in the store with each batch
+    (:mod:`.anchor`; the query then needs an absolute local ``checkpointLocation``, checked when the
+    query starts).
     """
     from ..option_registry import keyword_checks
 
@@ -244,7 +268,13 @@ def store_sink_options(store: str, app_id: Optional[str] = None, *, app: Optiona
         options["app"] = app
     if writes_function is not None:
         options["writes_function"] = writes_function
+    if not isinstance(anchor, bool):
+        raise ConfigurationError(f"store_sink_options anchor must be True or False, got {anchor!r}")
     checked = StoreSinkOptions.parse(options)
+    if anchor:
+        options["anchor"] = "true"
+        if new_checkpoint != "refuse":
+            StoreSinkOptions.parse({**options, "checkpointLocation": "/"})  # the anchor/new_checkpoint clash
     if checked.writes_function is not None:
         _load_function(checked.writes_function)
     options.pop("app", None)
@@ -377,8 +407,30 @@ def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int,
     from ..stores import open_store
 
     where = f"{sink_name} app {opts.app} batch {batch_id}"
+    if opts.anchor_checkpoint is not None:
+        from .anchor import anchored_commit
+
+        with open_store(opts.store, opts.app) as store:
+            if read_state(store, SINK_POSITION_KEY) is not None:
+                raise OffsetConflictError(
+                    f"{where}: the application's batches were committed without anchor=true (the store holds "
+                    f"position {SINK_POSITION_KEY!r}, no source positions); start the query without anchor=true "
+                    f"from its checkpoint, or with anchor=true under a new application id; nothing was written")
+            outcome = anchored_commit(store, merge_writes(parts), opts.anchor_checkpoint, batch_id, ident, where)
+        if outcome is CommitOutcome.REPLAYED:
+            log.info("%s was committed before by this query; nothing written", where)
+        return outcome
     with open_store(opts.store, opts.app) as store:
-        decision = decide_batch(where, read_state(store, SINK_POSITION_KEY), ident, batch_id, opts.new_checkpoint)
+        state = read_state(store, SINK_POSITION_KEY)
+        if state is None:
+            from .anchor import ANCHOR_KEY, ANCHOR_NAMESPACE
+
+            if store.get_value(ANCHOR_NAMESPACE, ANCHOR_KEY) is not None:
+                raise OffsetConflictError(
+                    f"{where}: the application's batches were committed with anchor=true (its source positions are "
+                    f"in the store); start the query with anchor=true as before, or use a new application id; "
+                    f"nothing was written")
+        decision = decide_batch(where, state, ident, batch_id, opts.new_checkpoint)
         if decision.replay:
             log.info("%s (the application's batch %d) was committed before by this query; nothing written", where,
                      decision.app_batch)

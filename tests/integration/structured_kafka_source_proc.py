@@ -9,7 +9,9 @@
 ``python -m tests.integration.structured_kafka_source_proc store BOOTSTRAP TOPIC CHECKPOINT EXPECTED STORE APP``
     ``deo-kafka`` (at most 10 offsets a trigger) → ``deo-store``: each record's value one ``incr`` of
     namespace ``seen``. Prints ``STARTED`` and, once the store holds ``EXPECTED`` distinct values,
-    ``DONE``; the fault test SIGKILLs it in between and restarts it from its checkpoint.
+    ``DONE``; the fault test SIGKILLs it in between and restarts it from its checkpoint. With a last
+    argument ``anchored`` the sink keeps the source's offsets in the store (``anchor=True``) and the
+    source starts a new checkpoint from them (``starting.positions.store``/``.app``).
 """
 
 from __future__ import annotations
@@ -60,17 +62,19 @@ def compare(bootstrap: str, checkpoints: str, options: Dict[str, str]) -> None:
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def store(bootstrap: str, topic: str, checkpoint: str, expected: int, url: str, app: str) -> None:
+def store(bootstrap: str, topic: str, checkpoint: str, expected: int, url: str, app: str,
+          anchored: bool = False) -> None:
     from dstream_exactly_once.stores import open_store
     from dstream_exactly_once.structured import store_sink_options
 
     spark = kafka_query_session("deo-kafka-to-store")
     rows = (spark.readStream.format("deo-kafka").option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 10)
-            .option("tasks.target.count", 1).load()
+            .option("tasks.target.count", 1)
+            .options(**({"starting.positions.store": url, "starting.positions.app": app} if anchored else {})).load()
             .selectExpr("'seen' AS namespace", "CAST(value AS STRING) AS key", "'incr' AS op",
                         "CAST(1 AS BIGINT) AS value"))
-    query = (rows.writeStream.format("deo-store").options(**store_sink_options(url, app))
+    query = (rows.writeStream.format("deo-store").options(**store_sink_options(url, app, anchor=anchored))
              .option("checkpointLocation", checkpoint).trigger(processingTime="200 milliseconds").start())
     print("STARTED", flush=True)
     with open_store(url, app) as s:
@@ -86,8 +90,8 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if a[:1] == ["compare"] and len(a) == 4:
         compare(a[1], a[2], json.loads(a[3]))
-    elif a[:1] == ["store"] and len(a) == 7:
-        store(a[1], a[2], a[3], int(a[4]), a[5], a[6])
+    elif a[:1] == ["store"] and len(a) in (7, 8) and a[7:] in ([], ["anchored"]):
+        store(a[1], a[2], a[3], int(a[4]), a[5], a[6], anchored=a[7:] == ["anchored"])
     else:
         sys.exit(f"want: compare BOOTSTRAP CHECKPOINTS OPTIONS_JSON | store BOOTSTRAP TOPIC CHECKPOINT EXPECTED STORE "
                  f"APP; got {a!r}")
