@@ -191,26 +191,21 @@ def checks(p: int, interval: float, runs: Dict[str, List[Dict[str, Any]]]) -> Li
         out.append(f"| ours holds {interval:g} s batches at P = {p:,} | {rate:.2f} batches/s | >= {need:.2f} | "
                    f"{verdict} |")
     jvm = runs.get("jvm", [])
-    if ours and jvm and p in (100, 1000):
-        a, b = _median(ours, "batch_ms_p50"), _median(jvm, "batch_ms_p50")
-        if a is None or b is None:
-            why = "the JVM source completed no batch in its window" if b is None else "ours completed no batch"
-            out.append(f"| ours / JVM batch p50 at P = {p:,} | n/a ({why}) | <= 0.50x | n/a |")
-        else:
-            ratio = a / b
-            out.append(f"| ours / JVM batch p50 at P = {p:,} | {ratio:.2f}x ({a:,.0f} / {b:,.0f} ms) | <= 0.50x | "
-                       f"{'PASS' if ratio <= 0.5 else '**FAIL**'} |")
-    ss = runs.get("ss", [])
-    if ss and jvm and p in (100, 1000):
-        a, b = _median(ss, "batch_ms_p50"), _median(jvm, "batch_ms_p50")
-        if a is None or b is None:
-            why = "the JVM source completed no batch in its window" if b is None else "deo-kafka completed no batch"
-            out.append(f"| deo-kafka / JVM source batch p50 at P = {p:,} | n/a ({why}) | <= 0.50x | n/a |")
-        else:
-            ratio = a / b
-            out.append(f"| deo-kafka / JVM source batch p50 at P = {p:,} | {ratio:.2f}x ({a:,.0f} / {b:,.0f} ms) "
-                       f"| <= 0.50x | {'PASS' if ratio <= 0.5 else '**FAIL**'} |")
+    for peer, label in (("ours", "ours / JVM"), ("ss", "deo-kafka / JVM source")):
+        mine = runs.get(peer, [])
+        if mine and jvm and p in (100, 1000):
+            out.append(_half_of_jvm(label, p, _median(mine, "batch_ms_p50"), _median(jvm, "batch_ms_p50")))
     return out
+
+
+def _half_of_jvm(label: str, p: int, a: Optional[float], b: Optional[float]) -> str:
+    """The check row "batch p50 at most half the JVM source's" of a peer's median ``a`` against ``b``."""
+    if a is None or b is None:
+        why = "the JVM source completed no batch in its window" if b is None else "it completed no batch"
+        return f"| {label} batch p50 at P = {p:,} | n/a ({why}) | <= 0.50x | n/a |"
+    ratio = a / b
+    return (f"| {label} batch p50 at P = {p:,} | {ratio:.2f}x ({a:,.0f} / {b:,.0f} ms) | <= 0.50x | "
+            f"{'PASS' if ratio <= 0.5 else '**FAIL**'} |")
 
 
 def _spec(peer: str, bootstrap: str, topic: str, interval: float, warm: float, window: float, connector: Any,
