@@ -34,16 +34,12 @@ from ..core.options import parse_bool
 from ..errors import ConfigurationError
 from ..files.deployment import HOSTS, SHARED_FILESYSTEM, check_master, take_option
 from ..files.options import CONF_PREFIX, FileSourceOptions
-from ..stores import store_schemes
-from ..stores.app_id import check_app_id
-from ..stores.url import redact_url, url_scheme
+from ._starting_positions import POSITIONS_APP, POSITIONS_STORE, check_starting_positions
 
 __all__ = ["AofOptions", "parse_aof_options"]
 
 MAX_BYTES_PER_TRIGGER = "max.bytes.per.trigger"
 INCLUDE_FILE_ID = "include.file.id"
-POSITIONS_STORE = "starting.positions.store"
-POSITIONS_APP = "starting.positions.app"
 _OWN = (MAX_BYTES_PER_TRIGGER, INCLUDE_FILE_ID, POSITIONS_STORE, POSITIONS_APP, SHARED_FILESYSTEM, HOSTS, "path")
 
 
@@ -96,19 +92,7 @@ def parse_aof_options(options: Mapping[str, Any], conf: Optional[Mapping[str, An
     include_id = _bool(own, INCLUDE_FILE_ID)
     store = own.get(POSITIONS_STORE, (None, ""))[0]
     app = own.get(POSITIONS_APP, (None, ""))[0]
-    if (store is None) != (app is None):
-        missing = POSITIONS_APP if app is None else POSITIONS_STORE
-        raise ConfigurationError(f"options {POSITIONS_STORE!r} and {POSITIONS_APP!r} go together (the store "
-                                 f"URL and the DStream app's id); {missing!r} is missing")
-    if store is not None:
-        if not isinstance(store, str) or url_scheme(store) not in store_schemes():
-            shown = redact_url(store) if isinstance(store, str) else store
-            raise ConfigurationError(f"option {POSITIONS_STORE!r} must be a store URL ({', '.join(store_schemes())}"
-                                     f"://…), got {shown!r}")
-        try:
-            check_app_id(app)
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"option {POSITIONS_APP!r}: {exc}") from None
+    store, app = check_starting_positions(store, app, "aof source")
     also = [name for name in _OWN if name != HOSTS]  # hosts: refused above
     return AofOptions(path, FileSourceOptions.from_mapping(source, source_conf, also=also), cap, include_id, store,
                       app)

@@ -50,6 +50,7 @@ from ..kafka.offsets import TopicAndPartition
 from ..kafka.params import KafkaConfig, parse_kafka_params
 from ..kafka.reader_choice import DEFAULT_READER, check_reader
 from ..kafka.strategies import check_topic_name
+from ._starting_positions import POSITIONS_APP, POSITIONS_STORE, check_starting_positions
 
 __all__ = ["ENTRY_NAME", "KafkaSourceOptions", "parse_kafka_source_options"]
 
@@ -180,30 +181,7 @@ def parse_kafka_source_options(options: Mapping[str, Any]) -> KafkaSourceOptions
 
 def _positions_store(lowered: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
     """Options ``starting.positions.store`` and ``starting.positions.app``: both or neither, checked."""
-    from ..stores import check_store_url, store_schemes
-    from ..stores.app_id import check_app_id
-    from ..stores.url import redact_url, url_scheme
-
-    store, app = lowered.get("starting.positions.store"), lowered.get("starting.positions.app")
-    if store is None and app is None:
-        return None, None
-    if store is None or app is None:
-        given, missing = ("starting.positions.store", "starting.positions.app") if app is None else \
-            ("starting.positions.app", "starting.positions.store")
-        shown = redact_url(store) if isinstance(store, str) else app
-        raise ConfigurationError(f"deo-kafka source option {given!r} ({shown!r}) needs {missing!r} too: the store "
-                                 f"URL and the application id (the deo-store sink's 'store' and 'app_id') go "
-                                 f"together")
-    if not isinstance(store, str) or url_scheme(store) not in store_schemes():
-        shown = redact_url(store) if isinstance(store, str) else store
-        raise ConfigurationError(f"deo-kafka source option 'starting.positions.store' must be a store URL "
-                                 f"({', '.join(store_schemes())}://…), got {shown!r}")
-    try:
-        check_app_id(app)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"deo-kafka source option 'starting.positions.app': {exc}") from None
-    check_store_url(store, str(app))
-    return store, str(app)
+    return check_starting_positions(lowered.get(POSITIONS_STORE), lowered.get(POSITIONS_APP), "deo-kafka source")
 
 
 def _strategy(lowered: Mapping[str, Any]) -> Tuple[str, Any]:
