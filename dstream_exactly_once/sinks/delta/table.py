@@ -45,11 +45,12 @@ class DeltaTarget:
     def load(self) -> Optional[Any]:
         """The table's newest snapshot (a ``deltalake.DeltaTable``), or ``None`` when there is no table yet."""
         from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
 
         try:
-            if not DeltaTable.is_deltatable(self.table_uri, self.storage_options or None):
-                return None
             return DeltaTable(self.table_uri, storage_options=self.storage_options or None)
+        except TableNotFoundError:
+            return None
         except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
             raise SinkError(f"{self.describe()}: cannot be read: {type(exc).__name__}: {exc}") from exc
 
@@ -97,16 +98,21 @@ class DeltaTarget:
         except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
             raise SinkError(f"{self.describe()}: the commit of batch {batch_id} (application transaction "
                             f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
-        return self._version_of(metadata)
+        return self._version_of(table, metadata)
 
-    def _version_of(self, metadata: Dict[str, Any]) -> int:
-        """The version of the commit just made with ``metadata`` (found in the newest commits' infos)."""
-        table = self.load()
-        if table is None:  # the commit made the table; it cannot have vanished
-            raise SinkError(f"{self.describe()}: not found right after a commit to it")
-        for info in table.history(20):
-            if info.get(METADATA_KEY) == metadata[METADATA_KEY]:
-                return int(info["version"])
+    def _version_of(self, table: Optional[Any], metadata: Dict[str, Any]) -> int:
+        """The version of the commit just made with ``metadata`` on the snapshot ``table`` (found in the
+        newest commits' infos: the snapshot is brought up to date with the commits since it was read)."""
+        if table is None:
+            table = self.load()
+            if table is None:  # the commit made the table; it cannot have vanished
+                raise SinkError(f"{self.describe()}: not found right after a commit to it")
+        else:
+            table.update_incremental()  # deltalake leaves the snapshot at the version it was read at
+        for depth in (1, 20):  # ours is the newest commit unless another writer committed since
+            for info in table.history(depth):
+                if info.get(METADATA_KEY) == metadata[METADATA_KEY]:
+                    return int(info["version"])
         return int(table.version())  # more than 20 commits since ours: the newest version is an upper bound
 
     def committed_files(self, table: Any) -> List[str]:
