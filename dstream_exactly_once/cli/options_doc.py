@@ -84,7 +84,8 @@ def _name(e: EntryPoint, o: Option) -> str:
 
 
 def _table(e: EntryPoint) -> List[str]:
-    lines = [f"#### `{e.name}`", "", _cell(e.doc[:1].upper() + e.doc[1:]) + ".", ""]
+    doc = _cell(e.doc[:1].upper() + e.doc[1:])
+    lines = [f"#### `{e.name}`", "", doc if doc.endswith(".") else doc + ".", ""]
     if e.ignored or e.open_keys:
         extra = []
         if e.open_keys:
