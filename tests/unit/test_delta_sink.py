@@ -233,3 +233,56 @@ def test_a_lost_concurrent_commit_is_a_table_conflict_error(tmp_path, store):
     with pytest.raises(TableConflictError, match="lost to a concurrent commit") as info:
         sink.target.commit(stale, [], SCHEMA, [], "orders", 1, {"dstreamExactlyOnce": "{}"})
     assert info.value.retriable and "batch 1" in str(info.value)
+
+
+# ---------------------------------------------------------------- merge by key (upsert)
+def keyed(pairs: List[tuple]) -> LocalRDD:
+    """Two tasks' (key, n) rows, in batch order: the first half of ``pairs`` in task 0."""
+    half = len(pairs) // 2
+    return LocalRDD([[{"key": k, "n": n} for k, n in pairs[:half]], [(k, n) for k, n in pairs[half:]]])
+
+
+def table_rows(uri: str) -> dict:
+    t = deltalake.DeltaTable(uri).to_pyarrow_table()
+    keys, ns = t.column("key").to_pylist(), t.column("n").to_pylist()
+    assert len(set(keys)) == len(keys), keys  # one row per key
+    return dict(zip(keys, ns, strict=True))
+
+
+def test_merge_mode_upserts_each_key_once_keeping_its_last_row_of_the_batch(tmp_path, store):
+    uri = str(tmp_path / "table")
+    sink = DeltaSink(uri, schema=SCHEMA, merge_keys=["key"])
+    epoch = store.start_epoch()
+    run_batch(sink, store, epoch, batch(0, 0, 4), keyed([("a", 1), ("b", 2), ("a", 3), ("c", 4)]))
+    assert table_rows(uri) == {"a": 3, "b": 2, "c": 4}  # the batch's last row of "a"
+    run_batch(sink, store, epoch, batch(1, 4, 7), keyed([("b", 20), ("d", 5), ("b", 21)]))
+    assert table_rows(uri) == {"a": 3, "b": 21, "c": 4, "d": 5}
+    table = deltalake.DeltaTable(uri)
+    assert table.transaction_version("orders") == 1
+    record = store.get_value("__delta__", sink.record_key("orders"))
+    assert record["state"] == "committed" and record["version"] == table.version() and record["rows"] == 2
+
+
+def test_merge_mode_replay_after_the_table_commit_changes_nothing(tmp_path, store):
+    uri = str(tmp_path / "table")
+    sink = DeltaSink(uri, schema=SCHEMA, merge_keys=["key"])
+    epoch = store.start_epoch()
+    run_batch(sink, store, epoch, batch(0, 0, 2), keyed([("a", 1), ("b", 2)]))
+    b = batch(1, 2, 4)
+    store.log_batch(epoch, b)
+    sink.write_batch(store, epoch, b, keyed([("a", 10), ("c", 3)]))  # the driver dies before the store commit
+    version = deltalake.DeltaTable(uri).version()
+    epoch2 = store.start_epoch()
+    store.commit(epoch2, b, sink.write_batch(store, epoch2, b, keyed([("a", 99), ("c", 99)])))
+    assert table_rows(uri) == {"a": 10, "b": 2, "c": 3} and deltalake.DeltaTable(uri).version() == version
+
+
+def test_merge_keys_are_checked_before_anything_is_written(tmp_path, store):
+    uri = str(tmp_path / "table")
+    with pytest.raises(ConfigurationError, match=r"merge_keys \['id'\] are not columns.*key, n"):
+        DeltaSink(uri, schema=SCHEMA, merge_keys=["id"])
+    with pytest.raises(ConfigurationError, match="merge_keys must be a list of column names"):
+        DeltaSink(uri, schema=SCHEMA, merge_keys="key")
+    with pytest.raises(ConfigurationError, match="name a column twice"):
+        DeltaSink(uri, schema=SCHEMA, merge_keys=["key", "key"])
+    assert not os.path.exists(uri)

@@ -13,6 +13,7 @@ import pyarrow as pa
 from ...errors import ConfigurationError, TableConflictError
 from ...stores.base import PlannedBatch, TransactionalStore, Writes
 from .files import FileAdd, write_files
+from .merge import check_merge_keys, latest_by_key
 from .schema import check_partition_columns, check_schema, rows_to_table
 from .table import DeltaTarget, batch_metadata
 
@@ -38,13 +39,19 @@ class DeltaSink:
     all at once or not at all. Files of a crashed attempt stay unreferenced (invisible) until
     ``dstream-eo delta orphans --apply`` removes them.
 
+    Merge by key (upsert): with ``merge_keys=[...]`` each batch updates the table's rows whose keys
+    match and inserts the others, in ONE Delta merge commit carrying the same application
+    transaction (replays and crashes as above). Unit of parallelism in this mode: one Spark task
+    per planned task turns its records into Arrow; the driver keeps each key's last row of the batch
+    (task order, then record order) and runs the merge, so a batch's rows pass through the driver.
+
     Attach it with :meth:`attach` (``sink.attach(stream, rows=...)``), which uses the stream's
     :meth:`~dstream_exactly_once.streaming.exactly_once.ExactlyOnceDStream.commit_each_batch`.
     """
 
     def __init__(self, table_uri: str, *, schema: Optional[pa.Schema] = None, partition_by: Sequence[str] = (),
                  app_id: Optional[str] = None, storage_options: Optional[Mapping[str, str]] = None,
-                 namespace: str = "__delta__") -> None:
+                 namespace: str = "__delta__", merge_keys: Sequence[str] = ()) -> None:
         if not isinstance(table_uri, str) or not table_uri.strip():
             raise ConfigurationError(f"table_uri must be a non-empty str (a path or URI), got {table_uri!r}")
         if schema is not None and not isinstance(schema, pa.Schema):
@@ -58,16 +65,22 @@ class DeltaSink:
             raise ConfigurationError("storage_options must map str to str")
         if not isinstance(namespace, str) or not namespace:
             raise ConfigurationError(f"namespace must be a non-empty str, got {namespace!r}")
+        if isinstance(merge_keys, str) or not all(isinstance(c, str) and c for c in merge_keys):
+            raise ConfigurationError(f"merge_keys must be a list of column names (empty: append), got {merge_keys!r}")
         self.target = DeltaTarget(table_uri, storage_options)
         self.schema = schema
         self.partition_by = list(partition_by)
         self.app_id = app_id
         self.namespace = namespace
+        self.merge_keys = list(merge_keys)
         if schema is not None:
             check_partition_columns(self.partition_by, schema, None, self.target.describe())
+            check_merge_keys(self.merge_keys, schema, self.target.describe())
 
     def __repr__(self) -> str:
-        return f"DeltaSink({self.target.table_uri!r}, partition_by={self.partition_by!r}, app_id={self.app_id!r})"
+        merge = f", merge_keys={self.merge_keys!r}" if self.merge_keys else ""
+        return (f"DeltaSink({self.target.table_uri!r}, partition_by={self.partition_by!r}, app_id={self.app_id!r}"
+                f"{merge})")
 
     @property
     def table_uri(self) -> str:
@@ -99,6 +112,7 @@ class DeltaSink:
             check_schema(self.schema, table_schema, where)
         schema = self.schema if self.schema is not None else table_schema
         check_partition_columns(self.partition_by, schema, self.target.partition_columns(table), where)
+        check_merge_keys(self.merge_keys, schema, where)
         return schema
 
     def attach(self, stream: Any, rows: Optional[RowsFunc] = None) -> None:
@@ -165,6 +179,8 @@ class DeltaSink:
         if self._committed_before(store, table, batch.batch_id):
             log.info("%s already holds batch %d of %r; nothing written", self.target.describe(), batch.batch_id, app)
             return Writes().put(self.namespace, key, {**base, "state": "committed", "version": None, "files": []})
+        if self.merge_keys:
+            return self._merge_batch(store, epoch, batch, rdd, rows, schema, table)
         adds = self.write_tasks(rdd, schema, rows, batch.batch_id)
         files = [a.path for a in adds]
         store.commit(epoch, batch, Writes().put(self.namespace, key, {**base, "state": "pending", "files": files}),
@@ -183,3 +199,33 @@ class DeltaSink:
                  version, len(adds), total)
         return Writes().put(self.namespace, key, {**base, "state": "committed", "version": version, "files": files,
                                                   "rows": total})
+
+    def _merge_batch(self, store: TransactionalStore, epoch: int, batch: PlannedBatch, rdd: Any,
+                     rows: Optional[RowsFunc], schema: pa.Schema, table: Any) -> Writes:
+        """``write_batch`` in merge mode: the executors turn their records into Arrow tables, the
+        driver keeps each key's last row of the batch and upserts them in ONE Delta commit."""
+        key, app = self.record_key(store.app_id), self.txn_app_id(store.app_id)
+        base = {"batch": batch.batch_id, "table": self.table_uri}
+        where = f"{self.target.describe()} batch {batch.batch_id}"
+        to_rows = rows if rows is not None else (lambda records: records)
+
+        def per_task(_index: int, records: Iterable[Any]) -> List[pa.Table]:
+            return [rows_to_table(to_rows(records), schema, where)]
+
+        parts = list(rdd.mapPartitionsWithIndex(per_task).collect())
+        data = latest_by_key(pa.concat_tables(parts) if parts else schema.empty_table(), self.merge_keys)
+        store.commit(epoch, batch, Writes().put(self.namespace, key, {**base, "state": "pending", "files": []}),
+                     ranges=[], complete_batch=False)
+        try:
+            version = self.target.merge(table, data, self.merge_keys, self.partition_by, app, batch.batch_id,
+                                        batch_metadata(app, batch.batch_id, batch.ranges, data.num_rows))
+        except TableConflictError:
+            if not self._committed_before(store, self.target.load(), batch.batch_id):
+                raise
+            log.warning("%s: another attempt of batch %d of %r committed first (an older driver)",
+                        self.target.describe(), batch.batch_id, app)
+            return Writes().put(self.namespace, key, {**base, "state": "committed", "version": None, "files": []})
+        log.info("%s: batch %d merged as version %d (%d rows by %s)", self.target.describe(), batch.batch_id, version,
+                 data.num_rows, ", ".join(self.merge_keys))
+        return Writes().put(self.namespace, key, {**base, "state": "committed", "version": version, "files": [],
+                                                  "rows": data.num_rows})

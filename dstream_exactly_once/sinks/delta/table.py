@@ -100,6 +100,34 @@ class DeltaTarget:
                             f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
         return self._version_of(table, metadata)
 
+    def merge(self, table: Optional[Any], data: pa.Table, keys: Sequence[str], partition_by: Sequence[str],
+              app_id: str, batch_id: int, metadata: Dict[str, Any]) -> int:
+        """Upsert ``data`` (one row per key) by ``keys`` in ONE Delta commit carrying the application
+        transaction ``(app_id, batch_id)`` and ``metadata``: matching rows are updated, the others
+        inserted (``table`` ``None``: the commit creates the table with ``data``). Returns the version."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        from .merge import merge_predicate
+
+        props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)], custom_metadata=metadata)
+        try:
+            if table is None:
+                write_deltalake(self.table_uri, data, mode="append", partition_by=list(partition_by) or None,
+                                storage_options=self.storage_options or None, commit_properties=props)
+            else:
+                (table.merge(data, merge_predicate(keys), source_alias="s", target_alias="t", commit_properties=props)
+                 .when_matched_update_all().when_not_matched_insert_all().execute())
+        except CommitFailedError as exc:
+            raise TableConflictError(
+                f"{self.describe()}: the merge of batch {batch_id} (application transaction {app_id!r}) lost to a "
+                f"concurrent commit ({exc}); nothing of it is in the table, and the next attempt reads the table "
+                f"again") from exc
+        except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
+            raise SinkError(f"{self.describe()}: the merge of batch {batch_id} (application transaction "
+                            f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
+        return self._version_of(table, metadata)
+
     def _version_of(self, table: Optional[Any], metadata: Dict[str, Any]) -> int:
         """The version of the commit just made with ``metadata`` on the snapshot ``table`` (found in the
         newest commits' infos: the snapshot is brought up to date with the commits since it was read)."""
