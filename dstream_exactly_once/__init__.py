@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
 from ._version import __version__
+from .admin import SkipPlan, skip_batch
 from .core.retry import RetryPolicy
 from .errors import (
     ConfigurationError,
@@ -50,7 +51,6 @@ from .kafka.offsets import (
 )
 from .kafka.spark_strategy_names import ConsumerStrategies, LocationStrategies
 from .kafka.strategies import Assign, Subscribe, SubscribePattern
-from .operators import SkipPlan, skip_batch
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 # The Spark-facing names import pyspark, which is optional for the stores, the value types and the

@@ -38,7 +38,7 @@ def check_batches_args(args: argparse.Namespace) -> None:
 
 
 def run_batches(args: argparse.Namespace, store: Any) -> int:
-    from ..operators.skip import skipped_batches
+    from ..admin.skip import skipped_batches
 
     last_logged = store.last_logged_batch_id()
     last_committed = store.last_committed_batch_id()
@@ -107,8 +107,8 @@ def _skip_note(doc: Dict[str, Any]) -> str:
 
 def run_skip(args: argparse.Namespace) -> int:
     """``batches skip``: print the plan (dry run) or skip the batches (``--execute``)."""
+    from ..admin.skip import skip_batch
     from ..errors import ConfigurationError, DriverLiveError, OffsetConflictError
-    from ..operators.skip import skip_batch
 
     with open_cli_store(args.store, args.app):  # a missing store file or an unknown app, each named
         pass

@@ -81,7 +81,7 @@ def offsets_reset(args: argparse.Namespace) -> int:
 
 def offsets_export(args: argparse.Namespace) -> int:
     """``dstream-eo offsets export``: the committed Kafka offsets as Spark's Kafka source takes them."""
-    from ..operators.export import export_offsets
+    from ..admin.export import export_offsets
     from .store_access import open_cli_store
 
     with open_cli_store(args.store, args.app) as store:

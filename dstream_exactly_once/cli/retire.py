@@ -18,7 +18,7 @@ _COLUMNS = ["kind", "namespace", "count"]
 
 def run_retire(args: argparse.Namespace, store: Any) -> int:
     """``retire``: print the inventory (dry run) or delete it (``--execute``)."""
-    from ..operators.retire import retire_app
+    from ..admin.retire import retire_app
 
     try:
         plan = retire_app(store, store.app_id, execute=args.execute, force=args.force)

@@ -1,14 +1,17 @@
-"""Operator actions on an application's stored state (what ``dstream-eo`` runs; no Spark import).
+"""Deprecated name of :mod:`dstream_exactly_once.admin` (the operator actions on stored state).
 
-- :func:`~dstream_exactly_once.operators.skip.skip_batch` — move an application past a logged
-  batch that fails every time: an audited, epoch-fenced commit without output.
-- :func:`~dstream_exactly_once.operators.retire.retire_app` — delete everything a store holds of an
-  application that will not run again, in one epoch-fenced transaction.
+``dstream_exactly_once.operators`` and its modules ``export``, ``retire`` and ``skip`` still import,
+with a :class:`DeprecationWarning`; they will be removed in a later release. Import from
+:mod:`dstream_exactly_once.admin` instead (``skip_batch`` and ``SkipPlan`` also from the package root).
 """
 
 from __future__ import annotations
 
-from .retire import RetirePlan, retire_app
-from .skip import SkipPlan, skip_batch
+import warnings
+
+from ..admin import RetirePlan, SkipPlan, retire_app, skip_batch
 
 __all__ = ["RetirePlan", "SkipPlan", "retire_app", "skip_batch"]
+
+warnings.warn("dstream_exactly_once.operators is deprecated: import from dstream_exactly_once.admin",
+              DeprecationWarning, stacklevel=2)

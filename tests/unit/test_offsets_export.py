@@ -8,9 +8,9 @@ import os
 import pytest
 
 from dstream_exactly_once import OffsetRange
+from dstream_exactly_once.admin.export import export_offsets, structured_streaming_offsets
 from dstream_exactly_once.cli import main
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.operators.export import export_offsets, structured_streaming_offsets
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.stores.writes import PlannedBatch, Writes
 

@@ -4,7 +4,7 @@ Every key of an application starts with its hash tag ``{deo:<app_id>}`` (the key
 :mod:`.redis`), so its keys are found by one ``SCAN`` pattern (on a Redis Cluster, redis-py scans
 every master; the keys all live on the master of the tag's slot) and deleted by one script that
 declares them all, after the same epoch check as every write. The caller takes a new epoch first
-(:func:`~dstream_exactly_once.operators.retire.retire_app`): every driver of the app is then fenced,
+(:func:`~dstream_exactly_once.admin.retire.retire_app`): every driver of the app is then fenced,
 so no key appears between the scan and the script, and a driver that started in between makes the
 script refuse (its epoch moved).
 """

@@ -1,0 +1,16 @@
+"""Operator actions on an application's stored state (what ``dstream-eo`` runs; no Spark import).
+
+This package was called ``dstream_exactly_once.operators``; that name still imports, deprecated.
+
+- :func:`~dstream_exactly_once.admin.skip.skip_batch` — move an application past a logged
+  batch that fails every time: an audited, epoch-fenced commit without output.
+- :func:`~dstream_exactly_once.admin.retire.retire_app` — delete everything a store holds of an
+  application that will not run again, in one epoch-fenced transaction.
+"""
+
+from __future__ import annotations
+
+from .retire import RetirePlan, retire_app
+from .skip import SkipPlan, skip_batch
+
+__all__ = ["RetirePlan", "SkipPlan", "retire_app", "skip_batch"]
