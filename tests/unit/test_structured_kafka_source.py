@@ -243,9 +243,9 @@ def _block(headers=None):
     return RecordBlock("t", 3, [7, 9], [None, b"k"], [b"v1", None], [1_700_000_000_123, -1], [0, 1], headers)
 
 
+@pytest.mark.pyspark4
 @pytest.mark.parametrize("include_headers", [False, True])
 def test_record_batches_have_the_schema_spark_derives_from_the_source_schema(include_headers):
-    pytest.importorskip("pyspark.sql.datasource")
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from dstream_exactly_once.structured._spark_kafka_source import kafka_schema
@@ -264,8 +264,8 @@ def test_record_batches_have_the_schema_spark_derives_from_the_source_schema(inc
         assert rows[1]["headers"] is None  # no headers: null, as in Spark's Kafka source
 
 
+@pytest.mark.pyspark4
 def test_the_data_source_refuses_another_schema_and_bad_options_at_load():
-    pytest.importorskip("pyspark.sql.datasource")
     from pyspark.sql.types import StringType, StructField, StructType
 
     from dstream_exactly_once.structured._spark_kafka_source import KafkaDataSource, kafka_schema
