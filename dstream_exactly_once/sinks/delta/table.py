@@ -8,7 +8,8 @@ failure of the table a :class:`~dstream_exactly_once.errors.SinkError` naming th
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 import pyarrow as pa
 
@@ -27,6 +28,13 @@ def batch_metadata(app_id: str, batch_id: int, ranges: Sequence[Any], rows: int)
     positions = [{"partition": r.position_key, "start": r.start, "end": r.end} for r in ranges]
     return {METADATA_KEY: json.dumps({"app_id": app_id, "batch_id": batch_id, "rows": rows, "positions": positions},
                                      separators=(",", ":"), sort_keys=True)}
+
+
+def _commit_properties(app_id: str, batch_id: int, metadata: Dict[str, Any]) -> Any:
+    """The commit properties of a batch: its application transaction and its metadata."""
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(app_transactions=[Transaction(app_id, batch_id)], custom_metadata=metadata)
 
 
 class DeltaTarget:
@@ -75,14 +83,13 @@ class DeltaTarget:
         """Commit ``adds`` in ONE Delta commit carrying the application transaction ``(app_id, batch_id)``
         and ``metadata``, on the snapshot ``table`` (``None``: the commit creates the table). Returns
         the table version written. A concurrent commit that wins raises :class:`TableConflictError`."""
-        from deltalake import CommitProperties, Schema, Transaction
-        from deltalake.exceptions import CommitFailedError
+        from deltalake import Schema
         from deltalake.transaction import AddAction, create_table_with_add_actions
 
         actions = [AddAction(a.path, a.size, dict(a.partition_values), a.modification_time, True, a.stats)
                    for a in adds]
-        props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)], custom_metadata=metadata)
-        try:
+        props = _commit_properties(app_id, batch_id, metadata)
+        with self._translated("commit", app_id, batch_id):
             if table is None:
                 create_table_with_add_actions(self.table_uri, Schema.from_arrow(schema), actions, mode="append",
                                               partition_by=list(partition_by) or None,
@@ -90,14 +97,6 @@ class DeltaTarget:
             else:
                 table.create_write_transaction(actions, "append", schema, list(partition_by) or None,
                                                commit_properties=props)
-        except CommitFailedError as exc:
-            raise TableConflictError(
-                f"{self.describe()}: the commit of batch {batch_id} (application transaction {app_id!r}) lost to a "
-                f"concurrent commit ({exc}); nothing of it is in the table, and the next attempt reads the table "
-                f"again") from exc
-        except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
-            raise SinkError(f"{self.describe()}: the commit of batch {batch_id} (application transaction "
-                            f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
         return self._version_of(table, metadata)
 
     def merge(self, table: Optional[Any], data: pa.Table, keys: Sequence[str], partition_by: Sequence[str],
@@ -105,28 +104,36 @@ class DeltaTarget:
         """Upsert ``data`` (one row per key) by ``keys`` in ONE Delta commit carrying the application
         transaction ``(app_id, batch_id)`` and ``metadata``: matching rows are updated, the others
         inserted (``table`` ``None``: the commit creates the table with ``data``). Returns the version."""
-        from deltalake import CommitProperties, Transaction, write_deltalake
-        from deltalake.exceptions import CommitFailedError
+        from deltalake import write_deltalake
 
         from .merge import merge_predicate
 
-        props = CommitProperties(app_transactions=[Transaction(app_id, batch_id)], custom_metadata=metadata)
-        try:
+        props = _commit_properties(app_id, batch_id, metadata)
+        with self._translated("merge", app_id, batch_id):
             if table is None:
                 write_deltalake(self.table_uri, data, mode="append", partition_by=list(partition_by) or None,
                                 storage_options=self.storage_options or None, commit_properties=props)
             else:
                 (table.merge(data, merge_predicate(keys), source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
+        return self._version_of(table, metadata)
+
+    @contextmanager
+    def _translated(self, what: str, app_id: str, batch_id: int) -> Iterator[None]:
+        """``deltalake``'s errors of the ``what`` (commit, merge) of a batch, translated: a lost
+        concurrent commit is :class:`TableConflictError`, any other failure a :class:`SinkError`."""
+        from deltalake.exceptions import CommitFailedError
+
+        try:
+            yield
         except CommitFailedError as exc:
             raise TableConflictError(
-                f"{self.describe()}: the merge of batch {batch_id} (application transaction {app_id!r}) lost to a "
+                f"{self.describe()}: the {what} of batch {batch_id} (application transaction {app_id!r}) lost to a "
                 f"concurrent commit ({exc}); nothing of it is in the table, and the next attempt reads the table "
                 f"again") from exc
         except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
-            raise SinkError(f"{self.describe()}: the merge of batch {batch_id} (application transaction "
+            raise SinkError(f"{self.describe()}: the {what} of batch {batch_id} (application transaction "
                             f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
-        return self._version_of(table, metadata)
 
     def _version_of(self, table: Optional[Any], metadata: Dict[str, Any]) -> int:
         """The version of the commit just made with ``metadata`` on the snapshot ``table`` (found in the
