@@ -10,7 +10,10 @@ touches beyond kafka-python's public API:
 - ``consumer._fetcher.config["max_partition_fetch_bytes"]``, set before each poll by
   :func:`size_next_fetch`;
 - ``DefaultRecordBatch._maybe_uncompress``, ``._buffer`` and ``._pos``, read by :class:`Batch`
-  (with the public ``first_timestamp``, ``max_timestamp`` and ``timestamp_type`` for metadata).
+  (with the public ``first_timestamp``, ``max_timestamp`` and ``timestamp_type`` for metadata);
+- ``consumer._fetcher._paused_partition_records`` and ``._paused_completed_fetches`` (the data a
+  consumer parks for a partition paused while its fetched records were not all returned), emptied by
+  :func:`forget_parked` before a consumer is used again.
 
 :func:`make_batch_class` checks these names and the signature first; when the installed
 kafka-python does not fit, :func:`install_batches` returns ``None`` and the reader falls back to
@@ -35,13 +38,15 @@ from .records import RecordBlock
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Batch", "Records", "install_batches", "learn_batch_sizes", "make_batch_class", "parse_v2",
-           "parse_v2_meta", "size_next_fetch"]
+__all__ = ["POLL_MAX_RECORDS", "Batch", "Records", "forget_parked", "install_batches", "learn_batch_sizes",
+           "make_batch_class", "parse_v2", "parse_v2_meta", "size_next_fetch"]
 
 # Each fetch asks for about what the rest of the range needs (estimated from the bytes per offset
 # seen so far, per topic), at least this much and at most max.partition.fetch.bytes, so reading a
 # small range does not transfer megabytes past its end (a broker returns at least one whole batch).
 _MIN_FETCH_BYTES = 64 * 1024
+#: ``max_records`` of each kafka-python poll of the readers (with :func:`install_batches`: record batches)
+POLL_MAX_RECORDS = 10000
 _BYTES_PER_OFFSET: Dict[str, float] = {}
 
 
@@ -348,6 +353,36 @@ def size_next_fetch(fetcher: Any, topic: str, remaining_offsets: int, max_fetch:
     per_offset = _BYTES_PER_OFFSET.get(topic)
     size = max_fetch if per_offset is None else int(remaining_offsets * per_offset * 1.25)
     fetcher.config["max_partition_fetch_bytes"] = min(max_fetch, max(_MIN_FETCH_BYTES, size))
+
+
+def forget_parked(consumer: Any) -> int:
+    """Drop what ``consumer``'s fetcher parked for paused partitions; returns how many partitions had some.
+
+    kafka-python 3.0 parks the fetched records of a partition that is paused while they were not all
+    returned (the reader pauses a partition the moment it reaches its range's end, and the rest of
+    the record batch in hand is parked), and fetches nothing more for that partition while they are
+    parked. It gives parked records back only at a poll that starts with no partition's records in
+    line, which on a consumer that has fetched anything seldom happens: a cached consumer reassigned
+    to that partition for a later range could stop returning its records for good. Parked records are of no use to a
+    later read (it seeks every partition to its range's start), so a reader calls this before each
+    read with a consumer it did not just create.
+    """
+    fetcher = getattr(consumer, "_fetcher", None)
+    records = getattr(fetcher, "_paused_partition_records", None)
+    completed = getattr(fetcher, "_paused_completed_fetches", None)
+    parked: set = set()
+    if isinstance(records, dict) and records:
+        for part in list(records.values()):
+            try:
+                part.drain()
+            except Exception as exc:  # noqa: BLE001 - draining only records metrics; the data is dropped anyway
+                log.debug("draining parked records of %s: %s", getattr(part, "topic_partition", "?"), exc)
+        parked.update(records)
+        records.clear()
+    if isinstance(completed, dict) and completed:
+        parked.update(completed)
+        completed.clear()
+    return len(parked)
 
 
 def learn_batch_sizes(topic: str, chunks: Iterable[Any]) -> None:

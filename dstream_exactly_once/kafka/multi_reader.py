@@ -76,6 +76,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
     pos: Dict[Any, int] = {tp: r.fromOffset for tp, r in by_tp.items()}
     held: Dict[Any, List[RecordBlock]] = {tp: [] for tp in tps}
     consumer = cache.acquire(config, ranges[0], fresh)
+    _fetch.forget_parked(consumer)  # a cached consumer's parked records would starve their partitions
     assigned = list(tps)
     recovered = False  # the consumer is a recovery consumer (never put back in the cache)
     ok = False
@@ -95,7 +96,8 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                     if fetcher is not None and not recovered:
                         remaining = min(by_tp[tp].untilOffset - pos[tp] for tp in active)
                         _fetch.size_next_fetch(fetcher, by_tp[active[0]].topic, remaining, max_fetch)
-                    polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=10000)
+                    polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms),
+                                           max_records=_fetch.POLL_MAX_RECORDS)
                     for tp in active:
                         items = polled.get(tp, ())
                         progressed = _take(consumer, fetcher, tp, by_tp[tp], items, pos, held[tp], metadata) \

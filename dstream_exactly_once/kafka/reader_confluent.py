@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["CONSUMERS", "read_range", "reassign"]
 
-#: messages asked for per ``consume`` call (kafka-python reader: ``max_records=10000`` per poll)
+#: messages asked for per ``consume`` call (kafka-python reader: ``_fetch.POLL_MAX_RECORDS`` per poll)
 _BATCH = 10000
 #: the first wait for a message when none is queued, doubled while none comes (up to 200 ms)
 _FIRST_WAIT_S = 0.005

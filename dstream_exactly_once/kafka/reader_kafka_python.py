@@ -67,6 +67,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
 
     tp = TopicPartition(r.topic, r.partition)
     consumer = cache.acquire(config, r, fresh)
+    _fetch.forget_parked(consumer)  # a cached consumer's parked records would starve their partitions
     recovered = False  # the consumer is a recovery consumer (never put back in the cache)
     ok = False
     try:
@@ -81,7 +82,7 @@ def _read(config: KafkaConfig, r: OffsetRange, poll_timeout_ms: int, fail_on_dat
             try:
                 if fetcher is not None and not recovered:
                     _fetch.size_next_fetch(fetcher, r.topic, until - pos, max_fetch)
-                polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=10000)
+                polled = consumer.poll(timeout_ms=min(200, poll_timeout_ms), max_records=_fetch.POLL_MAX_RECORDS)
                 items = polled.get(tp, ())
                 blocks: List[RecordBlock] = []
                 pos = take_records(consumer, fetcher, tp, r, items, pos, blocks, metadata)

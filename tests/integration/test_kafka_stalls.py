@@ -101,6 +101,48 @@ def test_ranges_planned_right_after_the_producer_stops_are_read_whole(kafka, top
             assert unpacked.get(r.partition, []) == list(range(r.fromOffset, r.untilOffset)), r
 
 
+# ---------------------------------------------------------------- a cached consumer's parked records
+
+
+@pytest.mark.parametrize("second", ["packed", "unpacked"])
+def test_a_partition_paused_mid_fetch_is_read_again_by_the_same_cached_consumer(kafka, topic_name, second, caplog,
+                                                                                 monkeypatch):
+    """kafka-python 3.0 parks the not-yet-returned records of a partition paused mid-fetch and fetches
+    nothing more for it while they are parked; it gives them back only when no other partition's
+    records are in line, which after the first fetch is never. The packed reader pauses a partition
+    the moment its range ends, so the cached consumer used to starve that partition in every later
+    read of it (the stream waited until the stall look found the records present). Here partition 0's
+    first range ends inside its first record batch while two more batches are in hand (one batch per
+    poll), then the same cache reads partition 0's next range: at once, with no stall."""
+    from dstream_exactly_once.kafka import _fetch
+
+    kafka.create_topic(topic_name, 2)
+    for b in range(3):  # three record batches per partition (a flush per produce call)
+        kafka.produce(topic_name, [f"b{b}r{i}" for i in range(10)], partitions=2)
+    config = parse_kafka_params({"bootstrap.servers": kafka.bootstrap})
+    monkeypatch.setattr(_fetch, "POLL_MAX_RECORDS", 1)  # one record batch per poll: partition 0's rest stays in line
+    cache = ConsumerCache()
+    try:
+        ranges = [OffsetRange(topic_name, 0, 0, 2), OffsetRange(topic_name, 1, 0, 15)]
+        first = list(multi_reader.read_ranges(config, ranges, cache=cache, poll_timeout_ms=POLL_MS))
+        assert _offsets(first) == {0: [0, 1], 1: list(range(15))}
+        assert cache.created == 1
+        later = OffsetRange(topic_name, 0, 2, 15)
+        t0 = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka.stall"):
+            if second == "packed":
+                blocks = list(multi_reader.read_ranges(config, [later], cache=cache, poll_timeout_ms=POLL_MS))
+            else:
+                blocks = list(reader.read_range(config, later, cache=cache, poll_timeout_ms=POLL_MS))
+        took = time.monotonic() - t0
+    finally:
+        cache.clear()
+    assert _offsets(blocks) == {0: list(range(2, 15))}
+    assert cache.created == 1  # the cached consumer read it, not a new one
+    assert not [r.getMessage() for r in caplog.records], "the cached consumer did not return the records"
+    assert took < 3, f"the second read took {took:.1f} s"
+
+
 # ---------------------------------------------------------------- a client that returns nothing
 
 
