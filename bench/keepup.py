@@ -53,6 +53,20 @@ PEERS = ("ours", "jvm", "ss", "floor")
 STEP = 1000
 
 
+def _orphan_safe(target: Callable[..., None], parent: int, *args: Any) -> None:
+    """Run ``target(*args)`` in a writer process that exits as soon as the benchmark that started it is
+    gone (a killed benchmark runs no clean-up, and its writer would go on loading the machine)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+    target(*args)
+
+
 class Feed:
     """A writer process (context manager): ``target(*args, stop, sent)`` runs until ``stop`` is set and
     counts what it wrote in ``sent``."""
@@ -60,7 +74,8 @@ class Feed:
     def __init__(self, target: Callable[..., None], *args: Any) -> None:
         ctx = mp.get_context("spawn")
         self.stop, self.sent = ctx.Event(), ctx.Value("q", 0)
-        self.proc = ctx.Process(target=target, args=(*args, self.stop, self.sent), daemon=True)
+        self.proc = ctx.Process(target=_orphan_safe, args=(target, os.getpid(), *args, self.stop, self.sent),
+                                daemon=True)
         self.t0 = 0.0
 
     @classmethod
