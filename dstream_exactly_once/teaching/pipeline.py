@@ -145,6 +145,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
     from ..testing.child_driver import run_until_done
     from ..testing.spark import make_spark_context
 
+    if len(args.store) > 1 and args.pattern in ("doris", "kafka"):
+        raise SystemExit(f"--pattern {args.pattern} writes one output: give one --store, got {len(args.store)}")
     random.seed(args.seed if args.seed is not None else os.getpid())
     params = {"bootstrap.servers": args.bootstrap, "auto.offset.reset": "earliest"}
     md = KafkaMetadata(parse_kafka_params(params))
@@ -156,10 +158,12 @@ def run_pipeline(args: argparse.Namespace) -> int:
     ssc = StreamingContext(sc, args.batch_seconds)
     prob = args.crash_prob
     executor_prob = prob / 20
-    # pattern "both": two applications in one driver, one per output pattern, so a kill hits both
-    apps = ([(f"{args.app_id}-batch", "batch"), (f"{args.app_id}-partition", "partition")]
-            if args.pattern == "both" else [(args.app_id, args.pattern)])
-    stores = [_crashing_store(open_store(args.store, app), prob) for app, _ in apps]
+    # pattern "both": two applications in one driver, one per output pattern, so a kill hits both;
+    # several --store: the application(s) once per store, all in this driver
+    per_store = ([(f"{args.app_id}-batch", "batch"), (f"{args.app_id}-partition", "partition")]
+                 if args.pattern == "both" else [(args.app_id, args.pattern)])
+    apps = [(url, app, pattern) for url in args.store for app, pattern in per_store]
+    stores = [_crashing_store(open_store(url, app), prob) for url, app, _ in apps]
     done = {"flag": False}
 
     def check_done() -> None:
@@ -171,7 +175,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
     if done["flag"]:
         print("DONE (already complete)", flush=True)
         return 0
-    for st, (_app, pattern) in zip(stores, apps, strict=True):
+    for st, (_url, _app, pattern) in zip(stores, apps, strict=True):
         stream = KafkaUtils.createExactlyOnceStream(ssc, params, [args.topic], store=st,
                                                     failOnDataLoss=True, poll_timeout_ms=30000)
         _attach_output(stream, pattern, args, params, executor_prob)
@@ -211,7 +215,8 @@ def add_pipeline_arguments(pipe: argparse.ArgumentParser) -> None:
     """The internal ``pipeline`` subcommand's options (one driver of the demo pipeline)."""
     pipe.add_argument("--bootstrap", required=True, type=non_empty)
     pipe.add_argument("--topic", required=True, type=non_empty)
-    pipe.add_argument("--store", required=True, type=non_empty)
+    pipe.add_argument("--store", required=True, type=non_empty, action="append",
+                      help="store URL; repeated: the same application(s) on each store, in this one driver")
     pipe.add_argument("--app-id", required=True, type=non_empty)
     pipe.add_argument("--pattern", choices=["batch", "partition", "both", "doris", "kafka"], default="batch")
     pipe.add_argument("--offset-log", choices=["ahead", "in_commit"], default="ahead",

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -23,12 +23,14 @@ class FaultRun:
     outputs: List[str] = field(default_factory=list)
 
 
-def start_pipeline(bootstrap: str, topic: str, store: str, app_id: str, pattern: str, *, crash_prob: float = 0.0,
-                   rate: int = 2000, seed: Optional[int] = None, extra: Sequence[str] = ()) -> subprocess.Popen:
+def start_pipeline(bootstrap: str, topic: str, store: Union[str, Sequence[str]], app_id: str, pattern: str, *,
+                   crash_prob: float = 0.0, rate: int = 2000, seed: Optional[int] = None,
+                   extra: Sequence[str] = ()) -> subprocess.Popen:
+    """One pipeline driver; several ``store`` URLs run the application(s) on each, in this one driver."""
+    stores = [store] if isinstance(store, str) else list(store)
     cmd = [sys.executable, "-m", "dstream_exactly_once.teaching.pipeline", "pipeline", "--bootstrap", bootstrap,
-           "--topic", topic,
-           "--store", store, "--app-id", app_id, "--pattern", pattern, "--rate", str(rate),
-           "--crash-prob", str(crash_prob)]
+           "--topic", topic, *[arg for url in stores for arg in ("--store", url)],
+           "--app-id", app_id, "--pattern", pattern, "--rate", str(rate), "--crash-prob", str(crash_prob)]
     if seed is not None:
         cmd += ["--seed", str(seed)]
     cmd += list(extra)
@@ -45,8 +47,8 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait(30)
 
 
-def run_with_kills(bootstrap: str, topic: str, store: str, app_id: str, pattern: str, *, min_kills: int = 10,
-                   seed: int = 1, kill_window: tuple = (2.0, 9.0), crash_prob: float = 0.15,
+def run_with_kills(bootstrap: str, topic: str, store: Union[str, Sequence[str]], app_id: str, pattern: str, *,
+                   min_kills: int = 10, seed: int = 1, kill_window: tuple = (2.0, 9.0), crash_prob: float = 0.15,
                    between_runs: Optional[Callable[[int], None]] = None, max_runs: int = 60,
                    run_timeout: float = 240.0, extra: Sequence[str] = (), rate: int = 2000) -> FaultRun:
     """Restart the pipeline until it reports DONE; the first ``min_kills`` runs are SIGKILLed

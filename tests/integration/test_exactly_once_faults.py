@@ -42,36 +42,39 @@ def store_url(kind, tmp_path, redis_server, postgres_server):
     return redis_server.url
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
-def test_sum_is_exact_after_repeated_sigkills(kind, kafka, numbers_topic, tmp_path, redis_server, postgres_server):
+KINDS = ("sqlite", "postgres", "redis")
+
+
+def test_sum_is_exact_after_repeated_sigkills(kafka, numbers_topic, tmp_path, redis_server, postgres_server):
     """One driver runs both output patterns as two applications (``<app>-batch`` committing per
-    batch on the driver, ``<app>-partition`` committing per partition on executors), so every kill
-    hits both."""
-    url = store_url(kind, tmp_path, redis_server, postgres_server)
-    app = f"faults-{kind}-{uuid.uuid4().hex[:6]}"
-    stats = run_with_kills(kafka.bootstrap, numbers_topic, url, app, "both", min_kills=10,
-                           seed={"sqlite": 11, "postgres": 12, "redis": 13}[kind])
+    batch on the driver, ``<app>-partition`` committing per partition on executors) on each of the
+    three stores, so every kill hits all six."""
+    urls = [store_url(kind, tmp_path, redis_server, postgres_server) for kind in KINDS]
+    app = f"faults-{uuid.uuid4().hex[:6]}"
+    stats = run_with_kills(kafka.bootstrap, numbers_topic, urls, app, "both", min_kills=10, seed=11)
     assert stats.kills + stats.self_crashes >= 10, stats
-    assert verify(url, f"{app}-batch", N, "batch") == []
-    assert verify(url, f"{app}-partition", N, "partition") == []
+    for url in urls:
+        assert verify(url, f"{app}-batch", N, "batch") == [], url
+        assert verify(url, f"{app}-partition", N, "partition") == [], url
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
-def test_offset_log_in_commit_is_exact_after_repeated_sigkills(kind, kafka, numbers_topic, tmp_path, redis_server,
+def test_offset_log_in_commit_is_exact_after_repeated_sigkills(kafka, numbers_topic, tmp_path, redis_server,
                                                                postgres_server):
-    """``commit_each_batch(offset_log="in_commit")``: one store transaction per batch; a batch cut
-    short by a kill is planned afresh by the next driver, and the results stay exact."""
+    """``commit_each_batch(offset_log="in_commit")`` on each of the three stores in one driver: one
+    store transaction per batch; a batch cut short by a kill is planned afresh by the next driver,
+    and the results stay exact."""
     from dstream_exactly_once.stores import open_store
 
-    url = store_url(kind, tmp_path, redis_server, postgres_server)
-    app = f"faults-1tx-{kind}-{uuid.uuid4().hex[:6]}"
-    stats = run_with_kills(kafka.bootstrap, numbers_topic, url, app, "batch", min_kills=8,
-                           seed={"sqlite": 21, "postgres": 22, "redis": 23}[kind], extra=["--offset-log", "in_commit"])
+    urls = [store_url(kind, tmp_path, redis_server, postgres_server) for kind in KINDS]
+    app = f"faults-1tx-{uuid.uuid4().hex[:6]}"
+    stats = run_with_kills(kafka.bootstrap, numbers_topic, urls, app, "batch", min_kills=8, seed=21,
+                           extra=["--offset-log", "in_commit"])
     assert stats.kills + stats.self_crashes >= 8, stats
-    assert verify(url, app, N, "batch") == []
-    with open_store(url, app) as store:  # every logged batch is a committed one: nothing was logged ahead
-        assert store.pending_batches() == []
-        assert store.last_logged_batch_id() == store.last_committed_batch_id()
+    for url in urls:
+        assert verify(url, app, N, "batch") == [], url
+        with open_store(url, app) as store:  # every logged batch is a committed one: nothing was logged ahead
+            assert store.pending_batches() == []
+            assert store.last_logged_batch_id() == store.last_committed_batch_id()
 
 
 def _committed(url, app):
