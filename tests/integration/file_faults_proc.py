@@ -6,9 +6,11 @@
   ``service.log.<k>``, truncate in place); prints ``WRITTEN`` at the end. With ``RELEASE`` (a file
   holding a number, written by the test), a chunk is written only once its last number is at most
   that number: the test hands out the lines step by step.
-- ``driver GLOB STORE APP N``: one driver of ``createExactlyOnceFileStream`` + ``commit_each_batch``
-  (sum and count of the numbers); prints ``STARTED`` once streaming, ``DONE <count> <sum>`` when the
-  store holds ``N`` numbers (exit 0), ``OVERCOUNT …`` (exit 2) if it ever holds more.
+- ``driver GLOB STORE APP N [STORE APP ...]``: one driver of ``createExactlyOnceFileStream`` +
+  ``commit_each_batch`` (sum and count of the numbers) per ``STORE APP`` pair, all in one
+  StreamingContext (so one SIGKILL stops every store's stream at once); prints ``STARTED`` once
+  streaming, ``DONE <count> <sum>`` when every store holds ``N`` numbers (exit 0), ``OVERCOUNT …``
+  (exit 2) if one ever holds more.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import os
 import shutil
 import sys
 import time
-from typing import Optional
+from typing import List, Optional, Tuple
 
-from .store_sum import await_count
+from .store_sum import await_counts
 
 
 def _released(release: Optional[str]) -> float:
@@ -56,7 +58,7 @@ def write(directory: str, n: int, pause: float, rotate_every: int, chunk: int = 
     print("WRITTEN", flush=True)
 
 
-def drive(pattern: str, store: str, app: str, n: int) -> int:
+def drive(pattern: str, targets: List[Tuple[str, str]], n: int) -> int:
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import FileUtils, Writes
@@ -68,11 +70,12 @@ def drive(pattern: str, store: str, app: str, n: int) -> int:
 
     sc = make_spark_context("local[2]", "file-faults")
     ssc = StreamingContext(sc, 0.5)
-    stream = FileUtils.createExactlyOnceFileStream(ssc, pattern, {"bytes.max": 65536}, store=store, app_id=app)
-    stream.commit_each_batch(sum_and_count)
+    for store, app in targets:
+        stream = FileUtils.createExactlyOnceFileStream(ssc, pattern, {"bytes.max": 65536}, store=store, app_id=app)
+        stream.commit_each_batch(sum_and_count)
     ssc.start()
     print("STARTED", flush=True)
-    return await_count(store, app, n, lambda: ssc.stop(stopSparkContext=True, stopGraceFully=False), poll_s=0.3)
+    return await_counts(targets, n, lambda: ssc.stop(stopSparkContext=True, stopGraceFully=False))
 
 
 if __name__ == "__main__":
@@ -80,4 +83,6 @@ if __name__ == "__main__":
     if mode == "writer":
         write(rest[0], int(rest[1]), float(rest[2]), int(rest[3]), release=rest[4] if len(rest) > 4 else None)
     else:
-        sys.exit(drive(rest[0], rest[1], rest[2], int(rest[3])))
+        pattern, first_store, first_app, count, *more = rest
+        pairs = [(first_store, first_app)] + list(zip(more[0::2], more[1::2], strict=True))
+        sys.exit(drive(pattern, pairs, int(count)))

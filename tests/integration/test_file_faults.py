@@ -73,25 +73,29 @@ def _store_url(kind, tmp_path, request):
     return request.getfixturevalue("redis_server").url
 
 
-# (store, SIGKILLs, writer pause per 50 lines): every store gets the issue's >= 10 driver kills while
-# the writer appends and rotates (the writer's pace keeps it writing across all of them).
-CASES = [("sqlite", 10, 0.15), ("postgres", 10, 0.15), ("redis", 10, 0.15)]
+# The SIGKILLs and the writer's pause per 50 lines: every store gets the >= 10 driver kills while the
+# writer appends and rotates (its pace keeps it writing across all of them). One driver process runs
+# one stream per store, so each SIGKILL (of the whole process group) hits the three at once.
+KILLS, PAUSE = 10, 0.15
+KINDS = ("sqlite", "postgres", "redis")
 
 
-@pytest.mark.parametrize(("kind", "kills", "pause"), CASES, ids=[c[0] for c in CASES])
-def test_every_line_counted_once_across_sigkills_and_rotations(kind, kills, pause, tmp_path, request):
-    url = _store_url(kind, tmp_path, request)
-    app = f"file-faults-{kind}-{uuid.uuid4().hex[:6]}"
+def test_every_line_counted_once_across_sigkills_and_rotations(tmp_path, request):
+    run = uuid.uuid4().hex[:6]
+    targets = [(_store_url(kind, tmp_path, request), f"file-faults-{kind}-{run}") for kind in KINDS]
+    store_args = [arg for pair in targets for arg in pair]
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "service.log").touch()
     stderr = str(tmp_path / "children.err")
-    rng = random.Random({"sqlite": 21, "postgres": 22, "redis": 23}[kind])
-    writer = _spawn("writer", str(logs), str(N), str(pause), str(N // 8), stderr_path=stderr)
+    rng = random.Random(21)
+    writer = _spawn("writer", str(logs), str(N), str(PAUSE), str(N // 8), stderr_path=stderr)
     done_kills = 0
+    first_store, first_app, *more = store_args
     try:
-        while done_kills < kills:
-            driver = _spawn("driver", f"{logs}/service.log*", url, app, str(N), stderr_path=stderr)
+        while done_kills < KILLS:
+            driver = _spawn("driver", f"{logs}/service.log*", first_store, first_app, str(N), *more,
+                            stderr_path=stderr)
             try:
                 _wait_for(_lines(driver), "STARTED", 120)
                 time.sleep(rng.uniform(0.2, 3.0))  # mid-batch: planning, reading, committing
@@ -99,7 +103,7 @@ def test_every_line_counted_once_across_sigkills_and_rotations(kind, kills, paus
                 kill_group(driver)
             done_kills += 1
         assert writer.wait(240) == 0
-        final = _spawn("driver", f"{logs}/service.log*", url, app, str(N), stderr_path=stderr)
+        final = _spawn("driver", f"{logs}/service.log*", first_store, first_app, str(N), *more, stderr_path=stderr)
         try:
             done = _wait_for(_lines(final), "DONE", 150)
         finally:
@@ -112,6 +116,7 @@ def test_every_line_counted_once_across_sigkills_and_rotations(kind, kills, paus
     rotated = sorted(p.name for p in logs.iterdir())
     assert len(rotated) == 8, rotated  # service.log and 7 rotations (4 renames, 3 copytruncates)
     assert done == f"DONE {N} {N * (N + 1) // 2}"
-    with open_store(url, app) as store:
-        assert store.get_values("numbers") == {"count": N, "sum": N * (N + 1) // 2}
-    assert done_kills >= kills
+    for url, app in targets:
+        with open_store(url, app) as store:
+            assert store.get_values("numbers") == {"count": N, "sum": N * (N + 1) // 2}, app
+    assert done_kills >= KILLS
