@@ -12,7 +12,9 @@
 # part fails, including pytest's 5 ("no tests collected"). The slow parts' output goes to log files,
 # printed when all are done (the rest streams to the terminal).
 #
-# Each part ends with its 25 slowest tests (--durations), so a run shows where its time went.
+# Each part ends with its 25 slowest tests (--durations), so a run shows where its time went. With
+# DEO_TEST_REPORTS=DIR each part also writes a JUnit XML report there (rest.xml, slow1.xml, slow2.xml):
+# every test's duration, for balancing the shards.
 #
 # With arguments (a -k selection, a file), they go to one ordinary pytest run instead.
 set -uo pipefail
@@ -24,15 +26,20 @@ if [ "$#" -gt 0 ]; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/deo-tests.XXXXXX")
+report() {  # report PART: pytest's option writing PART's JUnit XML, when DEO_TEST_REPORTS names a directory
+  if [ -n "${DEO_TEST_REPORTS:-}" ]; then
+    mkdir -p "$DEO_TEST_REPORTS" && echo "--junitxml=$DEO_TEST_REPORTS/$1.xml"
+  fi
+}
 pids=()
 for shard in 1 2; do
-  "$PY" -m pytest -m slow --shard "$shard/2" --durations=25 --basetemp="$work/slow$shard" \
+  "$PY" -m pytest -m slow --shard "$shard/2" --durations=25 --basetemp="$work/slow$shard" $(report "slow$shard") \
     >"$work/slow$shard.log" 2>&1 &
   pids+=($!)
 done
 # Ctrl-C or a CI timeout: stop the slow parts too (their own services stop with their fixtures)
 trap 'kill -INT "${pids[@]}" 2>/dev/null; wait "${pids[@]}"; exit 130' INT TERM
-"$PY" -m pytest -m "not slow" --durations=25 --basetemp="$work/rest"
+"$PY" -m pytest -m "not slow" --durations=25 --basetemp="$work/rest" $(report rest)
 rest_rc=$?
 slow_rc=()
 for pid in "${pids[@]}"; do

@@ -46,6 +46,16 @@ def test_the_rest_and_both_slow_shards_run_and_any_failure_fails(tmp_path, rest_
     assert "slow part 1 output" in out.stdout and "slow part 2 output" in out.stdout  # both logs are shown
 
 
+def test_reports_directory_gives_each_part_its_junit_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEO_TEST_REPORTS", str(tmp_path / "reports"))
+    out = run(tmp_path, 0, 0)
+    assert out.returncode == 0, out.stdout + out.stderr
+    calls = sorted((tmp_path / "calls").read_text().splitlines())
+    wanted = [f"--junitxml={tmp_path / 'reports'}/{part}.xml" for part in ("rest", "slow1", "slow2")]
+    assert [c.split()[-1] for c in calls] == wanted
+    assert (tmp_path / "reports").is_dir()
+
+
 def test_arguments_run_one_ordinary_pytest(tmp_path):
     out = run(tmp_path, 4, 0, "-k", "foo")
     assert out.returncode == 4
