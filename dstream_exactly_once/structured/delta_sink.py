@@ -11,12 +11,16 @@ Protocol (the table's application transaction decides the data, the store the ba
    sink does (:mod:`.sink_runs`; a batch of another checkpoint is refused here). When the store
    decided the batch, or the table already holds the application transaction of that batch id,
    nothing is written; otherwise the rows become files (unreferenced: no reader sees them);
-2. driver, ``commit``: the table's transaction of the application is read; below the batch id →
-   ONE Delta commit adds every file with the transaction ``(txn app id, batch id)`` and the
-   batch's ids and row count in the commit's custom metadata (key ``dstreamExactlyOnce``); at the
-   batch id → the commit was made before (nothing is added);
-3. driver: ONE store transaction records the batch with its run, under compare-and-set of the
-   query's next batch id and the epoch check, exactly as the ``deo-store`` sink commits.
+2. driver, ``commit``: the table's transaction of the application is read; at the batch id → the
+   commit was made before (nothing is added, go to 4); below it →
+3. driver: ONE store transaction records the batch's files as ``pending`` in the sink's record
+   (key ``{txn app id}@{table}``, namespace ``__delta__``), with the epoch check (the run's first
+   commit takes its epoch here): a replaced, older run stops here, before the table; then ONE
+   Delta commit adds every file with the transaction ``(txn app id, batch id)`` and the batch's ids
+   and row count in the commit's custom metadata (key ``dstreamExactlyOnce``);
+4. driver: ONE store transaction records the batch with its run, under compare-and-set of the
+   query's next batch id and the epoch check, exactly as the ``deo-store`` sink commits; the
+   record is now ``committed`` with the table version.
 
 Merge by key (upsert), option ``merge_keys``: in step 1 each task turns its rows into an Arrow table
 and sends it in its commit message (no file is written on the executors; the batch's rows pass
@@ -25,9 +29,10 @@ row order) and runs ONE Delta merge commit — rows whose keys match are updated
 inserted — carrying the same application transaction and metadata. Replays and crashes are as
 for an append: the merge commit is made once.
 
-Crash points: before 2 — the files stay unreferenced (``dstream-eo delta orphans`` removes them)
-and the replayed batch writes new ones; between 2 and 3 — the replay finds the transaction in the
-table and writes nothing; after 3 — the replay finds the store's decision. Two runs committing one
+Crash points: before the Delta commit — the files stay unreferenced (the store's ``pending`` record
+names them; ``dstream-eo delta orphans`` removes them) and the replayed batch writes new ones;
+between the Delta commit and 4 — the replay finds the transaction in the table and writes nothing;
+after 4 — the replay finds the store's decision. Two runs committing one
 batch: Delta refuses the second commit carrying the same application transaction, and the loser
 finds the batch in the table. A table that is more than one batch ahead of the store under the
 sink's transaction id (another application writing under it) is refused, not taken for a replay.
@@ -49,9 +54,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import ConfigurationError, TableConflictError
-from ..stores.writes import CommitOutcome, Writes
+from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 from .sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
-from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
+from .store_sink import SINK_POSITION_KEY, SinkBatchRange, StoreSinkOptions, commit_batch
 
 __all__ = ["DELTA_SINK_NAME", "DeltaSinkOptions", "DeltaTaskFiles", "commit_delta_batch", "delta_sink_options",
            "write_partition"]
@@ -231,14 +236,28 @@ def write_partition(opts: DeltaSinkOptions, schema: Any, batch_id: int, partitio
     return DeltaTaskFiles(partition_id, tuple(files), sum(f.rows for f in files), run)
 
 
+def _record_pending(opts: DeltaSinkOptions, store: Any, decision: BatchDecision, run: QueryRun,
+                    parts: Sequence[DeltaTaskFiles]) -> int:
+    """Step 3's store transaction: the batch's files as ``pending`` in the sink's record, under the
+    run's epoch (its first commit takes one); a replaced run is refused here. Returns the epoch."""
+    epoch = decision.epoch if decision.epoch is not None else store.start_epoch()
+    doc = json.dumps(decision.meta(run, epoch), separators=(",", ":"), sort_keys=True)
+    batch = PlannedBatch(decision.app_batch, 0, (SinkBatchRange(decision.app_batch, doc),))
+    record = {"batch": decision.app_batch, "table": opts.table, "state": "pending",
+              "files": [f.path for p in parts for f in p.files]}
+    store.commit(epoch, batch, Writes().put(_NAMESPACE, _record_key(opts), record), ranges=[], complete_batch=False)
+    return epoch
+
+
+def _record_key(opts: DeltaSinkOptions) -> str:
+    return f"{opts.txn_app}@{opts.table}"
+
+
 def _commit_table(opts: DeltaSinkOptions, schema: Any, parts: Sequence[DeltaTaskFiles], batch_id: int,
-                  app_batch: int) -> Tuple[Optional[int], int]:
-    """Step 2: the batch's ONE Delta commit (a merge with ``merge_keys``); the version written (``None``:
-    the table had the batch) and the rows added or merged."""
+                  app_batch: int, table: Any) -> Tuple[Optional[int], int]:
+    """Step 3's Delta commit (a merge with ``merge_keys``) on the snapshot ``table``; the version
+    written (``None``: another run committed the batch first) and the rows added or merged."""
     target = opts.target()
-    table = target.load()
-    if _in_table(opts, table, app_batch):
-        return None, 0
     try:
         if opts.merge_keys:
             data = _merge_rows(schema, parts, opts.merge_keys)
@@ -276,7 +295,7 @@ def _merge_rows(schema: Any, parts: Sequence[DeltaTaskFiles], keys: Sequence[str
 
 def commit_delta_batch(opts: DeltaSinkOptions, schema: Any, messages: Sequence[Optional[DeltaTaskFiles]],
                        batch_id: int) -> Tuple[CommitOutcome, Optional[int]]:
-    """Steps 2 and 3 on the driver; returns the store's outcome and the table version written
+    """Steps 2 to 4 on the driver; returns the store's outcome and the table version written
     (``None`` when nothing was added: a replay)."""
     from ..stores import open_store
 
@@ -287,12 +306,15 @@ def commit_delta_batch(opts: DeltaSinkOptions, schema: Any, messages: Sequence[O
     run = run_of_messages([m.run for m in parts], f"{DELTA_SINK_NAME} app {opts.app} batch {batch_id}")
     with open_store(opts.store.store, opts.app) as store:
         decision = _decision(opts, store, batch_id, run)
-    if decision.replay:
-        log.info("deo-delta app %s batch %d: decided before; nothing committed", opts.app, batch_id)
-        return CommitOutcome.REPLAYED, None
-    version, rows = _commit_table(opts, schema, parts, batch_id, decision.app_batch)
+        if decision.replay:
+            log.info("deo-delta app %s batch %d: decided before; nothing committed", opts.app, batch_id)
+            return CommitOutcome.REPLAYED, None
+        table = opts.target().load()
+        in_table = _in_table(opts, table, decision.app_batch)
+        epoch = None if in_table else _record_pending(opts, store, decision, run, parts)
+    version, rows = (None, 0) if in_table else _commit_table(opts, schema, parts, batch_id, decision.app_batch, table)
     files: List[str] = [f.path for p in parts for f in p.files] if version is not None else []
     record = {"batch": decision.app_batch, "table": opts.table, "state": "committed", "version": version,
               "files": files, "rows": rows}
-    writes = Writes().put(_NAMESPACE, f"{opts.txn_app}@{opts.table}", record)
-    return commit_batch(opts.store, [writes], batch_id, run, sink_name=DELTA_SINK_NAME), version
+    writes = Writes().put(_NAMESPACE, _record_key(opts), record)
+    return commit_batch(opts.store, [writes], batch_id, run, sink_name=DELTA_SINK_NAME, epoch=epoch), version

@@ -129,7 +129,7 @@ QUERY_CASES = {  # store kind: (mode, the kills of the runs before the last)
 
 
 @pytest.mark.parametrize("store_kind", list(QUERY_CASES))
-def test_structured_query_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, store_kind):
+def test_structured_query_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, capsys, store_kind):
     import deltalake
 
     store = {"sqlite": lambda: f"sqlite:///{tmp_path}/ss.db",
@@ -146,6 +146,12 @@ def test_structured_query_to_delta_exactly_once_under_sigkill(kafka, tmp_path, r
         run_query(kafka, topic, store, app, table, checkpoint, point, at, mode)
         if point == "files" and at == 1:
             assert deltalake.DeltaTable(table).transaction_version(app) == 0  # the crash left batch 0 only
+            with open_store(store, app) as s:  # the store named the batch's files before the table commit
+                record = s.get_value("__delta__", f"{app}@{table}")
+            code, out, _ = cli(capsys, "delta", "orphans", "--table", table, "--min-age", "0", "--json")
+            orphans = {f["path"] for f in json.loads(out)["unreferenced"]}
+            assert record["state"] == "pending" and record["batch"] == 1 and record["files"]
+            assert set(record["files"]) <= orphans
     run_query(kafka, topic, store, app, table, checkpoint, "none", 0, mode)
 
     dt = deltalake.DeltaTable(table)

@@ -210,3 +210,48 @@ def test_merge_keys_are_checked_before_anything_is_written(tmp_path):
     with pytest.raises(ConfigurationError, match="'merge_keys' names a column twice"):
         DeltaSinkOptions.parse({"store": url, "app_id": "a", "table": table, "merge_keys": "key, key"})
     assert not (tmp_path / "state.db").exists() and not (tmp_path / "table").exists()
+
+
+# ---------------------------------------------------------------- the store's decision before the table commit
+def crash_at_the_table_commit(monkeypatch):
+    from dstream_exactly_once.sinks.delta.table import DeltaTarget
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("the driver dies before the Delta commit")
+
+    monkeypatch.setattr(DeltaTarget, "commit", crash)
+
+
+def test_the_batch_is_recorded_pending_in_the_store_before_its_table_commit(tmp_path, monkeypatch):
+    opts = options(tmp_path)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 4), 0)
+    msgs = micro_batch(opts, 1, 4, 8)
+    crash_at_the_table_commit(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        commit_delta_batch(opts, SCHEMA, msgs, 1)
+    monkeypatch.undo()
+    with open_store(opts.store.store, "orders") as store:
+        record = store.get_value("__delta__", f"orders@{opts.table}")
+        assert store.last_committed_batch_id() == 0
+    assert record is not None and record["state"] == "pending" and record["batch"] == 1
+    assert sorted(record["files"]) == [f.path for f in unreferenced_files(opts.table)] == sorted(
+        f.path for m in msgs for f in m.files)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 1, 4, 8), 1)  # the restart writes the batch again
+    assert ns(opts) == list(range(8))
+
+
+def test_a_replaced_run_stops_before_the_table(tmp_path, monkeypatch):
+    from dstream_exactly_once.errors import FencedError
+
+    opts = options(tmp_path)
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 4), 0)
+    zombie = micro_batch(opts, 1, 4, 8)  # run 1 wrote batch 1's files, then stalled
+    crash_at_the_table_commit(monkeypatch)  # a restart (run 2) records batch 1, then dies before the table
+    with pytest.raises(KeyboardInterrupt):
+        commit_delta_batch(opts, SCHEMA, micro_batch(opts, 1, 4, 8, run=QueryRun("query-1", "run-2")), 1)
+    monkeypatch.undo()
+    with pytest.raises(FencedError):
+        commit_delta_batch(opts, SCHEMA, zombie, 1)
+    assert deltalake.DeltaTable(opts.table).transaction_version("orders") == 0 and ns(opts) == list(range(4))
+    commit_delta_batch(opts, SCHEMA, micro_batch(opts, 1, 4, 8, run=QueryRun("query-1", "run-3")), 1)
+    assert ns(opts) == list(range(8))
