@@ -23,6 +23,7 @@ from typing import List
 
 import pytest
 
+from dstream_exactly_once.sinks.delta import table_offsets
 from dstream_exactly_once.stores import open_store
 
 from ..helpers import run_cli as cli
@@ -94,6 +95,7 @@ def test_dstream_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, c
     with open_store(store, app) as s:
         last = s.last_committed_batch_id()
         assert s.pending_batches() == [] and dt.transaction_version(app) == last
+        assert table_offsets(table, app) == s.load_offsets()  # the table alone says where the stream stands
     assert batch_commits(table, app) == list(range(last + 1))  # each batch in exactly one commit
     code, out, _ = cli(capsys, "delta", "status", "--table", table, "--json")
     assert json.loads(out)["last_batch"]["batch_id"] == last
