@@ -188,7 +188,7 @@ class DeltaSink:
         """
         schema = self.schema if self.schema is not None else self.check()
         key, app = self.record_key(store.app_id), self.txn_app_id(store.app_id)
-        table = self.target.load()
+        table = self.target.latest()
         base = {"batch": batch.batch_id, "table": self.table_uri}
         if self._committed_before(store, table, batch.batch_id):
             log.info("%s already holds batch %d of %r; nothing written", self.target.describe(), batch.batch_id, app)
