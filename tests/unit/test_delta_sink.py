@@ -339,3 +339,16 @@ def test_positions_are_refused_when_the_table_has_none(tmp_path, store):
     assert table_positions(uri, "files") == {"/var/log/app.log": 10}
     with pytest.raises(ConfigurationError, match="'/var/log/app.log' of the sink's newest batch is not a Kafka"):
         table_offsets(uri, "files")
+
+
+def test_only_columns_whose_values_repeat_are_dictionary_encoded(tmp_path):
+    import pyarrow.parquet as pq
+
+    from dstream_exactly_once.sinks.delta.files import write_files
+
+    data = pa.table({"id": pa.array(range(5000), pa.int64()), "key": [f"k{i % 10}" for i in range(5000)]})
+    (add,) = write_files(str(tmp_path), data, [], 0)
+    meta = pq.ParquetFile(str(tmp_path / add.path)).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings) for i in range(meta.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["key"]) and not any("DICTIONARY" in e for e in encodings["id"])
+    assert pq.read_table(str(tmp_path / add.path)).equals(data)
