@@ -5,10 +5,10 @@ CRASH_POINT CRASH_AT [MODE]``
 
 Each record's value ``v`` becomes the row ``(v BIGINT, part INT = partition)``; at most 60 offsets a
 trigger. ``MODE`` is ``append`` (the default) or ``merge`` (option ``merge_keys`` ``v``: each batch is
-ONE Delta merge commit). ``CRASH_POINT`` is ``files`` (the driver's process group is SIGKILLed in the sink's commit of
-Spark batch ``CRASH_AT`` before its Delta commit: the tasks' files are written), ``table`` (after
-that batch's Delta commit, before the store's) or ``none``. Prints ``DONE`` once the table holds
-``EXPECTED`` rows.
+ONE Delta merge commit). ``CRASH_POINT`` is ``files`` (the driver's process group is SIGKILLed in the
+sink's commit of Spark batch ``CRASH_AT`` after the store's ``pending`` record, before its Delta
+commit: the tasks' files are written), ``table`` (after that batch's Delta commit, before the
+store's) or ``none``. Prints ``DONE`` once the table holds ``EXPECTED`` rows.
 """
 
 from __future__ import annotations
@@ -37,8 +37,14 @@ class CrashingWriter(DeltaStreamWriter):
     def commit(self, messages: List[Optional[Any]], batchId: int) -> None:  # noqa: N803
         from dstream_exactly_once.structured import delta_sink
 
-        if batchId == self.at and self.point == "files":
-            self._kill()
+        if batchId == self.at and self.point == "files":  # after the store's pending record, before the table
+            from dstream_exactly_once.sinks.delta.table import DeltaTarget
+
+            def table_commit(*args: Any, **kwargs: Any) -> Any:
+                self._kill()
+
+            DeltaTarget.commit = table_commit  # type: ignore[method-assign]
+            DeltaTarget.merge = table_commit  # type: ignore[method-assign]
         if batchId == self.at and self.point == "table":
             def store_commit(*args: Any, **kwargs: Any) -> Any:
                 self._kill()
