@@ -47,6 +47,8 @@ _DELTA_OWN = (
     Option("partition_by", "str", None, "the table's partition columns, comma-separated", nullable=True),
     Option("txn_app_id", "str", None, "the application transaction id in the table (default: app_id)",
            nullable=True),
+    Option("merge_keys", "str", None, "merge by key (upsert): the key columns, comma-separated (unset: append)",
+           nullable=True),
 )
 _AOF_OWN = (
     Option("max.bytes.per.trigger", "int", None, "most bytes a micro-batch reads (all files together)", low=1),
@@ -120,5 +122,7 @@ ENTRY_POINTS: Tuple[EntryPoint, ...] = (
                (_STORE, _APP, Option("table_uri", "str", REQUIRED, _DELTA_OWN[0].doc),
                 Option("partition_by", "list", None, "the table's partition columns (unset: not partitioned)",
                        nullable=True),
-                _DELTA_OWN[2], _NEW_CHECKPOINT)),
+                _DELTA_OWN[2], _NEW_CHECKPOINT,
+                Option("merge_keys", "list", None, "merge by key (upsert): the key columns (unset: append)",
+                       nullable=True))),
 )

@@ -63,12 +63,12 @@ class DeltaSinkDataSource(DataSource):
         return DELTA_SINK_NAME
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DeltaStreamWriter:  # noqa: N802
-        """The writer of a micro-batch; ``overwrite`` (output mode ``complete``) is refused, and the query's
-        schema is checked against the table's."""
+        """The writer of a micro-batch; ``overwrite`` (output mode ``complete``) is refused without
+        ``merge_keys``, and the query's schema is checked against the table's (and the merge keys)."""
         from pyspark.sql.pandas.types import to_arrow_schema
 
         opts = DeltaSinkOptions.parse(self.options)
-        check_delta_mode(bool(overwrite))
+        check_delta_mode(bool(overwrite), opts.merge_keys)
         arrow = to_arrow_schema(schema)
         opts.check_table(arrow)
         return DeltaStreamWriter(opts, arrow)

@@ -401,9 +401,11 @@ def check_message_size(writes: Writes, limit: int, what: str) -> bytes:
 
 
 def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int, ident: QueryRun, *,
-                 sink_name: str = STORE_SINK_NAME) -> CommitOutcome:
+                 sink_name: str = STORE_SINK_NAME, epoch: Optional[int] = None) -> CommitOutcome:
     """Commit ``parts`` (in partition order) as Spark batch ``batch_id`` of the query run ``ident`` in one
-    store transaction, under the rules of :mod:`.sink_runs` (a replay writes nothing)."""
+    store transaction, under the rules of :mod:`.sink_runs` (a replay writes nothing). ``epoch``: the
+    epoch the run's first commit uses when the sink took it earlier in this batch (``deo-delta``
+    records the batch's files under it before its table commit); ``None``: that commit takes one."""
     from ..stores import open_store
 
     where = f"{sink_name} app {opts.app} batch {batch_id}"
@@ -435,7 +437,10 @@ def commit_batch(opts: StoreSinkOptions, parts: Sequence[Writes], batch_id: int,
             log.info("%s (the application's batch %d) was committed before by this query; nothing written", where,
                      decision.app_batch)
             return CommitOutcome.REPLAYED
-        epoch = store.start_epoch() if decision.epoch is None else decision.epoch
+        if decision.epoch is not None:
+            epoch = decision.epoch
+        elif epoch is None:
+            epoch = store.start_epoch()
         doc = json.dumps(decision.meta(ident, epoch), separators=(",", ":"), sort_keys=True)
         batch = PlannedBatch(decision.app_batch, 0, (SinkBatchRange(decision.app_batch, doc),))
         outcome = store.commit(epoch, batch, merge_writes(parts))

@@ -1,13 +1,14 @@
 """An exactly-once DStream writing to a Delta table through ``DeltaSink``, as a child driver.
 
-``python -m tests.integration.delta_dstream_proc BOOTSTRAP TOPIC STORE APP TABLE CRASH_POINT CRASH_AT``
+``python -m tests.integration.delta_dstream_proc BOOTSTRAP TOPIC STORE APP TABLE CRASH_POINT CRASH_AT [MODE]``
 
 Each record's value ``v`` becomes the row ``{"v": v, "bucket": v % 3}`` of a table partitioned by
-``bucket``. ``CRASH_POINT`` is ``files`` (the driver's whole process group is SIGKILLed after the
-batch's files are written and recorded as pending, before the Delta commit), ``table`` (right after
-the Delta commit, before the store commits the positions) or ``none``; ``CRASH_AT`` = n crashes at
-the n-th table commit of this run (so every run makes progress first). Prints ``DONE`` once the
-store's positions reach the topic's end.
+``bucket``; ``MODE`` is ``append`` (the default) or ``merge`` (``merge_keys=["v"]``: each batch is ONE
+Delta merge commit, and no file is written before it). ``CRASH_POINT`` is ``files`` (the driver's
+whole process group is SIGKILLed after the batch's files are written and recorded as pending, before
+the Delta commit), ``table`` (right after the Delta commit, before the store commits the positions)
+or ``none``; ``CRASH_AT`` = n crashes at the n-th table commit (or merge) of this run (so every run
+makes progress first). Prints ``DONE`` once the store's positions reach the topic's end.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def kill_everything() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def main(bootstrap: str, topic: str, store_url: str, app: str, table: str, crash_point: str, crash_at: int) -> int:
+def main(bootstrap: str, topic: str, store_url: str, app: str, table: str, crash_point: str, crash_at: int,
+         mode: str = "append") -> int:
     import pyarrow as pa
     from pyspark.streaming import StreamingContext
 
@@ -44,9 +46,10 @@ def main(bootstrap: str, topic: str, store_url: str, app: str, table: str, crash
     store = open_store(store_url, app)
     stream = KafkaUtils.createExactlyOnceStream(ssc, params, [topic], store=store, failOnDataLoss=True,
                                                 poll_timeout_ms=30000)
-    sink = DeltaSink(table, schema=pa.schema([("v", pa.int64()), ("bucket", pa.int64())]), partition_by=["bucket"])
+    sink = DeltaSink(table, schema=pa.schema([("v", pa.int64()), ("bucket", pa.int64())]), partition_by=["bucket"],
+                     merge_keys=["v"] if mode == "merge" else ())
     commits = [0]
-    real_commit = sink.target.commit
+    real_commit = sink.target.merge if mode == "merge" else sink.target.commit
 
     def commit(*args: Any, **kwargs: Any) -> int:
         commits[0] += 1
@@ -58,7 +61,10 @@ def main(bootstrap: str, topic: str, store_url: str, app: str, table: str, crash
             kill_everything()
         return version
 
-    sink.target.commit = commit  # type: ignore[method-assign]
+    if mode == "merge":
+        sink.target.merge = commit  # type: ignore[method-assign]
+    else:
+        sink.target.commit = commit  # type: ignore[method-assign]
 
     def rows(records: Iterable[Any]) -> List[dict]:
         return [{"v": int(v), "bucket": int(v) % 3} for _, v in records]
@@ -70,6 +76,6 @@ def main(bootstrap: str, topic: str, store_url: str, app: str, table: str, crash
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    if len(a) != 7:
-        sys.exit(f"want: BOOTSTRAP TOPIC STORE APP TABLE CRASH_POINT CRASH_AT; got {a!r}")
-    sys.exit(main(a[0], a[1], a[2], a[3], a[4], a[5], int(a[6])))
+    if len(a) not in (7, 8):
+        sys.exit(f"want: BOOTSTRAP TOPIC STORE APP TABLE CRASH_POINT CRASH_AT [MODE]; got {a!r}")
+    sys.exit(main(a[0], a[1], a[2], a[3], a[4], a[5], int(a[6]), *a[7:]))

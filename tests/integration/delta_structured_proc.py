@@ -1,13 +1,14 @@
 """A Structured Streaming query from Spark's Kafka source into the ``deo-delta`` sink, as a child driver.
 
 ``python -m tests.integration.delta_structured_proc BOOTSTRAP TOPIC STORE APP TABLE CHECKPOINT EXPECTED
-CRASH_POINT CRASH_AT``
+CRASH_POINT CRASH_AT [MODE]``
 
 Each record's value ``v`` becomes the row ``(v BIGINT, part INT = partition)``; at most 60 offsets a
-trigger. ``CRASH_POINT`` is ``files`` (the driver's process group is SIGKILLed in the sink's commit of
-Spark batch ``CRASH_AT`` before its Delta commit: the tasks' files are written), ``table`` (after
-that batch's Delta commit, before the store's) or ``none``. Prints ``DONE`` once the table holds
-``EXPECTED`` rows.
+trigger. ``MODE`` is ``append`` (the default) or ``merge`` (option ``merge_keys`` ``v``: each batch is
+ONE Delta merge commit). ``CRASH_POINT`` is ``files`` (the driver's process group is SIGKILLed in the
+sink's commit of Spark batch ``CRASH_AT`` after the store's ``pending`` record, before its Delta
+commit: the tasks' files are written), ``table`` (after that batch's Delta commit, before the
+store's) or ``none``. Prints ``DONE`` once the table holds ``EXPECTED`` rows.
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ class CrashingWriter(DeltaStreamWriter):
     def commit(self, messages: List[Optional[Any]], batchId: int) -> None:  # noqa: N803
         from dstream_exactly_once.structured import delta_sink
 
-        if batchId == self.at and self.point == "files":
-            self._kill()
+        if batchId == self.at and self.point == "files":  # after the store's pending record, before the table
+            from dstream_exactly_once.sinks.delta.table import DeltaTarget
+
+            def table_commit(*args: Any, **kwargs: Any) -> Any:
+                self._kill()
+
+            DeltaTarget.commit = table_commit  # type: ignore[method-assign]
+            DeltaTarget.merge = table_commit  # type: ignore[method-assign]
         if batchId == self.at and self.point == "table":
             def store_commit(*args: Any, **kwargs: Any) -> Any:
                 self._kill()
@@ -59,7 +66,7 @@ class CrashingDeltaSink(DeltaSinkDataSource):
 
 
 def main(bootstrap: str, topic: str, store: str, app: str, table: str, checkpoint: str, expected: int,
-         crash_point: str, crash_at: int) -> None:
+         crash_point: str, crash_at: int, mode: str = "append") -> None:
     import deltalake
 
     from dstream_exactly_once.structured import delta_sink_options
@@ -72,7 +79,9 @@ def main(bootstrap: str, topic: str, store: str, app: str, table: str, checkpoin
             .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 60)
             .option("failOnDataLoss", "true").load()
             .selectExpr("CAST(CAST(value AS STRING) AS BIGINT) AS v", "partition AS part"))
-    query = (rows.writeStream.format("deo-delta-crashing").options(**delta_sink_options(store, app, table))
+    merge_keys = ["v"] if mode == "merge" else None
+    query = (rows.writeStream.format("deo-delta-crashing")
+             .options(**delta_sink_options(store, app, table, merge_keys=merge_keys))
              .option("crash.point", crash_point).option("crash.at", str(crash_at))
              .option("crash.pgid", str(os.getpgid(0))).option("checkpointLocation", checkpoint)
              .trigger(processingTime="200 milliseconds").start())
@@ -87,6 +96,6 @@ def main(bootstrap: str, topic: str, store: str, app: str, table: str, checkpoin
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    if len(a) != 9:
-        sys.exit(f"want: BOOTSTRAP TOPIC STORE APP TABLE CHECKPOINT EXPECTED CRASH_POINT CRASH_AT; got {a!r}")
-    main(a[0], a[1], a[2], a[3], a[4], a[5], int(a[6]), a[7], int(a[8]))
+    if len(a) not in (9, 10):
+        sys.exit(f"want: BOOTSTRAP TOPIC STORE APP TABLE CHECKPOINT EXPECTED CRASH_POINT CRASH_AT [MODE]; got {a!r}")
+    main(a[0], a[1], a[2], a[3], a[4], a[5], int(a[6]), a[7], int(a[8]), *a[9:])

@@ -146,11 +146,9 @@ def test_a_concurrent_commit_of_the_same_batch_counts_once(tmp_path, store):
     store.log_batch(epoch, b)
     stale = sink.target.load()  # an older driver read the table before the batch was committed
     sink.write_batch(store, epoch, b, rows(2, 10))
-    fresh = sink.target.load
-    loads = iter([stale])
-    sink.target.load = lambda: next(loads, None) or fresh()  # type: ignore[method-assign]
+    sink.target.latest = lambda: stale  # type: ignore[method-assign]  # the older driver's snapshot
     writes = sink.write_batch(store, epoch, b, rows(2, 10))  # loses the conflict, then finds the batch
-    assert next(loads, None) is None
+    assert stale.version() == 0  # the attempt committed against the snapshot from before batch 1
     store.commit(epoch, b, writes)
     assert table_ns(uri) == list(range(10))
 
@@ -286,3 +284,71 @@ def test_merge_keys_are_checked_before_anything_is_written(tmp_path, store):
     with pytest.raises(ConfigurationError, match="name a column twice"):
         DeltaSink(uri, schema=SCHEMA, merge_keys=["key", "key"])
     assert not os.path.exists(uri)
+
+
+# ---------------------------------------------------------------- where the stream stands, from the table alone
+def two_partitions(batch_id: int, ends: tuple, starts: tuple) -> PlannedBatch:
+    ranges = tuple(OffsetRange("events", p, s, e) for p, (s, e) in enumerate(zip(starts, ends, strict=True)))
+    return PlannedBatch(batch_id, 1_700_000_000_000 + batch_id, ranges)
+
+
+def test_a_new_application_starts_from_the_positions_in_the_table(tmp_path, store):
+    from dstream_exactly_once import TopicAndPartition
+    from dstream_exactly_once.sinks.delta import table_offsets, table_positions
+
+    uri = str(tmp_path / "table")
+    sink = DeltaSink(uri, schema=SCHEMA)
+    epoch = store.start_epoch()
+    run_batch(sink, store, epoch, two_partitions(0, (3, 2), (0, 0)), rows(0, 5))
+    run_batch(sink, store, epoch, two_partitions(1, (5, 7), (3, 2)), rows(5, 12))
+    assert table_offsets(uri, "orders") == store.load_offsets() == {TopicAndPartition("events", 0): 5,
+                                                                      TopicAndPartition("events", 1): 7}
+    b = two_partitions(2, (6, 9), (5, 7))  # the table gets batch 2; the store is lost before its commit
+    store.log_batch(epoch, b)
+    sink.write_batch(store, epoch, b, rows(12, 15))
+    assert table_positions(uri) == {"events/0": 6, "events/1": 9}  # the table is ahead of the lost store
+    offsets = table_offsets(uri, "orders")
+    with open_store(f"sqlite:///{tmp_path}/new.db", "orders-2") as new:  # a new application from them
+        first = PlannedBatch(0, 1_700_000_000_100, tuple(OffsetRange(tp.topic, tp.partition, o, o + 1)
+                                                         for tp, o in sorted(offsets.items())))
+        run_batch(DeltaSink(uri, schema=SCHEMA), new, new.start_epoch(), first, rows(15, 17))
+        assert new.load_offsets() == {TopicAndPartition("events", 0): 7, TopicAndPartition("events", 1): 10}
+    assert table_ns(uri) == list(range(17))  # nothing lost, nothing twice
+    assert table_offsets(uri, "orders-2") == {TopicAndPartition("events", 0): 7, TopicAndPartition("events", 1): 10}
+
+
+def test_positions_are_refused_when_the_table_has_none(tmp_path, store):
+    import json
+
+    from dstream_exactly_once.sinks.delta import table_offsets, table_positions
+
+    uri = str(tmp_path / "table")
+    sink = DeltaSink(uri, schema=SCHEMA)
+    run_batch(sink, store, store.start_epoch(), batch(0, 0, 2), rows(0, 2))
+    with pytest.raises(ConfigurationError, match="no batch of application transaction 'other'"):
+        table_offsets(uri, "other")
+
+    def commit(app: str, positions: list) -> None:
+        meta = {"app_id": app, "batch_id": 0, "rows": 0, "positions": positions}
+        sink.target.commit(sink.target.load(), [], SCHEMA, [], app, 0, {"dstreamExactlyOnce": json.dumps(meta)})
+
+    commit("query", [])  # a deo-delta query's commit: its positions are in Spark's checkpoint
+    with pytest.raises(ConfigurationError, match="records no input positions"):
+        table_positions(uri, "query")
+    commit("files", [{"partition": "/var/log/app.log", "start": 0, "end": 10}])
+    assert table_positions(uri, "files") == {"/var/log/app.log": 10}
+    with pytest.raises(ConfigurationError, match="'/var/log/app.log' of the sink's newest batch is not a Kafka"):
+        table_offsets(uri, "files")
+
+
+def test_only_columns_whose_values_repeat_are_dictionary_encoded(tmp_path):
+    import pyarrow.parquet as pq
+
+    from dstream_exactly_once.sinks.delta.files import write_files
+
+    data = pa.table({"id": pa.array(range(5000), pa.int64()), "key": [f"k{i % 10}" for i in range(5000)]})
+    (add,) = write_files(str(tmp_path), data, [], 0)
+    meta = pq.ParquetFile(str(tmp_path / add.path)).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings) for i in range(meta.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["key"]) and not any("DICTIONARY" in e for e in encodings["id"])
+    assert pq.read_table(str(tmp_path / add.path)).equals(data)

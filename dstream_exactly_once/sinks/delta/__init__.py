@@ -33,6 +33,10 @@ A table that holds a batch of the sink's transaction id this store never started
 application writing under the same id) is refused with a :class:`~dstream_exactly_once.errors.ConfigurationError`
 rather than taken for a replay.
 
+The table alone says where the stream stands: :func:`table_offsets` (Kafka, ``{TopicAndPartition:
+offset}`` for ``fromOffsets``) and :func:`table_positions` read the newest batch's input positions
+from the log, for a stream to start from when its store is lost.
+
 Delivery guarantee
 ------------------
 Exactly-once, provided no other writer uses the sink's application transaction id and the
@@ -42,6 +46,7 @@ table keeps its application transactions (Delta drops them only past
 
 from __future__ import annotations
 
+from .log import table_offsets, table_positions
 from .sink import DeltaSink
 
-__all__ = ["DeltaSink"]
+__all__ = ["DeltaSink", "table_offsets", "table_positions"]

@@ -81,6 +81,23 @@ def _stats(table: pa.Table) -> str:
     return json.dumps(stats, separators=(",", ":"), allow_nan=False)
 
 
+_SAMPLE = 2048
+
+
+def _dictionary_columns(table: pa.Table) -> Any:
+    """The columns worth Parquet's dictionary encoding: those whose first rows repeat values (at most
+    one distinct value in two). Dictionary-encoding a column of mostly distinct values (ids, measures)
+    costs most of the write and makes the file larger. ``True`` (every column) when a column is nested."""
+    names = []
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_nested(column.type):
+            return True
+        sample = column.slice(0, _SAMPLE)
+        if len(sample) and pc.count_distinct(sample, mode="all").as_py() * 2 <= len(sample):
+            names.append(name)
+    return names
+
+
 def _groups(table: pa.Table, partition_by: Sequence[str]) -> List[Tuple[Dict[str, Optional[str]], pa.Table]]:
     """``table`` split by the values of ``partition_by``, each part without those columns."""
     if not partition_by:
@@ -115,7 +132,8 @@ def write_files(table_uri: str, table: pa.Table, partition_by: Sequence[str], ta
         relative = posixpath.join(*dirs, name) if dirs else name
         full = posixpath.join(root, relative)
         filesystem.create_dir(posixpath.dirname(full), recursive=True)
-        pq.write_table(part, full, filesystem=filesystem, compression=compression)
+        pq.write_table(part, full, filesystem=filesystem, compression=compression,
+                       use_dictionary=_dictionary_columns(part))
         info = filesystem.get_file_info(full)
         mtime = info.mtime_ns // 1_000_000 if info.mtime_ns else int(time.time() * 1000)
         adds.append(FileAdd(relative, int(info.size), values, mtime, _stats(part), part.num_rows))

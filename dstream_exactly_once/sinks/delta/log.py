@@ -1,6 +1,9 @@
-"""What a Delta table's log says about the sink: the last committed batch, and files no commit names.
+"""What a Delta table's log says about the sink: the last committed batch, where the stream stands, and
+files no commit names.
 
-Read-only helpers of the operator command ``dstream-eo delta`` (:mod:`dstream_exactly_once.cli.delta`).
+Read-only helpers of the operator command ``dstream-eo delta`` (:mod:`dstream_exactly_once.cli.delta`),
+and :func:`table_offsets` / :func:`table_positions`: the positions a stream starts from when only the
+table is left.
 A file is *unreferenced* when no ``add`` or ``remove`` action of the log (JSON commits and
 checkpoints) names it: a file written by a batch attempt that crashed before its table commit. Files
 removed by a later commit (kept for time travel) are referenced, and are ``VACUUM``'s business.
@@ -19,7 +22,8 @@ from ...errors import ConfigurationError
 from .files import open_table_dir
 from .table import METADATA_KEY, DeltaTarget
 
-__all__ = ["UnreferencedFile", "last_committed_batch", "remove_files", "unreferenced_files"]
+__all__ = ["UnreferencedFile", "last_committed_batch", "remove_files", "table_offsets", "table_positions",
+           "unreferenced_files"]
 
 _LOG_DIR = "_delta_log"
 
@@ -62,6 +66,54 @@ def last_committed_batch(uri: str, app_id: Optional[str] = None, storage_options
             entry["transaction_version"] = None if txn is None else int(txn)
         return dict(entry)
     return None
+
+
+def table_positions(uri: str, app_id: Optional[str] = None, storage_options: Optional[Dict[str, str]] = None,
+                    *, scan: int = 1000) -> Dict[str, int]:
+    """Where the stream stands according to the table alone: ``{position key: next position to read}``,
+    the ``end`` of every input range of the sink's newest batch in the table (of ``app_id`` if given,
+    among the last ``scan`` commits). These are the positions the store committed with that batch.
+
+    Raises :class:`ConfigurationError` when the table holds no batch of the sink, or its newest one
+    records no positions (the ``deo-delta`` Structured Streaming sink leaves them to Spark's checkpoint).
+    Reads the table only."""
+    last = last_committed_batch(uri, app_id, storage_options, scan=scan)
+    who = f" of application transaction {app_id!r}" if app_id is not None else ""
+    if last is None:
+        raise ConfigurationError(f"{uri}: no batch{who} committed by the exactly-once Delta sink in the last {scan} "
+                                 f"commits; no positions to start from")
+    positions = {str(p["partition"]): int(p["end"]) for p in last.get("positions") or []}
+    if not positions:
+        raise ConfigurationError(f"{uri}: batch {last.get('batch_id')} of application transaction "
+                                 f"{last.get('app_id')!r} (table version {last.get('version')}) records no input "
+                                 f"positions (a deo-delta Structured Streaming query keeps them in its checkpoint)")
+    return positions
+
+
+def table_offsets(uri: str, app_id: Optional[str] = None, storage_options: Optional[Dict[str, str]] = None,
+                  *, scan: int = 1000) -> Dict[Any, int]:
+    """:func:`table_positions` of a Kafka stream as ``{TopicAndPartition: next offset}``: the
+    ``fromOffsets`` of ``KafkaUtils.createDirectStream`` or the ``{TopicAndPartition: offset}`` form of
+    ``KafkaUtils.createExactlyOnceStream``'s ``topics``, so a stream whose store is lost starts where
+    the table stands::
+
+        offsets = table_offsets("/data/orders", "orders")
+        stream = KafkaUtils.createExactlyOnceStream(ssc, params, offsets, store=url, app_id="orders-2")
+
+    A store's committed offsets win over these, so start an application the store has no positions
+    of; its sink then commits under its own application transaction id (the old id's batches stay
+    in the table). Raises :class:`ConfigurationError` when a position is not a Kafka partition's."""
+    from ...kafka.offsets import OffsetRange
+
+    positions = table_positions(uri, app_id, storage_options, scan=scan)
+    out: Dict[Any, int] = {}
+    for key, end in positions.items():
+        tp = OffsetRange.parse_position_key(key)
+        if tp is None:
+            raise ConfigurationError(f"{uri}: position {key!r} of the sink's newest batch is not a Kafka partition's "
+                                     f"(topic/partition); use table_positions() for other sources")
+        out[tp] = end
+    return out
 
 
 def _log_paths(filesystem: Any, root: str) -> Set[str]:

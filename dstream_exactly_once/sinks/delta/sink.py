@@ -152,6 +152,20 @@ class DeltaSink:
                 f"under the same transaction id. Give the sink its own app_id= (nothing was written)")
         return True
 
+    def _commit_or_lost(self, store: TransactionalStore, batch_id: int, lost_note: str,
+                        commit: Callable[[], int]) -> Optional[int]:
+        """Run the batch's table ``commit``; the version written, or ``None`` when it lost the race to
+        another attempt of the same batch (an older driver) that put the batch in the table. A commit
+        lost to any other change raises :class:`TableConflictError`."""
+        try:
+            return commit()
+        except TableConflictError:
+            if not self._committed_before(store, self.target.load(), batch_id):
+                raise
+            log.warning("%s: another attempt of batch %d of %r committed first (an older driver)%s",
+                        self.target.describe(), batch_id, self.txn_app_id(store.app_id), lost_note)
+            return None
+
     def write_tasks(self, rdd: Any, schema: pa.Schema, rows: Optional[RowsFunc], batch_id: int) -> List[FileAdd]:
         """Write the batch's files, one Spark task per partition of ``rdd``; the files' add actions."""
         uri, partition_by, where = self.table_uri, self.partition_by, f"{self.target.describe()} batch {batch_id}"
@@ -174,7 +188,7 @@ class DeltaSink:
         """
         schema = self.schema if self.schema is not None else self.check()
         key, app = self.record_key(store.app_id), self.txn_app_id(store.app_id)
-        table = self.target.load()
+        table = self.target.latest()
         base = {"batch": batch.batch_id, "table": self.table_uri}
         if self._committed_before(store, table, batch.batch_id):
             log.info("%s already holds batch %d of %r; nothing written", self.target.describe(), batch.batch_id, app)
@@ -186,14 +200,11 @@ class DeltaSink:
         store.commit(epoch, batch, Writes().put(self.namespace, key, {**base, "state": "pending", "files": files}),
                      ranges=[], complete_batch=False)
         total = sum(a.rows for a in adds)
-        try:
-            version = self.target.commit(table, adds, schema, self.partition_by, app, batch.batch_id,
-                                         batch_metadata(app, batch.batch_id, batch.ranges, total))
-        except TableConflictError:
-            if not self._committed_before(store, self.target.load(), batch.batch_id):
-                raise
-            log.warning("%s: another attempt of batch %d of %r committed first (an older driver); this attempt's "
-                        "files stay unreferenced", self.target.describe(), batch.batch_id, app)
+        meta = batch_metadata(app, batch.batch_id, batch.ranges, total)
+        version = self._commit_or_lost(store, batch.batch_id, "; this attempt's files stay unreferenced",
+                                       lambda: self.target.commit(table, adds, schema, self.partition_by, app,
+                                                                  batch.batch_id, meta))
+        if version is None:
             return Writes().put(self.namespace, key, {**base, "state": "committed", "version": None, "files": []})
         log.info("%s: batch %d committed as version %d (%d files, %d rows)", self.target.describe(), batch.batch_id,
                  version, len(adds), total)
@@ -216,14 +227,11 @@ class DeltaSink:
         data = latest_by_key(pa.concat_tables(parts) if parts else schema.empty_table(), self.merge_keys)
         store.commit(epoch, batch, Writes().put(self.namespace, key, {**base, "state": "pending", "files": []}),
                      ranges=[], complete_batch=False)
-        try:
-            version = self.target.merge(table, data, self.merge_keys, self.partition_by, app, batch.batch_id,
-                                        batch_metadata(app, batch.batch_id, batch.ranges, data.num_rows))
-        except TableConflictError:
-            if not self._committed_before(store, self.target.load(), batch.batch_id):
-                raise
-            log.warning("%s: another attempt of batch %d of %r committed first (an older driver)",
-                        self.target.describe(), batch.batch_id, app)
+        meta = batch_metadata(app, batch.batch_id, batch.ranges, data.num_rows)
+        version = self._commit_or_lost(store, batch.batch_id, "",
+                                       lambda: self.target.merge(table, data, self.merge_keys, self.partition_by, app,
+                                                                 batch.batch_id, meta))
+        if version is None:
             return Writes().put(self.namespace, key, {**base, "state": "committed", "version": None, "files": []})
         log.info("%s: batch %d merged as version %d (%d rows by %s)", self.target.describe(), batch.batch_id, version,
                  data.num_rows, ", ".join(self.merge_keys))

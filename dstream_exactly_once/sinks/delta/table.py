@@ -43,6 +43,10 @@ class DeltaTarget:
     def __init__(self, table_uri: str, storage_options: Optional[Mapping[str, str]] = None) -> None:
         self.table_uri = table_uri
         self.storage_options = dict(storage_options or {})
+        self._snapshot: Optional[Any] = None  # the driver's snapshot, kept between batches (see latest())
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {**self.__dict__, "_snapshot": None}  # a snapshot stays in the process that read it
 
     def __repr__(self) -> str:
         return f"DeltaTarget({self.table_uri!r})"
@@ -61,6 +65,18 @@ class DeltaTarget:
             return None
         except Exception as exc:  # noqa: BLE001 - the one translation point of deltalake errors
             raise SinkError(f"{self.describe()}: cannot be read: {type(exc).__name__}: {exc}") from exc
+
+    def latest(self) -> Optional[Any]:
+        """The table's newest snapshot, as :meth:`load`, but kept between calls: a later call brings it up
+        to date with the commits made since (reading only those, not the whole log again)."""
+        if self._snapshot is not None:
+            try:
+                self._snapshot.update_incremental()
+                return self._snapshot
+            except Exception:  # noqa: BLE001 - the table changed under the snapshot (deleted, replaced): read it anew
+                self._snapshot = None
+        self._snapshot = self.load()
+        return self._snapshot
 
     @staticmethod
     def arrow_schema(table: Any) -> pa.Schema:
@@ -89,6 +105,7 @@ class DeltaTarget:
         actions = [AddAction(a.path, a.size, dict(a.partition_values), a.modification_time, True, a.stats)
                    for a in adds]
         props = _commit_properties(app_id, batch_id, metadata)
+        before = None if table is None else int(table.version())
         with self._translated("commit", app_id, batch_id):
             if table is None:
                 create_table_with_add_actions(self.table_uri, Schema.from_arrow(schema), actions, mode="append",
@@ -97,7 +114,7 @@ class DeltaTarget:
             else:
                 table.create_write_transaction(actions, "append", schema, list(partition_by) or None,
                                                commit_properties=props)
-        return self._version_of(table, metadata)
+        return self._version_of(table, before, metadata)
 
     def merge(self, table: Optional[Any], data: pa.Table, keys: Sequence[str], partition_by: Sequence[str],
               app_id: str, batch_id: int, metadata: Dict[str, Any]) -> int:
@@ -109,6 +126,7 @@ class DeltaTarget:
         from .merge import merge_predicate
 
         props = _commit_properties(app_id, batch_id, metadata)
+        before = None if table is None else int(table.version())
         with self._translated("merge", app_id, batch_id):
             if table is None:
                 write_deltalake(self.table_uri, data, mode="append", partition_by=list(partition_by) or None,
@@ -116,7 +134,7 @@ class DeltaTarget:
             else:
                 (table.merge(data, merge_predicate(keys), source_alias="s", target_alias="t", commit_properties=props)
                  .when_matched_update_all().when_not_matched_insert_all().execute())
-        return self._version_of(table, metadata)
+        return self._version_of(table, before, metadata)
 
     @contextmanager
     def _translated(self, what: str, app_id: str, batch_id: int) -> Iterator[None]:
@@ -135,15 +153,20 @@ class DeltaTarget:
             raise SinkError(f"{self.describe()}: the {what} of batch {batch_id} (application transaction "
                             f"{app_id!r}) failed: {type(exc).__name__}: {exc}") from exc
 
-    def _version_of(self, table: Optional[Any], metadata: Dict[str, Any]) -> int:
-        """The version of the commit just made with ``metadata`` on the snapshot ``table`` (found in the
-        newest commits' infos: the snapshot is brought up to date with the commits since it was read)."""
+    def _version_of(self, table: Optional[Any], before: Optional[int], metadata: Dict[str, Any]) -> int:
+        """The version of the commit just made with ``metadata`` on the snapshot ``table`` of version
+        ``before`` (``None``: the commit created the table). The snapshot is brought up to date: exactly
+        one version past ``before`` is the commit just made; otherwise it is looked up in the newest
+        commits' infos (another writer committed too)."""
         if table is None:
             table = self.load()
             if table is None:  # the commit made the table; it cannot have vanished
                 raise SinkError(f"{self.describe()}: not found right after a commit to it")
         else:
             table.update_incremental()  # deltalake leaves the snapshot at the version it was read at
+        newest = int(table.version())
+        if newest == (-1 if before is None else before) + 1:
+            return newest  # no other commit since the snapshot: the newest one is ours
         for depth in (1, 20):  # ours is the newest commit unless another writer committed since
             for info in table.history(depth):
                 if info.get(METADATA_KEY) == metadata[METADATA_KEY]:
