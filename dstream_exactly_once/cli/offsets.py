@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..core.live_log import LiveLog
 from ..errors import CliError, ConfigurationError
-from ..stores.url import redact_url
+from ..redaction import redact_url
 from .driver_check import describe_driver, driver_status
 from .exit_codes import EXIT_OK
 from .kafka_args import BROKER_KIND, open_broker

@@ -52,8 +52,8 @@ from ..kafka.admin import broker_config, open_admin
 from ..kafka.errors_map import translate_kafka_error
 from ..kafka.offsets import OffsetRange, to_bytes
 from ..kafka.params import KafkaConfig, parse_kafka_params
+from ..redaction import redact_url
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from ..stores.url import redact_url
 from .labels import make_label
 
 log = logging.getLogger(__name__)
