@@ -277,7 +277,7 @@ class KafkaMessageAndMetadata:
     """
 
     # A slots class (not a dataclass) because a stream builds one per record: the reader's own
-    # subclasses (streaming/kafka_rdd.py) must construct cheaply.
+    # subclasses (kafka/spark/rdd.py) must construct cheaply.
     __slots__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",
                  "_keyDecoder", "_valueDecoder")
     __match_args__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",

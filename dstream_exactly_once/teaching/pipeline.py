@@ -140,8 +140,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
     from ..kafka.metadata import KafkaMetadata
     from ..kafka.params import parse_kafka_params
+    from ..kafka.spark.utils import KafkaUtils
     from ..stores import open_store
-    from ..streaming.kafka_utils import KafkaUtils
     from ..testing.child_driver import run_until_done
     from ..testing.spark import make_spark_context
 

@@ -224,8 +224,8 @@ def _builder(name: str) -> Callable[[Live, Dict[str, Any]], Any]:
 
 def _spark_conf(live: Live, conf: Dict[str, Any]) -> Any:
     from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.spark.direct import ReadOptions
     from dstream_exactly_once.streaming.backpressure import rate_controller_from_conf
-    from dstream_exactly_once.streaming.direct import ReadOptions
 
     ReadOptions(conf, config=parse_kafka_params(KP))
     return rate_controller_from_conf({"spark.streaming.backpressure.enabled": "true", **conf}, 1000)

@@ -26,15 +26,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from pyspark import SparkContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
-from ..core.loss import DataLoss, LossCallback
-from ..core.tasks import TaskOptions, plan_tasks
-from ..errors import ConfigurationError
-from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
-from ..kafka.params import KafkaConfig
-from ..kafka.range_reader import SPLIT_FLOOR, KafkaRangeReader
-from ..kafka.reader_choice import DEFAULT_READER
-from .range_rdd import RangeRDD, make_range_rdd
-from .task_context import remember_current
+from ...core.loss import DataLoss, LossCallback
+from ...core.tasks import TaskOptions, plan_tasks
+from ...errors import ConfigurationError
+from ...streaming.range_rdd import RangeRDD, make_range_rdd
+from ...streaming.task_context import remember_current
+from ..offsets import Decoder, KafkaMessageAndMetadata, OffsetRange, utf8_decoder
+from ..params import KafkaConfig
+from ..range_reader import SPLIT_FLOOR, KafkaRangeReader
+from ..reader_choice import DEFAULT_READER
 
 __all__ = ["KafkaRDD", "make_kafka_rdd", "per_range"]
 
