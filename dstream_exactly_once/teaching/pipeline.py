@@ -112,7 +112,7 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 
         stream.write_each_partition(DorisSink(client), rows)
     elif pattern == "kafka":
-        from ..sinks.kafka_tx import KafkaTransactionalSink
+        from ..sinks import KafkaTransactionalSink
 
         def out_rows(records: Iterable[Any]) -> Iterable[Any]:
             for _k, v in records:

@@ -203,7 +203,7 @@ def _doris_sink(live: Live, o: Dict[str, Any]) -> Any:
 
 
 def _kafka_sink(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.kafka_sink import KafkaSinkOptions
+    from dstream_exactly_once.kafka.structured.sink import KafkaSinkOptions
 
     return KafkaSinkOptions.parse(o)
 
@@ -238,7 +238,7 @@ def _aof(live: Live, o: Dict[str, Any]) -> Any:
 
 
 def _kafka_source(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
+    from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
 
     return parse_kafka_source_options(o)
 

@@ -4,12 +4,12 @@
 - nothing under ``core/``, ``stores/`` or ``engine/``, nor the CLI modules, imports a source package
   (``dstream_exactly_once.kafka``, ``dstream_exactly_once.files``): the CLI asks a source's hooks
   by range kind (the live log of ``core/live_log.py``, ``SourceRange.reanchor_position``);
-- nothing under ``kafka/`` or ``files/`` imports pyspark, but the Kafka source's Spark glue in its own
-  sub-room ``kafka/spark/``;
-- the sub-packages form layers: no import cycle between folders (each sub-package, each sub-room, and
-  each module of the package root, is one node), so every arrow between two folders points one way only;
-  the deprecated re-export modules (``SHIMS``), which exist only to keep an old import path working,
-  are left out of the graph;
+- nothing under ``kafka/`` or ``files/`` imports pyspark, but the Kafka plug-in's Spark glue in its
+  sub-rooms ``kafka/spark/`` (DStream) and ``kafka/structured/`` (Structured Streaming);
+- the sub-packages form layers: no import cycle between folders (each sub-package, and each module of
+  the package root, is one node; a plug-in's sub-room is drawn in the layer it plugs into, ``SUB_ROOMS``),
+  so every arrow between two folders points one way only; a plug-in's own modules import none of its
+  sub-rooms;
 - every Spark conf key of the Kafka source (``spark.streaming.kafka.*``) is declared in
   ``kafka/spark_conf.py`` and nowhere else in the library.
 """
@@ -25,10 +25,13 @@ import dstream_exactly_once
 PACKAGE = Path(dstream_exactly_once.__file__).parent
 NAME = "dstream_exactly_once"
 SOURCES = (f"{NAME}.kafka", f"{NAME}.files")
-#: a plug-in's Spark glue: a node of its own in the folder graph, above ``streaming/``
-SUB_ROOMS = (("kafka", "spark"),)
+#: a plug-in's sub-rooms and the layer (node of the folder graph) each plugs into: the Kafka plug-in's
+#: DStream glue sits above ``streaming/``, its Structured Streaming forms are registered by
+#: ``structured.register()`` and its DStream sink is exported by ``sinks/``
+SUB_ROOMS = {("kafka", "spark"): "kafka.spark", ("kafka", "structured"): "structured", ("kafka", "sinks"): "sinks"}
+SPARK_GLUE = (("kafka", "spark"), ("kafka", "structured"))
 #: deprecated modules that only re-export names from their new home (they warn when imported)
-SHIMS = ("streaming/kafka_rdd.py",)
+SHIMS = ("streaming/kafka_rdd.py", "sinks/kafka_tx.py")
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(PACKAGE.parent).with_suffix("")
@@ -92,7 +95,7 @@ def test_cli_modules_import_no_source():
 
 
 def test_sources_import_no_spark():
-    glue = [p for p in _modules("kafka") if p.relative_to(PACKAGE).parts[:2] in SUB_ROOMS]
+    glue = [p for p in _modules("kafka") if p.relative_to(PACKAGE).parts[:2] in SPARK_GLUE]
     assert glue, "the Kafka source's Spark glue must be found"
     outside = [p for p in _modules("kafka", "files") if p not in glue]
     assert _hits(outside, ("pyspark", "py4j")) == set()
@@ -106,7 +109,7 @@ def _node(target: str) -> str:
     if parts[0] != NAME or len(parts) == 1:
         return ""
     if tuple(parts[1:3]) in SUB_ROOMS:
-        return ".".join(parts[1:3])
+        return SUB_ROOMS[(parts[1], parts[2])]
     if (PACKAGE / parts[1]).is_dir() or (PACKAGE / f"{parts[1]}.py").is_file():
         return parts[1]
     return "__init__"  # a name defined by the package root itself
@@ -117,9 +120,7 @@ def _folder_graph() -> Dict[str, Set[str]]:
     graph: Dict[str, Set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE)
-        if rel.as_posix() in SHIMS:
-            continue
-        source = (".".join(rel.parts[:2]) if rel.parts[:2] in SUB_ROOMS else
+        source = (SUB_ROOMS[(rel.parts[0], rel.parts[1])] if rel.parts[:2] in SUB_ROOMS else
                   rel.parts[0] if len(rel.parts) > 1 else rel.stem)
         graph.setdefault(source, set())
         for target in _imports(path):
@@ -166,7 +167,15 @@ def test_the_cycle_finder_finds_folder_cycles():
     assert _cycles({"a": {"b"}, "b": set()}) == []
     graph = _folder_graph()
     assert "teaching" in graph["cli"] and "core" in graph["streaming"]  # function-local and top-level arrows
-    assert {"streaming", "kafka"} <= graph["kafka.spark"] and "kafka.spark" not in graph["kafka"]  # a sub-room
+    assert {"streaming", "kafka"} <= graph["kafka.spark"] and "kafka" in graph["structured"]  # sub-rooms
+
+
+def test_a_plugin_imports_none_of_its_sub_rooms():
+    rooms = tuple(f"{NAME}.{a}.{b}" for a, b in SUB_ROOMS)
+    own = [p for p in _modules("kafka") if p.relative_to(PACKAGE).parts[:2] not in SUB_ROOMS]
+    assert own and _hits(own, rooms) == set()
+    glue = [p for p in _modules("kafka") if p.relative_to(PACKAGE).parts[:2] in SUB_ROOMS]
+    assert _hits(glue, (f"{NAME}.kafka.offsets",)), "the walker must see the sub-rooms' imports of the plug-in"
 
 
 def test_no_import_cycle_between_folders():

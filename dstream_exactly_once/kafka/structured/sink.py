@@ -67,12 +67,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Collection, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OffsetConflictError, SinkError
-from ..sinks.kafka_tx import MAX_TRANSACTION_TIMEOUT_MS, KafkaTransactionalSink, broker_error
-from ..stores.writes import CommitOutcome, Writes
-from .kafka_marker import Decision, Header, Marker, RecordDigest, check_replay, decide
-from .sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
-from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
+from ...errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OffsetConflictError, SinkError
+from ...stores.writes import CommitOutcome, Writes
+from ...structured.sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
+from ...structured.store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
+from ..sinks.transactional import MAX_TRANSACTION_TIMEOUT_MS, KafkaTransactionalSink, broker_error
+from .marker import Decision, Header, Marker, RecordDigest, check_replay, decide
 
 __all__ = ["KAFKA_SINK_NAME", "KafkaPartitionCommit", "KafkaSinkOptions", "check_kafka_schema",
            "check_output_topic", "commit_kafka_batch", "kafka_sink_options", "write_partition"]
@@ -198,7 +198,7 @@ def kafka_sink_options(store: str, app_id: str, topic: str, kafka_params: Mappin
     and the epoch of the query's start taken, by the query's first commit; ``new_checkpoint`` as for
     :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
-    from ..option_registry import keyword_checks
+    from ...option_registry import keyword_checks
 
     keyword_checks("kafka_sink_options", store=store, prefix=prefix, transaction_timeout_ms=transaction_timeout_ms,
                    on_replay_mismatch=on_replay_mismatch)
@@ -214,7 +214,7 @@ def kafka_sink_options(store: str, app_id: str, topic: str, kafka_params: Mappin
 
 
 def _admin(opts: KafkaSinkOptions) -> Any:
-    from ..kafka.admin import open_admin
+    from ..admin import open_admin
 
     return open_admin(opts.kafka.config, f"{opts.kafka.prefix}-kafka-sink")
 
@@ -227,7 +227,7 @@ def _close(client: Any, what: str) -> None:
 
 
 def _topics(opts: KafkaSinkOptions, admin: Any) -> Set[str]:
-    from ..kafka.errors_map import translate_kafka_error
+    from ..errors_map import translate_kafka_error
 
     try:
         topics = set(admin.list_topics())
@@ -325,7 +325,7 @@ class _Targets:
 
 def _check_store(opts: KafkaSinkOptions, batch_id: int, run: QueryRun) -> BatchDecision:
     """Step 1: what the store says of Spark batch ``batch_id`` of ``run``; raises when this run may not write."""
-    from ..stores import open_store
+    from ...stores import open_store
 
     where = f"deo-kafka app {opts.app} batch {batch_id}"
     with open_store(opts.store.store, opts.app) as store:
@@ -353,7 +353,7 @@ def _close_producer(producer: Any) -> None:
 
 
 def _translated(opts: KafkaSinkOptions, exc: Exception, what: str) -> Exception:
-    from ..kafka.errors_map import translate_kafka_error
+    from ..errors_map import translate_kafka_error
 
     if isinstance(exc, DStreamExactlyOnceError) or not (
             type(exc).__module__.split(".")[0] == "kafka" or isinstance(exc, (ConnectionError, TimeoutError))):
