@@ -10,6 +10,7 @@ Nothing here imports Spark; the Spark facade is ``streaming/file_utils.py``.
 - :class:`FileRangeReader` (``reader``) — the executor side (:class:`~..core.source.RangeReader`).
 """
 
+from . import live as _live  # noqa: F401 - registers how positions of range kind "file" are shown
 from .options import FileSourceOptions
 from .planner import FilePlanner
 from .ranges import FileRange
