@@ -59,7 +59,7 @@ _SPARK_NAMES = {
     "BatchIdSink": "streaming.exactly_once",
     "ExactlyOnceDStream": "streaming.exactly_once",
     "exactly_once": "kafka.spark.convert",
-    "FileUtils": "streaming.file_utils",
+    "FileUtils": "files.spark.utils",
     "stop_gracefully_on_signals": "streaming.lifecycle",
     "KafkaDStream": "streaming.dstream",
     "KafkaRDD": "kafka.spark.rdd",
@@ -71,12 +71,12 @@ _SPARK_NAMES = {
 }
 
 if _TYPE_CHECKING:
+    from .files.spark.utils import FileUtils
     from .kafka.spark.convert import exactly_once
     from .kafka.spark.rdd import KafkaRDD
     from .kafka.spark.utils import KafkaUtils
     from .streaming.dstream import KafkaDStream
     from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream
-    from .streaming.file_utils import FileUtils
     from .streaming.lifecycle import stop_gracefully_on_signals
     from .streaming.task_context import current_offset_range, current_pieces, current_ranges
     from .streaming.termination import await_termination

@@ -9,7 +9,7 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
     spark.readStream.format("aof").option("path", "/var/log/app/service.log*").load()
     df.writeStream.format("deo-store").options(**store_sink_options(url, app_id)).start()
 
-- ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
+- ``aof`` (:mod:`dstream_exactly_once.files.structured.aof`): lines appended to growing files, rotation included.
 - ``deo-kafka`` as a source (:mod:`dstream_exactly_once.kafka.structured.source`): Kafka records, Spark's
   Kafka source's schema and options, read by the library's Kafka readers (no JVM connector), ranges
   packed into few tasks.
@@ -47,7 +47,7 @@ def register(spark: Any) -> None:
     from ._requires import require_data_source_api
 
     require_data_source_api("register() (Structured Streaming)")
-    from .aof import register_aof
+    from ..files.structured.aof import register_aof
     from .sinks import register_sinks
 
     register_aof(spark)

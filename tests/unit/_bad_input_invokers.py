@@ -232,7 +232,7 @@ def _spark_conf(live: Live, conf: Dict[str, Any]) -> Any:
 
 
 def _aof(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.aof_options import parse_aof_options
+    from dstream_exactly_once.files.structured.aof_options import parse_aof_options
 
     return parse_aof_options(o)
 

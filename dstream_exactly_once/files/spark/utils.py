@@ -28,16 +28,25 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.streaming import StreamingContext
 
-from ..core.loss_totals import DataLossTotals
-from ..core.ranges import SourceRange
-from ..core.retirement import RetiredPartitions
-from ..core.retry import RetryPolicy, check_retry_policy
-from ..core.source import RangeReader
-from ..core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
-from ..engine.committer import check_retain_batches
-from ..errors import ConfigurationError
-from ..files import FilePlanner, FileRange, FileSourceOptions
-from ..files.deployment import (
+from ...core.loss_totals import DataLossTotals
+from ...core.ranges import SourceRange
+from ...core.retirement import RetiredPartitions
+from ...core.retry import RetryPolicy, check_retry_policy
+from ...core.source import RangeReader
+from ...core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
+from ...engine.committer import check_retain_batches
+from ...errors import ConfigurationError
+from ...stores.base import TransactionalStore
+from ...streaming.connect_guard import INSTEAD_FILES, refuse_spark_connect
+from ...streaming.data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
+from ...streaming.dstream import RangeDStream
+from ...streaming.exactly_once import ExactlyOnceDStream
+from ...streaming.factory import open_committer
+from ...streaming.lifecycle import close_on_stop
+from ...streaming.pinned import spark_host_runner
+from ...streaming.range_rdd import RangeRDD, make_range_rdd
+from .. import FilePlanner, FileRange, FileSourceOptions
+from ..deployment import (
     DEPLOYMENT_OPTIONS,
     HOSTS,
     SHARED_FILESYSTEM,
@@ -45,18 +54,9 @@ from ..files.deployment import (
     take_option,
     take_shared_filesystem,
 )
-from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
-from ..files.options import CONF_PREFIX
-from ..files.reader import FileRangeReader
-from ..stores.base import TransactionalStore
-from .connect_guard import INSTEAD_FILES, refuse_spark_connect
-from .data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
-from .dstream import RangeDStream
-from .exactly_once import ExactlyOnceDStream
-from .factory import open_committer
-from .lifecycle import close_on_stop
-from .pinned import spark_host_runner
-from .range_rdd import RangeRDD, make_range_rdd
+from ..hosts import HostCheckedReader, HostFilePlanner, parse_hosts
+from ..options import CONF_PREFIX
+from ..reader import FileRangeReader
 
 __all__ = ["FILE_SPLIT_FLOOR", "FileDStream", "FileRDD", "FileUtils"]
 
