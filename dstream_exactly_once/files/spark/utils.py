@@ -2,15 +2,16 @@
 
 The Spark-free source lives in :mod:`dstream_exactly_once.files` (``FilePlanner`` plans byte
 ranges on the driver, ``FileRangeReader`` reads one range on an executor); this module only wires
-it to Spark the way :mod:`.kafka_utils` wires Kafka: a :class:`FileDStream` of :class:`FileRDD`
-batches for the direct stream, and an :class:`~.exactly_once.ExactlyOnceDStream` driven by the
-core's :class:`~dstream_exactly_once.engine.committer.BatchCommitter` for exactly-once output.
+it to Spark the way :mod:`dstream_exactly_once.kafka.spark.utils` wires Kafka: a
+:class:`FileDStream` of :class:`FileRDD` batches for the direct stream, and an
+:class:`~dstream_exactly_once.streaming.exactly_once.ExactlyOnceDStream` driven by the core's
+:class:`~dstream_exactly_once.engine.committer.BatchCommitter` for exactly-once output.
 
 Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host); a filesystem
 every executor sees at the same paths (NFS, a shared volume: declare it with the option
 ``shared.filesystem=true``); or node-local files on the hosts named by the option ``hosts=h1,h2``:
 each host's files are planned by a task pinned to that host (:mod:`dstream_exactly_once.files.hosts`)
-and each task is read on its host (:mod:`.pinned`), checking where it runs.
+and each task is read on its host (:mod:`dstream_exactly_once.streaming.pinned`), checking where it runs.
 Any other master without one of the two options is refused (:mod:`dstream_exactly_once.files.deployment`,
 the options both forms of the file source share). See ``docs/files.md``.
 
@@ -89,8 +90,8 @@ class FileDStream(RangeDStream):
     split; see :mod:`dstream_exactly_once.core.tasks`). Delivery: at-least-once for outputs across
     driver restarts (positions are not stored); see :meth:`FileUtils.createExactlyOnceFileStream`.
     Each batch is planned when Spark generates it, so Spark's Streaming tab shows its bytes and byte
-    ranges (:mod:`.input_info`). The identity of a file gone after being read to its end (or whose
-    unread bytes were reported lost) is forgotten a few batches later
+    ranges (:mod:`dstream_exactly_once.streaming.input_info`). The identity of a file gone after
+    being read to its end (or whose unread bytes were reported lost) is forgotten a few batches later
     (:class:`~dstream_exactly_once.core.retirement.RetiredPartitions`): a rotating log's tracked
     identities stay bounded by the files present.
     """

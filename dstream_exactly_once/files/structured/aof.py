@@ -72,7 +72,7 @@ def register_aof(spark: Any) -> None:
 
 
 class FileRangePartition(InputPartition):
-    """One Spark task of an ``aof`` micro-batch: one :class:`~..files.FileRange`."""
+    """One Spark task of an ``aof`` micro-batch: one :class:`~dstream_exactly_once.files.FileRange`."""
 
     def __init__(self, value: FileRange) -> None:
         super().__init__(value)

@@ -1,7 +1,7 @@
 """KafkaRDD: Spark partitions over a batch's :class:`OffsetRange` s, read on executors by the Kafka
 source's :class:`~dstream_exactly_once.kafka.range_reader.KafkaRangeReader` (kafka-python by default,
 or confluent-kafka: ``spark.streaming.kafka.reader``). This module is the Spark glue around it: the
-task's attempt number and ranges (:mod:`.task_context`) and the driver-side skip count.
+task's attempt number and ranges (:mod:`dstream_exactly_once.streaming.task_context`) and the driver-side skip count.
 
 Unit of parallelism: one task per offset range (one topic partition's slice of the batch, the
 Spark-2.4 layout: partition ``i`` reads ``offsetRanges()[i]``), or — built with task options — one

@@ -1,6 +1,6 @@
 """PySpark's Python Data Source classes of the ``deo-kafka`` format: the source (reading) added to the
 sink (writing), one format both ways. The Spark-free logic is in
-:mod:`~dstream_exactly_once.structured.kafka_source` (and :mod:`.kafka_sink` for writing)."""
+:mod:`~dstream_exactly_once.kafka.structured.source` (and :mod:`.sink` for writing)."""
 
 from __future__ import annotations
 

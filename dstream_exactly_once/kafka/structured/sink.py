@@ -8,8 +8,9 @@ executor to the driver (there is no "resume transaction"), so each task commits 
 
 Protocol, for Spark partition ``p`` of micro-batch ``b`` of application ``app``:
 
-1. executor: the store is read and judged under the rules of :mod:`.sink_runs`: a run replaced by
-   a later start of the query, or whose epoch a later one took → :class:`~dstream_exactly_once.errors.FencedError`;
+1. executor: the store is read and judged under the rules of
+   :mod:`dstream_exactly_once.structured.sink_runs`: a run replaced by a later start of the query, or
+   whose epoch a later one took → :class:`~dstream_exactly_once.errors.FencedError`;
    a batch of another checkpoint than the one that committed the application's batches (one or
    many) → :class:`~dstream_exactly_once.errors.OffsetConflictError` (unless option
    ``new_checkpoint=continue``); the batch committed before → nothing is produced. Nothing is
@@ -18,7 +19,7 @@ Protocol, for Spark partition ``p`` of micro-batch ``b`` of application ``app``:
 2. executor: ``init_transactions()`` with the partition's transactional id fences an older producer
    with that id and completes or aborts what it left open; then the partition's *marker* is read:
    the offset of the marker group ``{prefix}.{app}.{p}`` (a consumer group used only as a marker)
-   on partition 0 of the sink's topic (:mod:`.kafka_marker`). It records ``b`` → this partition's
+   on partition 0 of the sink's topic (:mod:`.marker`). It records ``b`` → this partition's
    output of ``b`` is in Kafka: nothing is produced, but the replayed rows must match the marker's
    count and digest (otherwise the query's partitioning is not deterministic: the task fails with
    :class:`~dstream_exactly_once.errors.OffsetConflictError`, or, with option
