@@ -25,14 +25,15 @@ import dstream_exactly_once
 PACKAGE = Path(dstream_exactly_once.__file__).parent
 NAME = "dstream_exactly_once"
 SOURCES = (f"{NAME}.kafka", f"{NAME}.files")
-#: a plug-in's sub-rooms and the layer (node of the folder graph) each plugs into: the Kafka plug-in's
-#: DStream glue sits above ``streaming/``, its Structured Streaming forms are registered by
-#: ``structured.register()`` and its DStream sink is exported by ``sinks/``
+#: a plug-in's sub-rooms and the layer (node of the folder graph) each plugs into: a plug-in's DStream
+#: glue (``spark/``) sits above ``streaming/``, its Structured Streaming forms (``structured/``) are
+#: registered by ``structured.register()``, and Kafka's DStream sink is exported by ``sinks/``
 SUB_ROOMS = {("kafka", "spark"): "kafka.spark", ("kafka", "structured"): "structured", ("kafka", "sinks"): "sinks",
              ("files", "spark"): "files.spark", ("files", "structured"): "structured"}
 SPARK_GLUE = (("kafka", "spark"), ("kafka", "structured"), ("files", "spark"), ("files", "structured"))
 #: deprecated modules that only re-export names from their new home (they warn when imported)
 SHIMS = ("streaming/kafka_rdd.py", "sinks/kafka_tx.py", "structured/aof.py")
+
 
 def _module_name(path: Path) -> str:
     rel = path.relative_to(PACKAGE.parent).with_suffix("")
