@@ -115,8 +115,9 @@ def test_batch_times_round_trip_as_pyspark_hands_them_over():
     ("FileDStream", None, "its positions are not in the checkpoint"),
 ])
 def test_streams_without_a_recipe_pickle_as_a_refusal(monkeypatch, cls, recoverable, reason):
+    from dstream_exactly_once.files.spark import utils as file_utils
     from dstream_exactly_once.kafka.spark import commit_async
-    from dstream_exactly_once.streaming import exactly_once, file_utils
+    from dstream_exactly_once.streaming import exactly_once
 
     klass = {"DirectKafkaDStream": commit_async.DirectKafkaDStream,
              "ExactlyOnceDStream": exactly_once.ExactlyOnceDStream, "FileDStream": file_utils.FileDStream}[cls]

@@ -49,7 +49,6 @@ from ..._checks import is_int
 from ...core.retry import RetryPolicy, check_retry_policy
 from ...errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ...redaction import redact_url
-from ...sinks.labels import make_label
 from ...stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from ..admin import broker_config, open_admin
 from ..errors_map import translate_kafka_error
@@ -231,6 +230,10 @@ class KafkaTransactionalSink:
         if not isinstance(r, OffsetRange):
             raise ConfigurationError(f"KafkaTransactionalSink keeps its marker per input topic partition and needs a "
                                      f"Kafka stream; batch {batch.batch_id} reads {r.kind} range {r}")
+        # imported here: dstream_exactly_once.sinks exports this module, so a top-level import of its
+        # labels would make a package-import cycle when this module is imported first
+        from ...sinks.labels import make_label
+
         label = make_label(self.group_id(store.app_id), batch.batch_id, partition_id)
 
         def record_writes() -> Writes:  # taken at the commit: ``writes`` may grow while the rows are read
