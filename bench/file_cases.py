@@ -132,7 +132,7 @@ def count_reader(glob: str) -> int:
 
 def count_range_rdd(sc: Any, glob: str) -> int:
     """C: planning plus ``make_range_rdd(...).count()`` — one Spark task per file range."""
-    from dstream_exactly_once.streaming.file_utils import FileRDD
+    from dstream_exactly_once.files.spark.utils import FileRDD
     from dstream_exactly_once.streaming.range_rdd import make_range_rdd
 
     ranges, reader = plan_ranges(glob)

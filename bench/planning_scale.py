@@ -183,7 +183,7 @@ def bench_first_batch_spark(n: int) -> Dict[str, Any]:
     counting every line (what a file stream's first batch runs before its output)."""
     from dstream_exactly_once.core.tasks import TaskOptions, plan_tasks
     from dstream_exactly_once.files import FilePlanner, FileSourceOptions
-    from dstream_exactly_once.streaming.file_utils import FileRDD
+    from dstream_exactly_once.files.spark.utils import FileRDD
     from dstream_exactly_once.streaming.range_rdd import make_range_rdd
     from dstream_exactly_once.testing import make_spark_context
 

@@ -58,20 +58,27 @@ from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, ope
 _SPARK_NAMES = {
     "BatchIdSink": "streaming.exactly_once",
     "ExactlyOnceDStream": "streaming.exactly_once",
-    "exactly_once": "streaming.exactly_once",
-    "FileUtils": "streaming.file_utils",
+    "exactly_once": "kafka.spark.convert",
+    "FileUtils": "files.spark.utils",
     "stop_gracefully_on_signals": "streaming.lifecycle",
-    "KafkaUtils": "streaming.kafka_utils",
+    "KafkaDStream": "streaming.dstream",
+    "KafkaRDD": "kafka.spark.rdd",
+    "KafkaUtils": "kafka.spark.utils",
     "await_termination": "streaming.termination",
     "current_offset_range": "streaming.task_context",
+    "current_pieces": "streaming.task_context",
+    "current_ranges": "streaming.task_context",
 }
 
 if _TYPE_CHECKING:
-    from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream, exactly_once
-    from .streaming.file_utils import FileUtils
-    from .streaming.kafka_utils import KafkaUtils
+    from .files.spark.utils import FileUtils
+    from .kafka.spark.convert import exactly_once
+    from .kafka.spark.rdd import KafkaRDD
+    from .kafka.spark.utils import KafkaUtils
+    from .streaming.dstream import KafkaDStream
+    from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream
     from .streaming.lifecycle import stop_gracefully_on_signals
-    from .streaming.task_context import current_offset_range
+    from .streaming.task_context import current_offset_range, current_pieces, current_ranges
     from .streaming.termination import await_termination
 
 
@@ -115,7 +122,9 @@ __all__ = [
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaClosedError",
+    "KafkaDStream",
     "KafkaMessageAndMetadata",
+    "KafkaRDD",
     "KafkaReadStalledError",
     "KafkaRejectedError",
     "KafkaUnavailableError",
@@ -148,6 +157,8 @@ __all__ = [
     "__version__",
     "await_termination",
     "current_offset_range",
+    "current_pieces",
+    "current_ranges",
     "exactly_once",
     "open_store",
     "skip_batch",

@@ -5,7 +5,8 @@ password they see: kafkaParams' ``sasl.password`` / ``sasl.jaas.config`` / ``ssl
 (:mod:`~dstream_exactly_once.kafka.params`), store URL passwords (userinfo and ``password=`` query
 items, :func:`~dstream_exactly_once.stores.url.parse_url`) and Doris passwords with their HTTP Basic
 token (:class:`~dstream_exactly_once.sinks.doris.DorisStreamLoadClient`). Error messages built from a
-backend's text go through :func:`redact` (and :func:`redact_exception_chain` for the chained cause).
+backend's text go through :func:`redact` (and :func:`redact_exception_chain` for the chained cause);
+every message, ``repr`` and log line that quotes a URL shows it through :func:`redact_url`.
 
 From the first registration on, every :class:`logging.LogRecord` created in this
 process — by this library, by kafka-python (which logs its whole configuration and the SASL PLAIN
@@ -38,7 +39,8 @@ import traceback
 from typing import Any, Callable, FrozenSet, Optional, Set, Union
 from urllib.parse import quote, quote_plus
 
-__all__ = ["MASK", "SecretFilter", "redact", "redact_exception_chain", "register_secret", "registered_secrets"]
+__all__ = ["MASK", "SECRET_OPTIONS", "SecretFilter", "redact", "redact_exception_chain", "redact_url",
+           "register_secret", "registered_secrets"]
 
 #: what a secret is replaced with
 MASK = "***"
@@ -47,6 +49,12 @@ _lock = threading.Lock()
 _secrets: Set[str] = set()
 _pattern: Optional[re.Pattern[str]] = None
 _previous_factory: Optional[Callable[..., logging.LogRecord]] = None
+
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-_]*)://")
+#: URL query items holding secrets (libpq's among them); a value runs to the next "&" (a "#" in it
+#: is part of it, not a fragment)
+SECRET_OPTIONS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
+_QUERY_SECRET = re.compile(r"((?:^|[?&;#])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
 
 
 def _encode(value: str) -> bytes:
@@ -188,3 +196,25 @@ class SecretFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         scrub_record(record)
         return True
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (in the userinfo or a ``password=`` query item) replaced by ``***``.
+
+    The one function every message, ``repr`` and log line that quotes a URL goes through (store URLs,
+    the Doris FE URL, Kafka broker addresses). Works on malformed URLs too, and on a
+    ``user:password@host`` without a scheme: when in doubt, more is hidden rather than less.
+    """
+    text = str(url)
+    m = _URL_SCHEME.match(text)
+    if m or "@" in text:
+        prefix, rest = (text[: m.end()], text[m.end():]) if m else ("", text)
+        head = re.split(r"[?#]", rest, maxsplit=1)[0]
+        # userinfo ends at the last "@" of the authority; an unencoded "?"/"#" in a password hides
+        # the "@" from ``head``, so fall back to the last "@" anywhere.
+        at = head.rfind("@") if "@" in head else rest.rfind("@")
+        if at >= 0 and ":" in rest[:at]:
+            user = rest[: rest.index(":")]
+            rest = f"{user}:***{rest[at:]}"
+        text = prefix + rest
+    return _QUERY_SECRET.sub(r"\1***", text)

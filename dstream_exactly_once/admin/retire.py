@@ -27,8 +27,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from ..engine.heartbeat import driver_status
 from ..errors import ConfigurationError
+from ..redaction import redact_url
 from ..stores.base import TransactionalStore
-from ..stores.url import redact_url
 from ._live import refuse_while_live
 
 __all__ = ["RetirePlan", "retire_app"]

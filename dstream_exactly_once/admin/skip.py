@@ -38,8 +38,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from .._checks import is_int
 from ..engine.heartbeat import driver_status
 from ..errors import ConfigurationError, OffsetConflictError, StoreError
+from ..redaction import redact_url
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from ..stores.url import redact_url
 from ..stores.writes import RESERVED_NAMESPACE, incident_key
 from ._live import refuse_while_live
 

@@ -10,7 +10,7 @@ import sys
 from typing import Any, Dict, List
 
 from ..errors import CliError
-from ..stores.url import redact_url
+from ..redaction import redact_url
 from .driver_check import describe_driver, driver_status, refuse_if_live
 from .exit_codes import EXIT_OK, EXIT_REFUSED, EXIT_USAGE
 from .kafka_args import open_broker

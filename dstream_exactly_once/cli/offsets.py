@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from ..core.live_log import LiveLog
 from ..errors import CliError, ConfigurationError
-from ..stores.url import redact_url
+from ..redaction import redact_url
 from .driver_check import describe_driver, driver_status
 from .exit_codes import EXIT_OK
 from .kafka_args import BROKER_KIND, open_broker
@@ -125,10 +125,11 @@ def gather(store: TransactionalStore, broker: Optional[LiveLog],
            live: bool = False) -> List[Dict[str, Any]]:
     """One row per stream partition: stored position, log start/end (or file length), lag, last batch
     (and, ``with_meta``, each non-Kafka position's document under ``meta``). What a row holds from
-    the store alone comes from the position's range kind (``SourceRange.position_row``); Kafka
-    rows get the log's ends and the lag from ``broker`` (the Kafka kind's live log). ``live``: each
-    kind measures its live source as this host sees it (``SourceRange.live_rows``: a file's size now),
+    the store alone comes from the display of the position's range kind (``RangeDisplay.position_row``);
+    Kafka rows get the log's ends and the lag from ``broker`` (the Kafka kind's live log). ``live``: each
+    kind measures its live source as this host sees it (``RangeDisplay.live_rows``: a file's size now),
     which may add rows of data no stored position covers yet (their ``position`` is ``None``)."""
+    from ..core.range_display import range_display
     from ..core.ranges import range_kind_of_key
 
     positions = store.load_positions()
@@ -136,7 +137,7 @@ def gather(store: TransactionalStore, broker: Optional[LiveLog],
     by_kind: Dict[Any, Dict[str, Any]] = {}
     for key, pos in positions.items():
         kind = range_kind_of_key(key)
-        rows[key] = {"key": key, **(kind.position_row(key, pos) if kind is not None else
+        rows[key] = {"key": key, **(range_display(kind.kind).position_row(key, pos) if kind is not None else
                                     {"source": "unknown", "position": pos.offset, "lag": None})}
         if rows[key]["source"] != BROKER_KIND and with_meta:
             rows[key]["meta"] = pos.meta
@@ -144,7 +145,7 @@ def gather(store: TransactionalStore, broker: Optional[LiveLog],
             by_kind.setdefault(kind, {})[key] = pos
     if live:
         for kind, kind_positions in by_kind.items():
-            for key, seen in kind.live_rows(kind_positions).items():
+            for key, seen in range_display(kind.kind).live_rows(kind_positions).items():
                 rows.setdefault(key, {"key": key}).update(seen)
     if scope is not None:
         _check_scope(scope, [r for r in rows.values() if r["source"] == BROKER_KIND], broker)

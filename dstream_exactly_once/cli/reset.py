@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from ..core.live_log import LiveLog
 from ..errors import CliError, ConfigurationError
-from ..stores.url import redact_url
+from ..redaction import redact_url
 from .driver_check import describe_driver, driver_status, refuse_if_live
 from .exit_codes import EXIT_OK, EXIT_USAGE
 from .kafka_args import BROKER_KIND, open_broker

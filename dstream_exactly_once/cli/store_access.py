@@ -18,9 +18,10 @@ def open_cli_store(url: str, app_id: Optional[str]) -> TransactionalStore:
     """The store of ``app_id`` (read-only until a command applies a change), after checking that it
     exists: a missing SQLite file is refused (never created), and so is an app with no state there
     (the error lists the apps that have). ``app_id`` None: any app (for :meth:`list_apps`)."""
+    from ..redaction import redact_url
     from ..stores import open_store
     from ..stores.sql.sqlite import SQLiteStore
-    from ..stores.url import redact_url, url_scheme
+    from ..stores.url import url_scheme
 
     if isinstance(url, str) and url_scheme(url) == "sqlite":  # before opening: reading a missing path is refused
         path = SQLiteStore(url, app_id or "_").path  # constructing reads nothing

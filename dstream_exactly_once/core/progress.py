@@ -82,6 +82,7 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 from ..errors import ConfigurationError, FencedError
 from .loss import DataLoss
 from .loss_totals import DataLossTotals
+from .range_display import range_display
 from .ranges import SourceRange
 
 log = logging.getLogger(__name__)
@@ -129,13 +130,14 @@ def _iso(ms: int) -> str:
 
 
 def offsets_json(ranges: Sequence[SourceRange], which: str) -> Dict[str, Any]:
-    """``{group: {member: position}}`` for ranges with a :meth:`~.ranges.SourceRange.progress_group`
+    """``{group: {member: position}}`` for ranges whose kind's display groups them
+    (:meth:`~.range_display.RangeDisplay.progress_group`)
     (Kafka: ``{topic: {partition: offset}}``), ``{position key: position}`` otherwise; ``which`` is
     ``"start"`` or ``"end"``."""
     out: Dict[str, Any] = {}
     for r in ranges:
         pos = r.start if which == "start" else r.end
-        group = r.progress_group()
+        group = range_display(r.kind).progress_group(r)
         if group is not None:
             out.setdefault(group[0], {})[group[1]] = pos
         else:
@@ -150,7 +152,7 @@ def _latest_json(ranges: Sequence[SourceRange], latest: Mapping[str, int]) -> Op
     for r in ranges:
         if r.position_key not in latest:
             continue
-        group = r.progress_group()
+        group = range_display(r.kind).progress_group(r)
         if group is not None:
             out.setdefault(group[0], {})[group[1]] = latest[r.position_key]
         else:

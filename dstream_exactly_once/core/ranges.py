@@ -13,13 +13,13 @@ e.g. a file's fingerprint and path); it is written beside ``end`` in the same tr
 Range types are registered by *kind* (:func:`register_range_kind`) so the offset log can decode
 them without importing their source: each source's range module registers its type when imported
 (importing the source's package is enough). What the core needs to know about a kind is carried by
-its class: how progress records group its positions (:meth:`SourceRange.progress_group`), whether
-``end - start`` counts records (:attr:`SourceRange.counts_records`), whether it is the kind stored as
-bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), how a batch's ranges are stored together in
-the offset log (:meth:`SourceRange.encode_many`, :meth:`SourceRange.decode_many`), how the CLI shows a stored
-position and its lag (:meth:`SourceRange.position_row`), and the document a position reset by an
-operator keeps (:meth:`SourceRange.reanchor_position`). Where the live log of a kind starts and ends
-is asked of the source through :mod:`.live_log`.
+its class: whether ``end - start`` counts records (:attr:`SourceRange.counts_records`), whether it is
+the kind stored as bare JSON lists (:attr:`SourceRange.legacy_list_encoding`), how a batch's ranges are
+stored together in the offset log (:meth:`SourceRange.encode_many`, :meth:`SourceRange.decode_many`),
+and the document a position reset by an operator keeps (:meth:`SourceRange.reanchor_position`); the
+whole contract is listed in :mod:`.source`. How progress records and the CLI show a kind's positions
+is its display (:mod:`.range_display`), and where its live log starts and ends is asked of the source
+through :mod:`.live_log`: both are registered per kind by the source's package.
 """
 
 from __future__ import annotations
@@ -126,33 +126,11 @@ class SourceRange(ABC):
         """How messages name this range."""
         return f"{self.position_key} [{self.start} -> {self.end})"
 
-    def progress_group(self) -> Optional[Tuple[str, str]]:
-        """``(group, member)`` under which progress records nest this range's positions (Kafka:
-        ``(topic, partition)`` gives ``{topic: {partition: offset}}``); ``None``: flat, by position key."""
-        return None
-
     @classmethod
     def parse_position_key(cls, key: str) -> Any:
         """The source's own name of the partition a position key of this kind denotes (Kafka: a
         ``TopicAndPartition``), or ``None`` if ``key`` is not one of this kind's keys."""
         return None
-
-    @classmethod
-    def position_row(cls, key: str, position: Position) -> Dict[str, Any]:
-        """What the CLI shows of the stored ``position`` of ``key`` (a key of this kind), from the
-        store alone: ``source`` (the kind), the source's own name of the partition, ``position``, and
-        ``earliest``/``latest``/``lag`` where the store knows them; otherwise ``lag`` is ``None`` and
-        ``lag_note`` says where it comes from."""
-        return {"source": cls.kind, "position": position.offset, "lag": None,
-                "lag_note": f"the {cls.kind} source records no lag in the store"}
-
-    @classmethod
-    def live_rows(cls, positions: Mapping[str, Position]) -> Dict[str, Dict[str, Any]]:
-        """What this host sees of the live source behind ``positions`` (stored positions of this kind),
-        over :meth:`position_row`: per key, the fields it measured now (``latest``, ``lag``,
-        ``lag_note``, …); and rows of its own (keys that are no stored position, ``position`` ``None``)
-        for data no position covers yet. Default: nothing (the source has no live view here)."""
-        return {}
 
     @classmethod
     def reanchor_position(cls, key: str, document: Optional[Mapping[str, Any]], new: int) -> Optional[Dict[str, Any]]:

@@ -11,6 +11,12 @@ the executors (the shape of bytewax's ``list_parts``/``build_part``):
 - Position encoding — the source's :class:`~dstream_exactly_once.core.ranges.SourceRange` type
   (position key, ``[start, end)``, an optional document stored beside the position).
 
+:data:`CONTRACT` lists every member of the three, in one place (a unit test holds the classes to it).
+What is only shown to people — how progress records group a kind's positions, what ``dstream-eo
+offsets`` prints of them — is not part of it: a source registers that per range kind as a
+:class:`~dstream_exactly_once.core.range_display.RangeDisplay`, beside its live log
+(:mod:`~dstream_exactly_once.core.live_log`, what operator tools ask of the live source).
+
 Kafka (``kafka/source.py``, ``kafka/range_reader.py``) and append-only files (``files/planner.py``,
 ``files/reader.py``) implement it; the committer, batch log and stores only ever see these
 interfaces. Nothing here imports Spark.
@@ -21,12 +27,27 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime
 from itertools import chain
-from typing import Any, Collection, Iterable, List, Mapping, Sequence
+from typing import Any, Collection, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from .ranges import Position, SourceRange
 from .tasks import Piece
 
-__all__ = ["BatchSource", "RangeReader"]
+__all__ = ["CONTRACT", "BatchSource", "RangeReader"]
+
+#: The source contract: the public members of each piece (optional hooks have defaults).
+CONTRACT: Dict[str, Tuple[str, ...]] = {
+    # a range's identity and positions, its offset-log encoding, and the words messages use
+    "SourceRange": ("kind", "position_key", "start", "end", "count", "position_meta", "to_json_obj",
+                    "from_json_obj", "encode_many", "decode_many", "parse_position_key", "counts_records",
+                    "legacy_list_encoding", "describe", "position_unit", "start_name", "end_name",
+                    "reanchor_position"),
+    # the driver side: resume, plan, replay, commit hooks, retirement, metrics, close
+    "BatchSource": ("kind", "describe", "start", "advance", "plan", "reader", "after_commit",
+                    "retired_positions", "forget_positions", "latest_positions", "data_loss_unit",
+                    "data_loss_option", "data_loss_skips", "event_counters", "close"),
+    # the executor side: a range, a piece of one, a planned task's pieces
+    "RangeReader": ("read", "can_split", "read_part", "reads_pieces_together", "read_pieces"),
+}
 
 
 class RangeReader(ABC):

@@ -42,15 +42,15 @@ from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, 
 
 from .._checks import is_int
 from ..core.driver_ref import DriverOnly
+from ..core.fencing import check_epoch
 from ..core.loss import loss_error
 from ..core.progress import ProgressTracker
 from ..core.ranges import Position
 from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.source import BatchSource
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
-from ..stores._commit_rules import check_epoch
+from ..redaction import redact_url
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore
-from ..stores.url import redact_url
 from .heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,8 @@
 
 Positions are byte offsets of a file *identity* (a content fingerprint, device/inode as a hint),
 so rotation by rename, copytruncate and delayed compression neither loses nor doubles lines.
-Nothing here imports Spark; the Spark facade is ``streaming/file_utils.py``.
+Nothing here imports Spark but the sub-packages ``files/spark/`` (``FileUtils``, the DStream facade) and
+``files/structured/`` (the ``aof`` Structured Streaming source).
 
 - :class:`FileRange` (``ranges``) — the range kind ``"file"`` and its identity document;
 - :class:`FileSourceOptions` (``options``) — ``starting.offsets``, ``bytes.max``, ``md5.*`` …;
@@ -10,6 +11,7 @@ Nothing here imports Spark; the Spark facade is ``streaming/file_utils.py``.
 - :class:`FileRangeReader` (``reader``) — the executor side (:class:`~..core.source.RangeReader`).
 """
 
+from . import live as _live  # noqa: F401 - registers how positions of range kind "file" are shown
 from .options import FileSourceOptions
 from .planner import FilePlanner
 from .ranges import FileRange

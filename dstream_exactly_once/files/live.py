@@ -17,10 +17,11 @@ import os
 import socket
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
+from ..core.range_display import RangeDisplay, register_range_display
 from ..core.ranges import Position
 from .identity import FileStat, FileView, stat_file
 
-__all__ = ["live_rows"]
+__all__ = ["FileRangeDisplay", "live_rows"]
 
 #: at most this many files of a directory are looked at for a rotated identity
 MAX_CANDIDATES = 1000
@@ -139,3 +140,34 @@ def _new_file(path: str, claimed: Iterable[Node]) -> Dict[str, Dict[str, Any]]:
     return {f"new:{path}": {"source": "file", "path": path, "position": None, "earliest": 0, "latest": size,
                             "lag": size, "live": True, "live_path": path,
                             "lag_note": "live: a file no stored position covers yet (after a rotation): all unread"}}
+
+
+class FileRangeDisplay(RangeDisplay):
+    """How the CLI shows stored file positions (progress records keep them flat, by position key)."""
+
+    kind = "file"
+
+    def position_row(self, key: str, position: Position) -> Dict[str, Any]:
+        """A stored file position: the path, the next byte, and the lag against the content size the
+        driver recorded when it planned (``seen_size`` in the position document), from the store alone;
+        :meth:`live_rows` measures the file itself where this host can read it."""
+        meta = position.meta if isinstance(position.meta, dict) else {}
+        path, seen = meta.get("path"), meta.get("seen_size")
+        row: Dict[str, Any] = {"source": self.kind, "path": path if isinstance(path, str) else None,
+                               "position": position.offset, "earliest": 0}
+        if isinstance(seen, int) and not isinstance(seen, bool) and seen > 0:
+            latest = max(seen, position.offset)
+            row.update(latest=latest, lag=latest - position.offset,
+                       lag_note="against the size the driver recorded when it last planned this file")
+        else:
+            row.update(latest=None, lag=None, lag_note="not known: the store holds no size the driver recorded")
+        return row
+
+    def live_rows(self, positions: Mapping[str, Position]) -> Dict[str, Dict[str, Any]]:
+        """Each position's file as this host sees it now: its current content size and the lag
+        against it, following a rename or a copy (rotation) by identity, and a row for each file at a
+        tracked path that no position claims yet (written after a rotation): :func:`live_rows`."""
+        return live_rows(positions)
+
+
+register_range_display(FileRangeDisplay())

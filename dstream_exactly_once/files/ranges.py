@@ -14,7 +14,7 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .._checks import is_int
-from ..core.ranges import Position, SourceRange, register_range_kind
+from ..core.ranges import SourceRange, register_range_kind
 from ..errors import OffsetRangeError
 
 __all__ = ["FILE_KEY_PREFIX", "FileRange"]
@@ -198,32 +198,6 @@ class FileRange(SourceRange):
 
     def describe(self) -> str:
         return f"{self.path} ({self.position_key}) [{self.from_byte} -> {self.until_byte})"
-
-    @classmethod
-    def position_row(cls, key: str, position: Position) -> Dict[str, Any]:
-        """A stored file position: the path, the next byte, and the lag against the content size the
-        driver recorded when it planned (``seen_size`` in the position document), from the store alone;
-        :meth:`live_rows` measures the file itself where this host can read it."""
-        meta = position.meta if isinstance(position.meta, dict) else {}
-        path, seen = meta.get("path"), meta.get("seen_size")
-        row: Dict[str, Any] = {"source": cls.kind, "path": path if isinstance(path, str) else None,
-                               "position": position.offset, "earliest": 0}
-        if isinstance(seen, int) and not isinstance(seen, bool) and seen > 0:
-            latest = max(seen, position.offset)
-            row.update(latest=latest, lag=latest - position.offset,
-                       lag_note="against the size the driver recorded when it last planned this file")
-        else:
-            row.update(latest=None, lag=None, lag_note="not known: the store holds no size the driver recorded")
-        return row
-
-    @classmethod
-    def live_rows(cls, positions: Mapping[str, Position]) -> Dict[str, Dict[str, Any]]:
-        """Each position's file as this host sees it now: its current content size and the lag
-        against it, following a rename or a copy (rotation) by identity, and a row for each file at a
-        tracked path that no position claims yet (written after a rotation). See :mod:`.live`."""
-        from .live import live_rows
-
-        return live_rows(positions)
 
     @classmethod
     def reanchor_position(cls, key: str, document: Optional[Mapping[str, Any]], new: int) -> Dict[str, Any]:

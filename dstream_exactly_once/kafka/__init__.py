@@ -1,6 +1,7 @@
 """The Kafka source plug-in: value types, kafkaParams, driver-side metadata and planning, the
 source (:mod:`.source`), the executor-side range reader (:mod:`.range_reader`). Nothing here
-imports Spark; the Spark glue is ``streaming/direct.py`` and ``streaming/kafka_rdd.py``.
+imports Spark but its sub-package ``kafka/spark/`` (the DStream glue: ``KafkaUtils``, the batch builder,
+the batch RDD); the Spark conf keys the source reads are declared in :mod:`.spark_conf`.
 
 Importing the package registers the range kind ``"kafka"`` (:mod:`.offsets`) and the broker
 look-ups operator tools ask by that kind (:mod:`.live_log`)."""

@@ -26,6 +26,7 @@ from ..errors import (
 from ..redaction import redact
 from .consumers import EXECUTOR_FETCH_BYTES
 from .params import KafkaConfig
+from .spark_conf import READER_KEY
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def describe_properties(props: Dict[str, Any]) -> Dict[str, Any]:
     return {k: ("***" if k in _SECRETS else v) for k, v in props.items()}
 
 
-def require_confluent_kafka(key: str = "spark.streaming.kafka.reader") -> None:
+def require_confluent_kafka(key: str = READER_KEY) -> None:
     """Raise :class:`ConfigurationError` unless confluent-kafka (librdkafka) can be imported."""
     try:
         import confluent_kafka  # noqa: F401

@@ -1,4 +1,5 @@
-"""The broker as operator tools see it: the Kafka source's :class:`~dstream_exactly_once.core.live_log.LiveLog`.
+"""The broker as operator tools see it: the Kafka source's :class:`~dstream_exactly_once.core.live_log.LiveLog`,
+and how Kafka positions are shown (:class:`KafkaRangeDisplay`).
 
 Registered for range kind ``"kafka"`` when the Kafka package is imported, so ``dstream-eo offsets``
 reaches the broker (``--bootstrap-servers``, ``--kafka-params``) without importing this package.
@@ -10,12 +11,14 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ..core.live_log import LiveLog, register_live_log
+from ..core.range_display import RangeDisplay, register_range_display
+from ..core.ranges import Position, SourceRange
 from ..errors import ConfigurationError
 from .metadata import KafkaMetadata
 from .offsets import OffsetRange, TopicAndPartition
 from .params import KafkaConfig, parse_kafka_params
 
-__all__ = ["KafkaLiveLog"]
+__all__ = ["KafkaLiveLog", "KafkaRangeDisplay"]
 
 
 def _tp(key: str) -> TopicAndPartition:
@@ -70,4 +73,23 @@ class KafkaLiveLog(LiveLog):
         self.md.close()
 
 
+class KafkaRangeDisplay(RangeDisplay):
+    """How progress records and the CLI show Kafka positions."""
+
+    kind = OffsetRange.kind
+
+    def progress_group(self, r: SourceRange) -> Optional[Tuple[str, str]]:
+        """Progress records nest Kafka positions as ``{topic: {partition: offset}}`` (as Spark does)."""
+        return (r.topic, str(r.partition)) if isinstance(r, OffsetRange) else None
+
+    def position_row(self, key: str, position: Position) -> Dict[str, Any]:
+        """A stored Kafka offset: topic, partition and the next offset; the log's ends and the lag
+        come from the broker (the CLI asks it when given ``--bootstrap-servers``)."""
+        tp = OffsetRange.parse_position_key(key)
+        if tp is None:
+            return super().position_row(key, position)
+        return {"source": self.kind, "topic": tp.topic, "partition": tp.partition, "position": position.offset}
+
+
 register_live_log(KafkaLiveLog.kind, KafkaLiveLog.open)
+register_range_display(KafkaRangeDisplay())

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter, sub
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 from .._checks import is_int
-from ..core.ranges import Position, SourceRange, register_range_kind
+from ..core.ranges import SourceRange, register_range_kind
 from ..errors import DecodeError, OffsetRangeError
 
 __all__ = [
@@ -220,19 +220,6 @@ class OffsetRange(SourceRange):
     def describe(self) -> str:
         return f"{self.topic}-{self.partition} [{self.fromOffset} -> {self.untilOffset})"
 
-    def progress_group(self) -> Tuple[str, str]:
-        """Progress records nest Kafka positions as ``{topic: {partition: offset}}`` (as Spark does)."""
-        return (self.topic, str(self.partition))
-
-    @classmethod
-    def position_row(cls, key: str, position: Position) -> Dict[str, Any]:
-        """A stored Kafka offset: topic, partition and the next offset; the log's ends and the lag
-        come from the broker (the CLI asks it when given ``--bootstrap-servers``)."""
-        tp = cls.parse_position_key(key)
-        if tp is None:
-            return super().position_row(key, position)
-        return {"source": cls.kind, "topic": tp.topic, "partition": tp.partition, "position": position.offset}
-
     @classmethod
     def parse_position_key(cls, key: str) -> Optional[TopicAndPartition]:
         """The :class:`TopicAndPartition` a ``"topic/partition"`` position key names (else ``None``)."""
@@ -277,7 +264,7 @@ class KafkaMessageAndMetadata:
     """
 
     # A slots class (not a dataclass) because a stream builds one per record: the reader's own
-    # subclasses (streaming/kafka_rdd.py) must construct cheaply.
+    # subclasses (kafka/spark/rdd.py) must construct cheaply.
     __slots__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",
                  "_keyDecoder", "_valueDecoder")
     __match_args__ = ("topic", "partition", "offset", "_rawKey", "_rawMessage", "timestamp", "timestampType", "headers",

@@ -15,8 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ..core.options import parse_bool, parse_int
 from ..errors import ConfigurationError, UnknownKafkaParamError
-from ..redaction import register_secret
-from ..stores.url import redact_url
+from ..redaction import redact_url, register_secret
 
 log = logging.getLogger(__name__)
 

@@ -14,23 +14,15 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Set
 
 from .._checks import is_int
-from ..core.options import Option
 from ..errors import ConfigurationError, DataLossError, OffsetRangeError
 from .metadata import MetadataSource
 from .offsets import OffsetRange, TopicAndPartition
+from .spark_conf import RATE_OPTIONS
 from .strategies import ConsumerStrategy
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DirectPlanner", "RateLimit", "clamp_ranges"]
-
-
-#: the rate limits' Spark conf keys
-RATE_OPTIONS = (
-    Option("spark.streaming.kafka.maxRatePerPartition", "int", 0,
-           "records per second per partition (0: no limit)", low=0),
-    Option("spark.streaming.kafka.minRatePerPartition", "int", 1, "the per-batch floor per partition", low=0),
-)
 
 
 @dataclass(frozen=True)

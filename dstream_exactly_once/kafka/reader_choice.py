@@ -16,12 +16,11 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigurationError
 from .params import KafkaConfig
 from .records import RecordBlock
+from .spark_conf import READER_KEY
 
 __all__ = ["CONFLUENT_KAFKA", "DEFAULT_READER", "KAFKA_PYTHON", "READERS", "READER_KEY", "check_reader",
            "range_reader", "ranges_reader"]
 
-#: the SparkConf key naming the executor reader
-READER_KEY = "spark.streaming.kafka.reader"
 KAFKA_PYTHON = "kafka-python"
 CONFLUENT_KAFKA = "confluent-kafka"
 READERS = (KAFKA_PYTHON, CONFLUENT_KAFKA)

@@ -7,7 +7,7 @@ such as backpressure, the data-loss policy, partition discovery), skips past rep
 mirrors committed offsets to a monitoring consumer group off the batch path
 (:mod:`.group_mirror`) and hands out the executor side,
 :class:`~dstream_exactly_once.kafka.range_reader.KafkaRangeReader`. Nothing here imports Spark:
-``streaming/direct.py`` adds the Spark glue (SparkConf, the batch RDD, checkpoint recovery).
+``kafka/spark/direct.py`` adds the Spark glue (SparkConf, the batch RDD, checkpoint recovery).
 
 Unit of parallelism: one range per topic partition per batch. Guarantee: the planned ranges are
 stored before they are read and replayed unchanged, so with an exactly-once committer each offset

@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, Generic, List, Mapping, Optional, Tuple,
 
 from ..errors import DataLossError, KafkaReadStalledError
 from .offsets import OffsetRange
+from .spark_conf import READER_KEY
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +197,7 @@ def read_stalled_error(where: Mapping[OffsetRange, Tuple[int, Tuple[int, int]]],
     return KafkaReadStalledError(
         f"the broker holds the records of {parts}, but the {reader} client returned none of them in {waited_ms} ms, "
         f"also with {RECOVERIES} fresh consumers without a fetch session; the broker answers, so this is not an "
-        "outage: read the batch again (a replay), or choose the other reader with the SparkConf key "
-        "spark.streaming.kafka.reader")
+        f"outage: read the batch again (a replay), or choose the other reader with the SparkConf key {READER_KEY}")
 
 
 def log_recovery(reader: str, verdict: Verdict[K], describe: Mapping[K, str], attempt: int) -> None:

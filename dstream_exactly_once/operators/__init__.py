@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import warnings
 
-from ..admin import RetirePlan, SkipPlan, retire_app, skip_batch
+from ..admin import *  # noqa: F403 - the deprecated name keeps the same names
+from ..admin import __all__ as _names
 
-__all__ = ["RetirePlan", "SkipPlan", "retire_app", "skip_batch"]
+__all__ = list(_names)
 
 warnings.warn("dstream_exactly_once.operators is deprecated: import from dstream_exactly_once.admin",
               DeprecationWarning, stacklevel=2)

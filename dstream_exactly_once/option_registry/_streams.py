@@ -10,8 +10,18 @@ from ..core.options import REQUIRED, Option
 from ..core.tasks import SPLIT_SIZE, TARGET_COUNT, TARGET_SIZE
 from ..files.deployment import DEPLOYMENT_OPTIONS
 from ..files.options import OPTIONS as FILE_OPTIONS
-from ..kafka.planner import RATE_OPTIONS
-from ..kafka.reader_choice import DEFAULT_READER, READER_KEY, READERS
+from ..kafka.reader_choice import DEFAULT_READER, READERS
+from ..kafka.spark_conf import (
+    FAIL_ON_DATA_LOSS,
+    NETWORK_TIMEOUT,
+    POLL_MS,
+    RATE_OPTIONS,
+    READER_KEY,
+    TASKS_PACK,
+    TASKS_SPLIT_SIZE,
+    TASKS_TARGET_COUNT,
+    TASKS_TARGET_SIZE,
+)
 from . import EntryPoint
 from ._kafka import KAFKA_PARAMS
 
@@ -137,18 +147,19 @@ FILE_OPTION_ENTRIES: Tuple[EntryPoint, ...] = (
                 *_TASKS)),
 )
 
-_K = "spark.streaming.kafka."
 _B = "spark.streaming.backpressure."
+#: the Kafka task planner's conf keys, each with its short name in the task planner's table
+_KAFKA_TASKS = {TARGET_COUNT: TASKS_TARGET_COUNT, TARGET_SIZE: TASKS_TARGET_SIZE, SPLIT_SIZE: TASKS_SPLIT_SIZE}
 SPARK_CONF: Tuple[EntryPoint, ...] = (
     EntryPoint("SparkConf", "conf", "the Spark conf keys the library reads (Kafka streams)", (
         *RATE_OPTIONS,
-        Option(_K + "consumer.poll.ms", "int", None, "default of poll_timeout_ms", low=1),
-        Option("spark.network.timeout", "duration", 120.0, "read only to compute the poll timeout", low=0),
-        Option(_K + "failOnDataLoss", "bool", True, "default of failOnDataLoss"),
+        replace(POLL_MS, doc="default of poll_timeout_ms"),
+        replace(NETWORK_TIMEOUT, doc="read only to compute the poll timeout"),
+        replace(FAIL_ON_DATA_LOSS, doc="default of failOnDataLoss"),
         Option(READER_KEY, "enum", DEFAULT_READER, "the executor reader", allowed=READERS),
-        Option(_K + "tasks.pack", "bool", None, "plan tasks with the task planner (default false for "
-               "createDirectStream and createRDD, true for exactly-once streams)"),
-        *(Option(_K + o.key, o.kind, o.default, o.doc + " (records)", low=o.low) for o in _TASKS),
+        replace(TASKS_PACK, doc="plan tasks with the task planner (default false for createDirectStream and "
+                "createRDD, true for exactly-once streams)"),
+        *(replace(_KAFKA_TASKS[o.key], doc=o.doc + " (records)") for o in _TASKS),
         Option(_B + "enabled", "bool", False, "a PID rate estimator sets each batch's size"),
         Option(_B + "rateEstimator", "enum", "pid", "the rate estimator", allowed=("pid",)),
         Option(_B + "initialRate", "float", 0.0, "records/s before the first estimate (0: no limit)", low=0),

@@ -6,8 +6,8 @@ imported only when used.
 """
 
 from ..errors import LoadRejectedError
+from ..kafka.sinks.transactional import KafkaTransactionalSink, KafkaWrite
 from .doris import DorisSink, DorisStreamLoadClient, LoadResult, LoadState, PartitionWrite, TxnOutcome
-from .kafka_tx import KafkaTransactionalSink, KafkaWrite
 from .labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
 
 __all__ = [

@@ -39,9 +39,11 @@ from .sql.postgres import PostgresStore, libpq_options
 from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS
 from .sql.sqlite import SQLiteStore
 from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
+from .writes import RESERVED_NAMESPACE
 
 __all__ = [
     "APP_ID_PATTERN",
+    "RESERVED_NAMESPACE",
     "SCHEMA_VERSION",
     "AppDirectory",
     "AppRetirement",

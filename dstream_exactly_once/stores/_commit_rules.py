@@ -3,7 +3,7 @@ the epoch check and the position compare-and-set, with their messages.
 
 Argument checks are :mod:`._commit_args`'s; how values are encoded is :mod:`._value_codec`'s.
 
-Every backend runs the same decisions (``check_epoch``, ``decide``) inside its own transaction;
+Every backend runs the same decisions (``core.fencing.check_epoch``, ``decide``) inside its own transaction;
 Redis mirrors them in Lua, so the messages built here are shared by all three. Nothing here knows a
 source: ranges are :class:`~dstream_exactly_once.core.ranges.SourceRange` values, named by their
 ``position_key`` and compared by ``start``/``end``.
@@ -17,8 +17,9 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
+from ..core.fencing import check_epoch as check_epoch  # the backends call it as rules.check_epoch
 from ..core.ranges import Position, SourceRange
-from ..errors import ConfigurationError, FencedError, OffsetConflictError, StoreError
+from ..errors import ConfigurationError, OffsetConflictError, StoreError
 from ._commit_args import check_batch_arg, check_epoch_arg, check_writes_arg
 from .writes import PlannedBatch, Writes
 
@@ -33,16 +34,6 @@ def stored_position(app_id: str, key: Any, offset: Any, meta: Any) -> Tuple[str,
     except (TypeError, ValueError) as exc:
         raise StoreError(f"app {app_id!r}: the stored position {key!r} is damaged (position {offset!r}, document "
                          f"{meta!r}): {exc}") from exc
-
-
-def check_epoch(app_id: str, stored: int, epoch: int) -> None:
-    """Raise :class:`FencedError` unless ``epoch`` is the application's current epoch."""
-    if stored > epoch:
-        raise FencedError(f"app {app_id!r}: epoch {epoch} is fenced, a newer driver took epoch {stored}; "
-                          f"this driver must stop")
-    if stored != epoch:
-        raise FencedError(f"app {app_id!r}: epoch {epoch} was never taken (current epoch {stored}); "
-                          f"take one with start_epoch()")
 
 
 class CommitPlan(NamedTuple):

@@ -1,7 +1,7 @@
 """Store URLs: parsing, option handling and password redaction.
 
 A password must never reach a ``repr``, a log line or an error message, so everything that shows
-a URL goes through :func:`redact_url` first.
+a URL goes through :func:`~dstream_exactly_once.redaction.redact_url` first.
 
 Server URLs (``postgresql://``, ``redis://``, …) must percent-encode ``#``, ``?``, ``/``, ``@`` and
 ``%`` in a user name or password (``urllib.parse.quote(password, safe="")``): parsers disagree on
@@ -18,7 +18,8 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, quote, unquote, unquote_to_bytes, urlsplit
 
 from ..errors import ConfigurationError
-from ..redaction import redact, register_secret
+from ..redaction import _QUERY_SECRET, SECRET_OPTIONS, redact, redact_url, register_secret
+from ..redaction import _URL_SCHEME as _SCHEME
 
 __all__ = [
     "LIBPQ_OPTION_VALUES", "REDIS_OPTION_VALUES", "SECRET_OPTIONS", "StoreURL", "bool_option", "check_options",
@@ -26,11 +27,6 @@ __all__ = [
     "unknown_options_error", "url_scheme", "with_options",
 ]
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-_]*)://")
-#: query items holding secrets (libpq's among them); a value runs to the next "&" (a "#" in it is
-#: part of it, not a fragment)
-SECRET_OPTIONS = ("password", "sslpassword", "oauth_client_secret", "scram_client_key", "scram_server_key")
-_QUERY_SECRET = re.compile(r"((?:^|[?&;#])(?:" + "|".join(SECRET_OPTIONS) + r")=)[^&;]*", re.IGNORECASE)
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 #: what each Redis URL option takes: a tuple lists the allowed values; ``"file"`` is a readable file
@@ -65,28 +61,6 @@ def url_scheme(url: str) -> str:
     """The lower-cased scheme of ``url`` (``""`` when it has none)."""
     m = _SCHEME.match(url)
     return m.group(1).lower() if m else ""
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (in the userinfo or a ``password=`` query item) replaced by ``***``.
-
-    The one function every message, ``repr`` and log line that quotes a URL goes through (store URLs,
-    the Doris FE URL, Kafka broker addresses). Works on malformed URLs too, and on a
-    ``user:password@host`` without a scheme: when in doubt, more is hidden rather than less.
-    """
-    text = str(url)
-    m = _SCHEME.match(text)
-    if m or "@" in text:
-        prefix, rest = (text[: m.end()], text[m.end():]) if m else ("", text)
-        head = re.split(r"[?#]", rest, maxsplit=1)[0]
-        # userinfo ends at the last "@" of the authority; an unencoded "?"/"#" in a password hides
-        # the "@" from ``head``, so fall back to the last "@" anywhere.
-        at = head.rfind("@") if "@" in head else rest.rfind("@")
-        if at >= 0 and ":" in rest[:at]:
-            user = rest[: rest.index(":")]
-            rest = f"{user}:***{rest[at:]}"
-        text = prefix + rest
-    return _QUERY_SECRET.sub(r"\1***", text)
 
 
 def _hidden(url: str) -> str:

@@ -28,8 +28,8 @@ from ..core.loss import DataLoss, loss_cause, loss_error, merge_losses
 from ..core.ranges import SourceRange
 from ..errors import DataLossError
 from ..files.options import FILE_LOSS_OPTION
+from ..redaction import redact_url
 from ..stores.base import PlannedBatch, TransactionalStore
-from ..stores.url import redact_url
 
 log = logging.getLogger(__name__)
 

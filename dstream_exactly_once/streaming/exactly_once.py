@@ -36,19 +36,15 @@ from pyspark.streaming import StreamingContext
 from ..core.loss import record_losses
 from ..core.loss_totals import DataLossTotals
 from ..core.ranges import SourceRange
-from ..core.retry import RetryPolicy, check_retry_policy
 from ..core.tasks import TaskOptions
 from ..engine.boundary import as_writes, output_error, user_code
-from ..engine.committer import BatchCommitter, check_retain_batches
+from ..engine.committer import BatchCommitter
 from ..errors import ConfigurationError, DStreamExactlyOnceError
 from ..stores.base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .connect_guard import INSTEAD_OUTPUT, refuse_spark_connect
 from .data_loss import batch_losses, begin_range, log_losses, loss_failure, task_losses
-from .direct import DirectBatches
-from .dstream import KafkaDStream, RangeDStream
-from .factory import open_committer
+from .dstream import RangeDStream
 from .lifecycle import close_on_stop, run_on_start
-from .partition_ranges import check_task_layout, shown_batch
+from .partition_ranges import shown_batch
 from .progress_hooks import ProgressAPI, attach_monitoring, counted, summarize_partitions, writes_size
 from .range_rdd import RangeRDD
 from .termination import await_termination, register_committer
@@ -57,7 +53,7 @@ log = logging.getLogger(__name__)
 
 _OFFSET_LOG_MODES = ("ahead", "in_commit")
 
-__all__ = ["BatchIdSink", "ExactlyOnceDStream", "PartitionSink", "exactly_once"]
+__all__ = ["BatchIdSink", "ExactlyOnceDStream", "PartitionSink", "check_monitor_group"]
 
 
 class PartitionSink(Protocol):
@@ -489,40 +485,6 @@ def _run_partition_job(committer: BatchCommitter, batch: PlannedBatch, rdd: Rang
         committer.fail(exc)
         raise
     log.debug("batch %d partition outcomes %s", batch.batch_id, outcomes)
-
-
-StoreLike = Union[str, TransactionalStore]
-
-
-def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] = None, *,
-                 monitor_group: Optional[str] = None, retain_batches: int = 100,
-                 store_retry: Optional[RetryPolicy] = None) -> ExactlyOnceDStream:
-    """Turn a ``KafkaUtils.createDirectStream`` stream into an exactly-once one (before any output
-    is attached and before the context starts): offsets then come from ``store`` (its committed
-    offsets win over ``fromOffsets``/``auto.offset.reset``) and uncommitted batches are replayed.
-    ``monitor_group``, ``retain_batches`` and ``store_retry`` are as in ``KafkaUtils.createExactlyOnceStream``.
-
-    Returns the new stream; the original one must not be used any more (it raises if it is).
-    Everything is validated before the store is written: a call that fails leaves it unchanged.
-    """
-    refuse_spark_connect(stream, "exactly_once(stream=...)", INSTEAD_OUTPUT)
-    if isinstance(stream, ExactlyOnceDStream) or not isinstance(stream, KafkaDStream):
-        raise ConfigurationError(f"exactly_once() needs a stream from KafkaUtils.createDirectStream, got {stream!r}")
-    batches = stream._build
-    if not isinstance(batches, DirectBatches) or stream._batches:
-        raise ConfigurationError("exactly_once() must be called before the stream has produced a batch")
-    check_monitor_group(monitor_group)
-    check_retain_batches(retain_batches)
-    retry = check_retry_policy(store_retry)
-    batches.monitor_group = monitor_group
-    committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                               check=lambda s: check_task_layout(s, batches.opts.pack))
-
-    def detached(_time: datetime) -> RangeRDD:
-        raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")
-
-    stream._build = detached
-    return ExactlyOnceDStream(stream._ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
 
 def check_monitor_group(monitor_group: object) -> None:

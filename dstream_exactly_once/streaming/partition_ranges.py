@@ -24,12 +24,11 @@ from typing import Any, Iterable, Optional, SupportsIndex, Tuple, overload
 from pyspark import TaskContext
 
 from ..errors import ConfigurationError
+from ..kafka.spark_conf import PACK_KEY
 from ..stores.writes import PlannedBatch
 
 __all__ = ["PACK_KEY", "PlannedRangeTuple", "PlannedRanges", "check_task_layout", "planned_index_error", "shown_batch"]
 
-#: The Spark conf key that chooses planned tasks (``true``) or one task per range (``false``) for Kafka streams.
-PACK_KEY = "spark.streaming.kafka.tasks.pack"
 
 
 def planned_index_error(what: str, index: object) -> ConfigurationError:

@@ -9,13 +9,15 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
     spark.readStream.format("aof").option("path", "/var/log/app/service.log*").load()
     df.writeStream.format("deo-store").options(**store_sink_options(url, app_id)).start()
 
-- ``aof`` (:mod:`.aof`): lines appended to growing files, rotation included.
-- ``deo-kafka`` as a source (:mod:`.kafka_source`): Kafka records, Spark's Kafka source's schema and
-  options, read by the library's Kafka readers (no JVM connector), ranges packed into few tasks.
+- ``aof`` (:mod:`dstream_exactly_once.files.structured.aof`): lines appended to growing files, rotation included.
+- ``deo-kafka`` as a source (:mod:`dstream_exactly_once.kafka.structured.source`): Kafka records, Spark's
+  Kafka source's schema and options, read by the library's Kafka readers (no JVM connector), ranges
+  packed into few tasks.
 - ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
 - ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
-- ``deo-kafka`` (:mod:`.kafka_sink`): micro-batches into a Kafka topic, one transaction per partition
-  (exactly-once for ``read_committed`` consumers when replays are partitioned alike).
+- ``deo-kafka`` (:mod:`dstream_exactly_once.kafka.structured.sink`): micro-batches into a Kafka topic, one
+  transaction per partition (exactly-once for ``read_committed`` consumers when replays are partitioned
+  alike).
 - ``deo-delta`` (:mod:`.delta_sink`): exactly-once micro-batches into a Delta Lake table, one Delta
   commit per batch (needs the ``delta`` extra).
 
@@ -45,7 +47,7 @@ def register(spark: Any) -> None:
     from ._requires import require_data_source_api
 
     require_data_source_api("register() (Structured Streaming)")
-    from .aof import register_aof
+    from ..files.structured.aof import register_aof
     from .sinks import register_sinks
 
     register_aof(spark)
@@ -59,8 +61,8 @@ _SINK_EXPORTS = {
     "StoreSinkOptions": ".store_sink",
     "doris_sink_options": ".doris_sink",
     "DorisSinkOptions": ".doris_sink",
-    "kafka_sink_options": ".kafka_sink",
-    "KafkaSinkOptions": ".kafka_sink",
+    "kafka_sink_options": "..kafka.structured.sink",
+    "KafkaSinkOptions": "..kafka.structured.sink",
     "delta_sink_options": ".delta_sink",
     "DeltaSinkOptions": ".delta_sink",
 }

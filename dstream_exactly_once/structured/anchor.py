@@ -38,9 +38,9 @@ from urllib.parse import unquote, urlsplit
 
 from ..core.ranges import SourceRange
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
+from ..files.structured import aof_offsets
 from ..kafka.offsets import OffsetRange, TopicAndPartition
-from . import aof_offsets
-from .kafka_source_offsets import offsets_of, starts_of
+from ..kafka.structured.source_offsets import offsets_of, starts_of
 from .sink_runs import KEEP_FENCED, QueryRun
 
 __all__ = ["ANCHOR_NAMESPACE", "AnchorDecision", "check_checkpoint_location", "decide_anchored", "offset_log_entry",

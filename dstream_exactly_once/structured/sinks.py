@@ -19,8 +19,8 @@ def register_sinks(spark: Any) -> None:
     from ._requires import require_data_source_api
 
     require_data_source_api("register_sinks() (the Structured Streaming sinks)")
+    from ..kafka.structured._spark_source import kafka_data_source
     from ._spark_doris_sink import DorisSinkDataSource
-    from ._spark_kafka_source import kafka_data_source
     from ._spark_store_sink import StoreSinkDataSource
 
     spark.dataSource.register(StoreSinkDataSource)

@@ -57,7 +57,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 from ..core.ranges import SourceRange, register_range_kind
 from ..errors import ConfigurationError, OffsetConflictError
-from ..stores.url import redact_url
+from ..redaction import redact_url
 from ..stores.writes import CommitOutcome, PlannedBatch, Writes
 from .sink_runs import QueryRun, decide_batch, read_state
 

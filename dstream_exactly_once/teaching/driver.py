@@ -83,10 +83,10 @@ def attach(ssc: Any, params: Dict[str, Any], topic: str, plain: PlainSumStore, e
     the batch is planned."""
     from ..core.retry import check_retry_policy
     from ..kafka.offsets import utf8_decoder
-    from ..streaming.direct import build_direct_batches
+    from ..kafka.spark.direct import build_direct_batches
+    from ..kafka.spark.utils import KafkaUtils
     from ..streaming.exactly_once import ExactlyOnceDStream
     from ..streaming.factory import open_committer
-    from ..streaming.kafka_utils import KafkaUtils
 
     from_offsets = plain.offsets() or None
     alo = KafkaUtils.createDirectStream(ssc, [topic], params, fromOffsets=from_offsets, poll_timeout_ms=30000)

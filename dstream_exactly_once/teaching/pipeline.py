@@ -112,7 +112,7 @@ def _attach_output(stream: Any, pattern: str, args: argparse.Namespace, params: 
 
         stream.write_each_partition(DorisSink(client), rows)
     elif pattern == "kafka":
-        from ..sinks.kafka_tx import KafkaTransactionalSink
+        from ..sinks import KafkaTransactionalSink
 
         def out_rows(records: Iterable[Any]) -> Iterable[Any]:
             for _k, v in records:
@@ -140,8 +140,8 @@ def run_pipeline(args: argparse.Namespace) -> int:
 
     from ..kafka.metadata import KafkaMetadata
     from ..kafka.params import parse_kafka_params
+    from ..kafka.spark.utils import KafkaUtils
     from ..stores import open_store
-    from ..streaming.kafka_utils import KafkaUtils
     from ..testing.child_driver import run_until_done
     from ..testing.spark import make_spark_context
 

@@ -13,8 +13,8 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, FileUtils
 from dstream_exactly_once.files import FileRange
+from dstream_exactly_once.files.spark.utils import FileDStream, FileRDD
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.streaming.file_utils import FileDStream, FileRDD
 
 from .streams import run_until
 

@@ -8,7 +8,7 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, KafkaUtils, OffsetRange, RetryPolicy, TopicAndPartition
-from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink
+from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
 from dstream_exactly_once.testing import LocalKafka
 from dstream_exactly_once.testing.kafka import KAFKA_3_VERSION, kafka_version

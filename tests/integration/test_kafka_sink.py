@@ -21,7 +21,7 @@ from dstream_exactly_once import (
     TopicAndPartition,
     open_store,
 )
-from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink
+from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
 from dstream_exactly_once.sinks.labels import make_label
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch
 from dstream_exactly_once.testing import LocalRedis

@@ -17,8 +17,8 @@ from pyspark.streaming import StreamingContext
 from dstream_exactly_once import ConfigurationError, FileUtils, OutputError, Writes, open_store
 from dstream_exactly_once.core.tasks import TaskOptions
 from dstream_exactly_once.files import FilePlanner, FileRangeReader
+from dstream_exactly_once.files.spark.utils import _file_rdd
 from dstream_exactly_once.stores import PlannedBatch
-from dstream_exactly_once.streaming.file_utils import _file_rdd
 from dstream_exactly_once.streaming.partition_ranges import PlannedRanges, shown_batch
 from dstream_exactly_once.streaming.task_context import current_ranges
 

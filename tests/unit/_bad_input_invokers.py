@@ -203,7 +203,7 @@ def _doris_sink(live: Live, o: Dict[str, Any]) -> Any:
 
 
 def _kafka_sink(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.kafka_sink import KafkaSinkOptions
+    from dstream_exactly_once.kafka.structured.sink import KafkaSinkOptions
 
     return KafkaSinkOptions.parse(o)
 
@@ -224,21 +224,21 @@ def _builder(name: str) -> Callable[[Live, Dict[str, Any]], Any]:
 
 def _spark_conf(live: Live, conf: Dict[str, Any]) -> Any:
     from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.spark.direct import ReadOptions
     from dstream_exactly_once.streaming.backpressure import rate_controller_from_conf
-    from dstream_exactly_once.streaming.direct import ReadOptions
 
     ReadOptions(conf, config=parse_kafka_params(KP))
     return rate_controller_from_conf({"spark.streaming.backpressure.enabled": "true", **conf}, 1000)
 
 
 def _aof(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.aof_options import parse_aof_options
+    from dstream_exactly_once.files.structured.aof_options import parse_aof_options
 
     return parse_aof_options(o)
 
 
 def _kafka_source(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
+    from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
 
     return parse_kafka_source_options(o)
 

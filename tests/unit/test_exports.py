@@ -1,11 +1,17 @@
 """Lock the public surface (httpx's ``test_exported_members`` style).
 
-Adding or removing a public name is an API change: update ``EXPECTED`` in the same commit.
+Adding or removing a public name is an API change: update ``EXPECTED`` in the same commit. The user
+docs (README.md, docs/*.md) name only the public faces (``FACES``) and names those export: a
+``dstream_exactly_once.x.y`` path into the package's insides fails here (point to the source file,
+``kafka/planner.py``, when a page explains how the code works).
 """
 
 from __future__ import annotations
 
+import importlib
+import re
 import types
+from pathlib import Path
 
 import dstream_exactly_once
 
@@ -27,7 +33,9 @@ EXPECTED = [
     "HasOffsetRanges",
     "KafkaAuthError",
     "KafkaClosedError",
+    "KafkaDStream",
     "KafkaMessageAndMetadata",
+    "KafkaRDD",
     "KafkaReadStalledError",
     "KafkaRejectedError",
     "KafkaUnavailableError",
@@ -60,6 +68,8 @@ EXPECTED = [
     "__version__",
     "await_termination",
     "current_offset_range",
+    "current_pieces",
+    "current_ranges",
     "exactly_once",
     "open_store",
     "skip_batch",
@@ -105,3 +115,38 @@ def test_exported_errors_share_one_root():
 
 def test_version_is_a_string():
     assert isinstance(dstream_exactly_once.__version__, str) and dstream_exactly_once.__version__
+
+
+ROOT = Path(__file__).resolve().parents[2]
+#: the modules users import from
+FACES = ("dstream_exactly_once", "dstream_exactly_once.admin", "dstream_exactly_once.sinks",
+         "dstream_exactly_once.sinks.delta", "dstream_exactly_once.sinks.doris", "dstream_exactly_once.stores",
+         "dstream_exactly_once.structured", "dstream_exactly_once.testing")
+#: dotted names the docs give that are not imported: a logger's name, and the pytest plugin's module for ``-p``
+NOT_IMPORTED = {"dstream_exactly_once.core.progress", "dstream_exactly_once.testing.pytest_plugin"}
+_DOTTED = re.compile(r"dstream_exactly_once(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _is_public(dotted: str) -> bool:
+    """``dotted`` is a face, or a name a face exports (listed in its ``__all__``)."""
+    if dotted in FACES:
+        return True
+    face, _, name = dotted.rpartition(".")
+    return face in FACES and name in getattr(importlib.import_module(face), "__all__", ())
+
+
+def test_the_face_check_tells_a_face_from_a_deep_path():
+    assert _is_public("dstream_exactly_once.current_ranges") and _is_public("dstream_exactly_once.stores.redact_url")
+    assert not _is_public("dstream_exactly_once.streaming.task_context.current_ranges")
+    assert not _is_public("dstream_exactly_once.stores.url.redact_url")
+    assert not _is_public("dstream_exactly_once.admin.no_such_name")
+
+
+def test_the_docs_name_only_public_faces():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(pages) > 5
+    deep = sorted({f"{page.relative_to(ROOT)}: {dotted}" for page in pages
+                   for dotted in _DOTTED.findall(page.read_text(encoding="utf-8"))
+                   if dotted not in NOT_IMPORTED and not _is_public(dotted)})
+    assert deep == [], "docs name a module path that is not a public face (export the name from a face):\n" + \
+        "\n".join(deep)

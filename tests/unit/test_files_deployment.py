@@ -12,7 +12,7 @@ from dstream_exactly_once.files.deployment import (
     take_option,
     take_shared_filesystem,
 )
-from dstream_exactly_once.structured.aof_options import parse_aof_options
+from dstream_exactly_once.files.structured.aof_options import parse_aof_options
 
 
 def test_take_option_prefers_options_over_conf_and_removes_every_spelling():

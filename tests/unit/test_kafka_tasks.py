@@ -14,9 +14,9 @@ from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.kafka.offsets import OffsetRange
 from dstream_exactly_once.kafka.params import parse_kafka_params
 from dstream_exactly_once.kafka.range_reader import SPLIT_FLOOR, KafkaRangeReader, _groups, _WholeRangeLosses
-from dstream_exactly_once.streaming.direct import ReadOptions
+from dstream_exactly_once.kafka.spark.direct import ReadOptions
+from dstream_exactly_once.kafka.spark.rdd import per_range
 from dstream_exactly_once.streaming.exactly_once import ExactlyOnceDStream
-from dstream_exactly_once.streaming.kafka_rdd import per_range
 
 READER = KafkaRangeReader(parse_kafka_params({"bootstrap.servers": "localhost:9"}))
 

@@ -67,9 +67,9 @@ def test_the_registry_agrees_with_the_readers_own_tables():
     from dstream_exactly_once.core.tasks import TASK_OPTIONS
     from dstream_exactly_once.files.options import OPTIONS
     from dstream_exactly_once.kafka.params import known_kafka_params
+    from dstream_exactly_once.kafka.structured.sink import _OWN_OPTIONS, _STORE_OPTIONS
     from dstream_exactly_once.stores.redis.store import _OPTIONS as REDIS_OPTIONS
     from dstream_exactly_once.structured.doris_sink import _DORIS_OPTIONS
-    from dstream_exactly_once.structured.kafka_sink import _OWN_OPTIONS, _STORE_OPTIONS
     from dstream_exactly_once.structured.store_sink import _KNOWN_OPTIONS
 
     files = entry_point("file options")

@@ -9,8 +9,8 @@ from dstream_exactly_once.core.options import Option, check_known, parse_duratio
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files.options import FileSourceOptions
 from dstream_exactly_once.kafka.planner import RateLimit
+from dstream_exactly_once.kafka.spark.direct import ReadOptions
 from dstream_exactly_once.streaming.backpressure import rate_controller_from_conf
-from dstream_exactly_once.streaming.direct import ReadOptions
 
 
 @pytest.mark.parametrize(("option", "raw", "expected"), [

@@ -43,8 +43,8 @@ def _store_calls() -> List[Tuple[str, Callable[[], Any]]]:
 
 
 def _structured_calls(tmp_path: Path) -> List[Tuple[str, Callable[[], Any]]]:
+    from dstream_exactly_once.kafka.structured.sink import kafka_sink_options
     from dstream_exactly_once.structured.doris_sink import doris_sink_options
-    from dstream_exactly_once.structured.kafka_sink import kafka_sink_options
     from dstream_exactly_once.structured.store_sink import store_sink_options
 
     bad_store = f"postgresql://deo:{PW}@127.0.0.1:1/db?sslmode=maybe"
@@ -72,7 +72,7 @@ def _doris_calls() -> List[Tuple[str, Callable[[], Any]]]:
 
 def _kafka_calls() -> List[Tuple[str, Callable[[], Any]]]:
     from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink
+    from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
 
     params = [
         {"bootstrap.servers": f"alice:{PW}@h:9092"},
@@ -112,8 +112,8 @@ def _assert_hidden(calls: List[Tuple[str, Callable[[], Any]]]) -> None:
 
 def test_reprs_of_what_holds_a_password_hide_it(tmp_path: Path) -> None:
     from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
     from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
-    from dstream_exactly_once.sinks.kafka_tx import KafkaTransactionalSink
     from dstream_exactly_once.stores.redis.cluster import RedisClusterStore
     from dstream_exactly_once.stores.redis.store import RedisStore
     from dstream_exactly_once.stores.sql.postgres import PostgresStore

@@ -1,5 +1,6 @@
-"""What the core and the stores know of a range kind comes from its class: progress grouping, whether
-``end - start`` counts records, the bare-list offset-log encoding, the words of commit errors."""
+"""What the core and the stores know of a range kind comes from its class (whether ``end - start``
+counts records, the bare-list offset-log encoding, the words of commit errors) and, for progress
+grouping, from the display its source registers."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def test_a_source_registers_its_kind_by_importing_its_range_module():
     assert decode_range(["t", 0, 1, 2]) == OffsetRange("t", 0, 1, 2)
 
 
-def test_progress_groups_positions_by_the_kinds_own_hook():
+def test_progress_groups_positions_by_the_kinds_display():
     assert offsets_json([OffsetRange("a", 1, 5, 9)], "end") == {"a": {"1": 9}}
     assert offsets_json([_RowRange("t", 3, 9)], "start") == {"rows:t": 3}
     assert OffsetRange.counts_records and not FileRange.counts_records and not _RowRange.counts_records

@@ -354,7 +354,7 @@ def test_skipped_offsets_fail_the_read_by_default_and_the_callback_is_not_called
 
 
 def test_driver_side_skip_counts_merge_per_partition_by_maximum():
-    from dstream_exactly_once.streaming.kafka_rdd import _MaxPerPartition
+    from dstream_exactly_once.kafka.spark.rdd import _MaxPerPartition
 
     param = _MaxPerPartition()
     total = param.zero({})

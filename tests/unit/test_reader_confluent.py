@@ -67,7 +67,7 @@ def test_reader_name_is_checked_naming_key_value_and_allowed():
 
 
 def test_read_options_take_the_reader_from_spark_conf():
-    from dstream_exactly_once.streaming.direct import ReadOptions
+    from dstream_exactly_once.kafka.spark.direct import ReadOptions
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     assert ReadOptions({}, config=config).reader == "kafka-python"

@@ -11,11 +11,11 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka.structured.source import KafkaSourcePlanner
+from dstream_exactly_once.kafka.structured.source_offsets import ranges_between
+from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.stores.writes import CommitOutcome, PlannedBatch, Writes
-from dstream_exactly_once.structured.kafka_source import KafkaSourcePlanner
-from dstream_exactly_once.structured.kafka_source_offsets import ranges_between
-from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
 from dstream_exactly_once.structured.sink_runs import QueryRun
 from dstream_exactly_once.structured.store_sink import StoreSinkOptions, commit_batch, store_sink_options
 from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster

@@ -7,10 +7,8 @@ import os
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError, SinkError
-from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import Writes
-from dstream_exactly_once.structured.kafka_marker import Decision, Marker, RecordDigest, check_replay, decide
-from dstream_exactly_once.structured.kafka_sink import (
+from dstream_exactly_once.kafka.structured.marker import Decision, Marker, RecordDigest, check_replay, decide
+from dstream_exactly_once.kafka.structured.sink import (
     KafkaPartitionCommit,
     KafkaSinkOptions,
     check_kafka_schema,
@@ -19,6 +17,8 @@ from dstream_exactly_once.structured.kafka_sink import (
     to_record,
     write_partition,
 )
+from dstream_exactly_once.stores import open_store
+from dstream_exactly_once.stores.writes import Writes
 from dstream_exactly_once.structured.sink_runs import QueryRun
 from dstream_exactly_once.structured.store_sink import commit_batch
 

@@ -12,9 +12,9 @@ from dstream_exactly_once.core.tasks import task_size
 from dstream_exactly_once.errors import ConfigurationError, OffsetRangeError, UnknownKafkaParamError
 from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.kafka.records import RecordBlock
-from dstream_exactly_once.structured.kafka_source import KafkaSourcePlanner, arrow_schema, record_batch
-from dstream_exactly_once.structured.kafka_source_offsets import doc_of, offsets_of, prorate, ranges_between
-from dstream_exactly_once.structured.kafka_source_options import parse_kafka_source_options
+from dstream_exactly_once.kafka.structured.source import KafkaSourcePlanner, arrow_schema, record_batch
+from dstream_exactly_once.kafka.structured.source_offsets import doc_of, offsets_of, prorate, ranges_between
+from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
 from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
@@ -248,7 +248,7 @@ def _block(headers=None):
 def test_record_batches_have_the_schema_spark_derives_from_the_source_schema(include_headers):
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from dstream_exactly_once.structured._spark_kafka_source import kafka_schema
+    from dstream_exactly_once.kafka.structured._spark_source import kafka_schema
 
     schema = arrow_schema(include_headers)
     assert schema.equals(to_arrow_schema(kafka_schema(include_headers), timezone="UTC"))
@@ -268,7 +268,7 @@ def test_record_batches_have_the_schema_spark_derives_from_the_source_schema(inc
 def test_the_data_source_refuses_another_schema_and_bad_options_at_load():
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from dstream_exactly_once.structured._spark_kafka_source import KafkaDataSource, kafka_schema
+    from dstream_exactly_once.kafka.structured._spark_source import KafkaDataSource, kafka_schema
 
     source = KafkaDataSource({**BROKER, "subscribe": "t", "includeHeaders": "true"})
     assert source.schema() == kafka_schema(True) and source.name() == "deo-kafka"

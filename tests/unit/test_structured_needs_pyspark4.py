@@ -47,8 +47,11 @@ attempt("register_sinks", lambda: structured.register_sinks(Session()))
 for name in structured.__all__:
     if name not in ("register", "register_sinks"):
         attempt(name, lambda name=name: getattr(structured, name))
-for module in ("aof", "_spark_store_sink", "_spark_doris_sink", "_spark_kafka_sink", "sinks"):
-    attempt(module, lambda module=module: importlib.import_module("dstream_exactly_once.structured." + module))
+modules = {"aof": "files.structured.aof", "_spark_store_sink": "structured._spark_store_sink",
+           "_spark_doris_sink": "structured._spark_doris_sink", "_spark_kafka_sink": "kafka.structured._spark_sink",
+           "_spark_kafka_source": "kafka.structured._spark_source", "sinks": "structured.sinks"}
+for name, module in modules.items():
+    attempt(name, lambda module=module: importlib.import_module("dstream_exactly_once." + module))
 print(json.dumps({"version": pyspark.__version__, "results": results}))
 """
 
@@ -64,7 +67,8 @@ def _run(mode: str) -> dict:
 def _needs_4(results: dict) -> None:
     assert set(results) >= {"register", "register_sinks", "store_sink_options", "StoreSinkOptions",
                             "doris_sink_options", "DorisSinkOptions", "kafka_sink_options", "KafkaSinkOptions",
-                            "aof", "_spark_store_sink", "_spark_doris_sink", "_spark_kafka_sink"}
+                            "aof", "_spark_store_sink", "_spark_doris_sink", "_spark_kafka_sink",
+                            "_spark_kafka_source"}
     for name, result in results.items():
         if name == "sinks":  # the module only defines register_sinks, which says it when called
             assert result == "ok", result

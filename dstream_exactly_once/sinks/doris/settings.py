@@ -11,7 +11,7 @@ import urllib.parse
 from typing import Any, Dict, Mapping, Optional
 
 from ...errors import ConfigurationError
-from ...stores.url import redact_url
+from ...redaction import redact_url
 from .protocol import RESERVED_HEADERS, TxnRef
 
 __all__ = ["check_columns", "check_fe_url", "check_name", "check_number", "check_properties", "check_txn"]

@@ -28,7 +28,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ...stores.url import redact_url
+from ...redaction import redact_url
 
 __all__ = ["CONNECTION_ERRORS", "HttpResponse", "HttpTransport"]
 

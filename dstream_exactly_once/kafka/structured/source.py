@@ -39,17 +39,17 @@ import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from ..core.loss import DataLoss
-from ..core.tasks import Task, plan_tasks
-from ..errors import ConfigurationError, DataLossError
-from ..kafka.metadata import KafkaMetadata, MetadataSource, close_metadata
-from ..kafka.offsets import OffsetRange, TopicAndPartition
-from ..kafka.planner import DirectPlanner
-from ..kafka.range_reader import SPLIT_FLOOR, KafkaRangeReader
-from ..kafka.records import RecordBlock
-from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, SubscribePattern
-from .kafka_source_offsets import doc_of, offsets_of, prorate, ranges_between
-from .kafka_source_options import KafkaSourceOptions
+from ...core.loss import DataLoss
+from ...core.tasks import Task, plan_tasks
+from ...errors import ConfigurationError, DataLossError
+from ..metadata import KafkaMetadata, MetadataSource, close_metadata
+from ..offsets import OffsetRange, TopicAndPartition
+from ..planner import DirectPlanner
+from ..range_reader import SPLIT_FLOOR, KafkaRangeReader
+from ..records import RecordBlock
+from ..strategies import Assign, ConsumerStrategy, Subscribe, SubscribePattern
+from .source_offsets import doc_of, offsets_of, prorate, ranges_between
+from .source_options import KafkaSourceOptions
 
 __all__ = ["KAFKA_SOURCE_NAME", "KafkaSourcePlanner", "arrow_schema", "read_task", "record_batch"]
 
@@ -142,8 +142,8 @@ class KafkaSourcePlanner:
         starting = self.opts.starting
         if self.opts.positions_store is None or self.opts.positions_app is None:
             return starting
-        from ..stores import open_store
-        from .anchor import stored_kafka_offsets
+        from ...stores import open_store
+        from ...structured.anchor import stored_kafka_offsets
 
         with open_store(self.opts.positions_store, self.opts.positions_app) as store:
             stored = stored_kafka_offsets(store.load_positions())

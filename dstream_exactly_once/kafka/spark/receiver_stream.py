@@ -25,14 +25,14 @@ from pyspark import StorageLevel
 from pyspark.streaming import StreamingContext
 from pyspark.streaming.listener import StreamingListener
 
-from .._checks import is_int
-from ..errors import ConfigurationError
-from ..kafka.groups import GroupOffsets, check_group_id
-from ..kafka.offsets import Decoder, TopicAndPartition
-from ..kafka.strategies import check_topic_name
+from ..._checks import is_int
+from ...errors import ConfigurationError
+from ...streaming.lifecycle import close_on_stop
+from ..groups import GroupOffsets, check_group_id
+from ..offsets import Decoder, TopicAndPartition
+from ..strategies import check_topic_name
 from .commit_async import DirectKafkaDStream
 from .direct import build_direct_batches
-from .lifecycle import close_on_stop
 
 log = logging.getLogger(__name__)
 

@@ -16,17 +16,17 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
-from ..core.loss_totals import DataLossTotals
-from ..errors import ConfigurationError
-from ..kafka.commit_queue import CanCommitOffsets, CommitCallback, CommitQueue, check_commit_args
-from ..kafka.groups import GroupOffsets
-from ..kafka.offsets import OffsetRange
-from .data_loss import loss_accumulator, lost_in
+from ...core.loss_totals import DataLossTotals
+from ...errors import ConfigurationError
+from ...streaming.data_loss import loss_accumulator, lost_in
+from ...streaming.dstream import KafkaDStream
+from ...streaming.lifecycle import close_on_stop
+from ...streaming.range_rdd import RangeRDD
+from ...streaming.recovery import forget
+from ..commit_queue import CanCommitOffsets, CommitCallback, CommitQueue, check_commit_args
+from ..groups import GroupOffsets
+from ..offsets import OffsetRange
 from .direct import DirectBatches
-from .dstream import KafkaDStream
-from .lifecycle import close_on_stop
-from .range_rdd import RangeRDD
-from .recovery import forget
 
 log = logging.getLogger(__name__)
 

@@ -2,15 +2,16 @@
 
 The Spark-free source lives in :mod:`dstream_exactly_once.files` (``FilePlanner`` plans byte
 ranges on the driver, ``FileRangeReader`` reads one range on an executor); this module only wires
-it to Spark the way :mod:`.kafka_utils` wires Kafka: a :class:`FileDStream` of :class:`FileRDD`
-batches for the direct stream, and an :class:`~.exactly_once.ExactlyOnceDStream` driven by the
-core's :class:`~dstream_exactly_once.engine.committer.BatchCommitter` for exactly-once output.
+it to Spark the way :mod:`dstream_exactly_once.kafka.spark.utils` wires Kafka: a
+:class:`FileDStream` of :class:`FileRDD` batches for the direct stream, and an
+:class:`~dstream_exactly_once.streaming.exactly_once.ExactlyOnceDStream` driven by the core's
+:class:`~dstream_exactly_once.engine.committer.BatchCommitter` for exactly-once output.
 
 Deployment: local mode (``local``, ``local[N]``, ``local-cluster[…]``: one host); a filesystem
 every executor sees at the same paths (NFS, a shared volume: declare it with the option
 ``shared.filesystem=true``); or node-local files on the hosts named by the option ``hosts=h1,h2``:
 each host's files are planned by a task pinned to that host (:mod:`dstream_exactly_once.files.hosts`)
-and each task is read on its host (:mod:`.pinned`), checking where it runs.
+and each task is read on its host (:mod:`dstream_exactly_once.streaming.pinned`), checking where it runs.
 Any other master without one of the two options is refused (:mod:`dstream_exactly_once.files.deployment`,
 the options both forms of the file source share). See ``docs/files.md``.
 
@@ -28,16 +29,25 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from pyspark.streaming import StreamingContext
 
-from ..core.loss_totals import DataLossTotals
-from ..core.ranges import SourceRange
-from ..core.retirement import RetiredPartitions
-from ..core.retry import RetryPolicy, check_retry_policy
-from ..core.source import RangeReader
-from ..core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
-from ..engine.committer import check_retain_batches
-from ..errors import ConfigurationError
-from ..files import FilePlanner, FileRange, FileSourceOptions
-from ..files.deployment import (
+from ...core.loss_totals import DataLossTotals
+from ...core.ranges import SourceRange
+from ...core.retirement import RetiredPartitions
+from ...core.retry import RetryPolicy, check_retry_policy
+from ...core.source import RangeReader
+from ...core.tasks import TASK_OPTIONS, TaskOptions, plan_tasks
+from ...engine.committer import check_retain_batches
+from ...errors import ConfigurationError
+from ...stores.base import TransactionalStore
+from ...streaming.connect_guard import INSTEAD_FILES, refuse_spark_connect
+from ...streaming.data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
+from ...streaming.dstream import RangeDStream
+from ...streaming.exactly_once import ExactlyOnceDStream
+from ...streaming.factory import open_committer
+from ...streaming.lifecycle import close_on_stop
+from ...streaming.pinned import spark_host_runner
+from ...streaming.range_rdd import RangeRDD, make_range_rdd
+from .. import FilePlanner, FileRange, FileSourceOptions
+from ..deployment import (
     DEPLOYMENT_OPTIONS,
     HOSTS,
     SHARED_FILESYSTEM,
@@ -45,18 +55,9 @@ from ..files.deployment import (
     take_option,
     take_shared_filesystem,
 )
-from ..files.hosts import HostCheckedReader, HostFilePlanner, parse_hosts
-from ..files.options import CONF_PREFIX
-from ..files.reader import FileRangeReader
-from ..stores.base import TransactionalStore
-from .connect_guard import INSTEAD_FILES, refuse_spark_connect
-from .data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
-from .dstream import RangeDStream
-from .exactly_once import ExactlyOnceDStream
-from .factory import open_committer
-from .lifecycle import close_on_stop
-from .pinned import spark_host_runner
-from .range_rdd import RangeRDD, make_range_rdd
+from ..hosts import HostCheckedReader, HostFilePlanner, parse_hosts
+from ..options import CONF_PREFIX
+from ..reader import FileRangeReader
 
 __all__ = ["FILE_SPLIT_FLOOR", "FileDStream", "FileRDD", "FileUtils"]
 
@@ -89,8 +90,8 @@ class FileDStream(RangeDStream):
     split; see :mod:`dstream_exactly_once.core.tasks`). Delivery: at-least-once for outputs across
     driver restarts (positions are not stored); see :meth:`FileUtils.createExactlyOnceFileStream`.
     Each batch is planned when Spark generates it, so Spark's Streaming tab shows its bytes and byte
-    ranges (:mod:`.input_info`). The identity of a file gone after being read to its end (or whose
-    unread bytes were reported lost) is forgotten a few batches later
+    ranges (:mod:`dstream_exactly_once.streaming.input_info`). The identity of a file gone after
+    being read to its end (or whose unread bytes were reported lost) is forgotten a few batches later
     (:class:`~dstream_exactly_once.core.retirement.RetiredPartitions`): a rotating log's tracked
     identities stay bounded by the files present.
     """

@@ -4,7 +4,7 @@
 :class:`~dstream_exactly_once.core.source.BatchSource`: it resumes from stored positions (checked
 against the broker's log before anything is written), plans each batch's offset ranges (rate
 limits, backpressure, data-loss policy, partition discovery) and builds the batch's
-:class:`~dstream_exactly_once.streaming.kafka_rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
+:class:`~dstream_exactly_once.kafka.spark.rdd.KafkaRDD`. ``KafkaUtils`` is only its facade.
 """
 
 from __future__ import annotations
@@ -15,48 +15,39 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from pyspark.streaming import StreamingContext
 
-from .._checks import is_int
-from ..core.driver_ref import DriverOnly
-from ..core.options import Option
-from ..core.ranges import SourceRange
-from ..core.tasks import TaskOptions
-from ..errors import ConfigurationError
-from ..kafka.metadata import KafkaMetadata
-from ..kafka.offsets import Decoder, KafkaMessageAndMetadata, TopicAndPartition
-from ..kafka.params import KafkaConfig, parse_kafka_params
-from ..kafka.planner import DirectPlanner, RateLimit
-from ..kafka.range_reader import KafkaRangeReader
-from ..kafka.reader_choice import DEFAULT_READER, READER_KEY, check_reader
-from ..kafka.source import KafkaSource, kafka_ranges
-from ..kafka.strategies import Assign, ConsumerStrategy, Subscribe, check_topics
-from .backpressure import rate_controller_from_conf
-from .data_loss import LossReporter, loss_accumulator
-from .dstream import batch_seconds
-from .kafka_rdd import KafkaRDD, make_kafka_rdd
-from .recovery import recovered
-from .task_context import remember_current
+from ..._checks import is_int
+from ...core.driver_ref import DriverOnly
+from ...core.ranges import SourceRange
+from ...core.tasks import TaskOptions
+from ...errors import ConfigurationError
+from ...streaming.backpressure import rate_controller_from_conf
+from ...streaming.data_loss import LossReporter, loss_accumulator
+from ...streaming.dstream import batch_seconds
+from ...streaming.recovery import recovered
+from ...streaming.task_context import remember_current
+from ..metadata import KafkaMetadata
+from ..offsets import Decoder, KafkaMessageAndMetadata, TopicAndPartition
+from ..params import KafkaConfig, parse_kafka_params
+from ..planner import DirectPlanner, RateLimit
+from ..range_reader import KafkaRangeReader
+from ..reader_choice import DEFAULT_READER, check_reader
+from ..source import KafkaSource, kafka_ranges
+from ..spark_conf import (
+    FAIL_ON_DATA_LOSS,
+    NETWORK_TIMEOUT,
+    POLL_MS,
+    READER_KEY,
+    TASKS_PACK,
+    TASKS_SPLIT_SIZE,
+    TASKS_TARGET_COUNT,
+    TASKS_TARGET_SIZE,
+)
+from ..strategies import Assign, ConsumerStrategy, Subscribe, check_topics
+from .rdd import KafkaRDD, make_kafka_rdd
 
 __all__ = ["DirectBatches", "ReadOptions", "build_direct_batches", "check_decoders"]
 
 Handler = Optional[Callable[[KafkaMessageAndMetadata], Any]]
-
-
-#: the Spark conf keys the executor reads follow
-POLL_MS = Option("spark.streaming.kafka.consumer.poll.ms", "int", None, "executor poll timeout in ms", low=1)
-NETWORK_TIMEOUT = Option("spark.network.timeout", "duration", 120.0,
-                         "the poll timeout when consumer.poll.ms is unset", low=0)
-FAIL_ON_DATA_LOSS = Option("spark.streaming.kafka.failOnDataLoss", "bool", True,
-                           "whether offsets gone from the log stop the stream")
-#: the task planner's Spark conf keys for Kafka streams (sizes in records)
-TASKS_PACK = Option("spark.streaming.kafka.tasks.pack", "bool", None,
-                    "plan tasks (pack small ranges, split large ones): default false for createDirectStream "
-                    "and createRDD, true for exactly-once streams")
-TASKS_TARGET_COUNT = Option("spark.streaming.kafka.tasks.target.count", "int", None,
-                            "the number of tasks a batch aims at (default sc.defaultParallelism)", low=1)
-TASKS_TARGET_SIZE = Option("spark.streaming.kafka.tasks.target.size", "int", None,
-                           "the most records a packed task reads", low=1)
-TASKS_SPLIT_SIZE = Option("spark.streaming.kafka.tasks.split.size", "int", None,
-                          "a range of more records is read in pieces (0: never split)", low=0)
 
 
 class ReadOptions:

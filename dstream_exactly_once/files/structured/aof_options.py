@@ -30,11 +30,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..core.options import parse_bool
-from ..errors import ConfigurationError
-from ..files.deployment import HOSTS, SHARED_FILESYSTEM, check_master, take_option
-from ..files.options import CONF_PREFIX, FileSourceOptions
-from ._starting_positions import POSITIONS_APP, POSITIONS_STORE, check_starting_positions
+from ...core.options import parse_bool
+from ...errors import ConfigurationError
+from ...structured._starting_positions import POSITIONS_APP, POSITIONS_STORE, check_starting_positions
+from ..deployment import HOSTS, SHARED_FILESYSTEM, check_master, take_option
+from ..options import CONF_PREFIX, FileSourceOptions
 
 __all__ = ["AofOptions", "parse_aof_options"]
 

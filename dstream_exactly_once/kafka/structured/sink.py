@@ -8,8 +8,9 @@ executor to the driver (there is no "resume transaction"), so each task commits 
 
 Protocol, for Spark partition ``p`` of micro-batch ``b`` of application ``app``:
 
-1. executor: the store is read and judged under the rules of :mod:`.sink_runs`: a run replaced by
-   a later start of the query, or whose epoch a later one took → :class:`~dstream_exactly_once.errors.FencedError`;
+1. executor: the store is read and judged under the rules of
+   :mod:`dstream_exactly_once.structured.sink_runs`: a run replaced by a later start of the query, or
+   whose epoch a later one took → :class:`~dstream_exactly_once.errors.FencedError`;
    a batch of another checkpoint than the one that committed the application's batches (one or
    many) → :class:`~dstream_exactly_once.errors.OffsetConflictError` (unless option
    ``new_checkpoint=continue``); the batch committed before → nothing is produced. Nothing is
@@ -18,7 +19,7 @@ Protocol, for Spark partition ``p`` of micro-batch ``b`` of application ``app``:
 2. executor: ``init_transactions()`` with the partition's transactional id fences an older producer
    with that id and completes or aborts what it left open; then the partition's *marker* is read:
    the offset of the marker group ``{prefix}.{app}.{p}`` (a consumer group used only as a marker)
-   on partition 0 of the sink's topic (:mod:`.kafka_marker`). It records ``b`` → this partition's
+   on partition 0 of the sink's topic (:mod:`.marker`). It records ``b`` → this partition's
    output of ``b`` is in Kafka: nothing is produced, but the replayed rows must match the marker's
    count and digest (otherwise the query's partitioning is not deterministic: the task fails with
    :class:`~dstream_exactly_once.errors.OffsetConflictError`, or, with option
@@ -67,12 +68,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Collection, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OffsetConflictError, SinkError
-from ..sinks.kafka_tx import MAX_TRANSACTION_TIMEOUT_MS, KafkaTransactionalSink, broker_error
-from ..stores.writes import CommitOutcome, Writes
-from .kafka_marker import Decision, Header, Marker, RecordDigest, check_replay, decide
-from .sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
-from .store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
+from ...errors import ConfigurationError, DStreamExactlyOnceError, FencedError, OffsetConflictError, SinkError
+from ...stores.writes import CommitOutcome, Writes
+from ...structured.sink_runs import BatchDecision, QueryRun, decide_batch, read_state, run_of_messages
+from ...structured.store_sink import SINK_POSITION_KEY, StoreSinkOptions, commit_batch
+from ..sinks.transactional import MAX_TRANSACTION_TIMEOUT_MS, KafkaTransactionalSink, broker_error
+from .marker import Decision, Header, Marker, RecordDigest, check_replay, decide
 
 __all__ = ["KAFKA_SINK_NAME", "KafkaPartitionCommit", "KafkaSinkOptions", "check_kafka_schema",
            "check_output_topic", "commit_kafka_batch", "kafka_sink_options", "write_partition"]
@@ -198,7 +199,7 @@ def kafka_sink_options(store: str, app_id: str, topic: str, kafka_params: Mappin
     and the epoch of the query's start taken, by the query's first commit; ``new_checkpoint`` as for
     :func:`~dstream_exactly_once.structured.store_sink.store_sink_options`.
     """
-    from ..option_registry import keyword_checks
+    from ...option_registry import keyword_checks
 
     keyword_checks("kafka_sink_options", store=store, prefix=prefix, transaction_timeout_ms=transaction_timeout_ms,
                    on_replay_mismatch=on_replay_mismatch)
@@ -214,7 +215,7 @@ def kafka_sink_options(store: str, app_id: str, topic: str, kafka_params: Mappin
 
 
 def _admin(opts: KafkaSinkOptions) -> Any:
-    from ..kafka.admin import open_admin
+    from ..admin import open_admin
 
     return open_admin(opts.kafka.config, f"{opts.kafka.prefix}-kafka-sink")
 
@@ -227,7 +228,7 @@ def _close(client: Any, what: str) -> None:
 
 
 def _topics(opts: KafkaSinkOptions, admin: Any) -> Set[str]:
-    from ..kafka.errors_map import translate_kafka_error
+    from ..errors_map import translate_kafka_error
 
     try:
         topics = set(admin.list_topics())
@@ -325,7 +326,7 @@ class _Targets:
 
 def _check_store(opts: KafkaSinkOptions, batch_id: int, run: QueryRun) -> BatchDecision:
     """Step 1: what the store says of Spark batch ``batch_id`` of ``run``; raises when this run may not write."""
-    from ..stores import open_store
+    from ...stores import open_store
 
     where = f"deo-kafka app {opts.app} batch {batch_id}"
     with open_store(opts.store.store, opts.app) as store:
@@ -353,7 +354,7 @@ def _close_producer(producer: Any) -> None:
 
 
 def _translated(opts: KafkaSinkOptions, exc: Exception, what: str) -> Exception:
-    from ..kafka.errors_map import translate_kafka_error
+    from ..errors_map import translate_kafka_error
 
     if isinstance(exc, DStreamExactlyOnceError) or not (
             type(exc).__module__.split(".")[0] == "kafka" or isinstance(exc, (ConnectionError, TimeoutError))):

@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ..errors import ConfigurationError
-from ..kafka.offsets import OffsetRange, TopicAndPartition
+from ...errors import ConfigurationError
+from ..offsets import OffsetRange, TopicAndPartition
 
 __all__ = ["FROM_KEY", "doc_of", "offsets_of", "prorate", "ranges_between", "starts_of"]
 

@@ -13,25 +13,25 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 from pyspark import SparkContext, StorageLevel
 from pyspark.streaming import StreamingContext
 
-from ..core.ranges import check_ranges
-from ..core.retry import RetryPolicy, check_retry_policy
-from ..engine.committer import check_retain_batches
-from ..errors import ConfigurationError
-from ..kafka.offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
-from ..kafka.params import parse_kafka_params
-from ..kafka.source import check_ranges_in_log
-from ..kafka.spark_strategy_names import LocationStrategy, direct_stream_args
-from ..kafka.strategies import ConsumerStrategy
-from ..option_registry import keyword_checks
-from ..stores.base import TransactionalStore
+from ...core.ranges import check_ranges
+from ...core.retry import RetryPolicy, check_retry_policy
+from ...engine.committer import check_retain_batches
+from ...errors import ConfigurationError
+from ...option_registry import keyword_checks
+from ...stores.base import TransactionalStore
+from ...streaming.connect_guard import INSTEAD_KAFKA, INSTEAD_KAFKA_RDD, refuse_spark_connect
+from ...streaming.exactly_once import ExactlyOnceDStream, check_monitor_group
+from ...streaming.factory import open_committer
+from ...streaming.lifecycle import close_on_stop
+from ...streaming.partition_ranges import check_task_layout
+from ..offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
+from ..params import parse_kafka_params
+from ..source import check_ranges_in_log
+from ..spark_strategy_names import LocationStrategy, direct_stream_args
+from ..strategies import ConsumerStrategy
 from .commit_async import DirectKafkaDStream
-from .connect_guard import INSTEAD_KAFKA, INSTEAD_KAFKA_RDD, refuse_spark_connect
 from .direct import Decoder, Handler, ReadOptions, build_direct_batches, check_decoders
-from .exactly_once import ExactlyOnceDStream, check_monitor_group
-from .factory import open_committer
-from .kafka_rdd import KafkaRDD, make_kafka_rdd
-from .lifecycle import close_on_stop
-from .partition_ranges import check_task_layout
+from .rdd import KafkaRDD, make_kafka_rdd
 from .receiver_stream import create_stream
 
 __all__ = ["KafkaUtils"]

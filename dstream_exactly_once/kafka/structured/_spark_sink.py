@@ -10,12 +10,14 @@ from typing import Any, Iterator, List, Optional, Tuple
 try:
     from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 except ImportError:  # PySpark 3.5 and older: said by name
-    from ._requires import require_data_source_api
+    from ...structured._requires import require_data_source_api
 
     require_data_source_api("the deo-kafka Structured Streaming sink")
     raise
 
-from .kafka_sink import (
+from ...structured.sink_runs import task_run
+from ...structured.store_sink import task_batch
+from .sink import (
     KAFKA_SINK_NAME,
     KafkaPartitionCommit,
     KafkaSinkOptions,
@@ -24,8 +26,6 @@ from .kafka_sink import (
     commit_kafka_batch,
     write_partition,
 )
-from .sink_runs import task_run
-from .store_sink import task_batch
 
 __all__ = ["KafkaCommitMessage", "KafkaSinkDataSource", "KafkaStreamWriter"]
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
-from ..core.ranges import Position
-from ..errors import ConfigurationError, OffsetRangeError
-from ..files.ranges import FileRange
+from ...core.ranges import Position
+from ...errors import ConfigurationError, OffsetRangeError
+from ..ranges import FileRange
 
 __all__ = ["DOC_VERSION", "admit", "advance", "doc_from_positions", "empty_doc", "entry_range", "gone_keys",
            "positions_of", "ranges_between"]

@@ -1,6 +1,6 @@
 """PySpark's Python Data Source classes of the ``deo-kafka`` format: the source (reading) added to the
 sink (writing), one format both ways. The Spark-free logic is in
-:mod:`~dstream_exactly_once.structured.kafka_source` (and :mod:`.kafka_sink` for writing)."""
+:mod:`~dstream_exactly_once.kafka.structured.source` (and :mod:`.sink` for writing)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence
 try:
     from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 except ImportError:  # PySpark 3.5 and older: said by name
-    from ._requires import require_data_source_api
+    from ...structured._requires import require_data_source_api
 
     require_data_source_api("the deo-kafka Structured Streaming source")
     raise
@@ -24,11 +24,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..errors import ConfigurationError
-from ..kafka.offsets import OffsetRange
-from ._spark_kafka_sink import KafkaSinkDataSource
-from .kafka_source import KafkaSourcePlanner, read_task
-from .kafka_source_options import KafkaSourceOptions, parse_kafka_source_options
+from ...errors import ConfigurationError
+from ..offsets import OffsetRange
+from ._spark_sink import KafkaSinkDataSource
+from .source import KafkaSourcePlanner, read_task
+from .source_options import KafkaSourceOptions, parse_kafka_source_options
 
 try:  # PySpark 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow

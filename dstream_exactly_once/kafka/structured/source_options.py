@@ -43,14 +43,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from ..core.options import parse_duration
-from ..core.tasks import TaskOptions
-from ..errors import ConfigurationError
-from ..kafka.offsets import TopicAndPartition
-from ..kafka.params import KafkaConfig, parse_kafka_params
-from ..kafka.reader_choice import DEFAULT_READER, check_reader
-from ..kafka.strategies import check_topic_name
-from ._starting_positions import POSITIONS_APP, POSITIONS_STORE, check_starting_positions
+from ...core.options import parse_duration
+from ...core.tasks import TaskOptions
+from ...errors import ConfigurationError
+from ...structured._starting_positions import POSITIONS_APP, POSITIONS_STORE, check_starting_positions
+from ..offsets import TopicAndPartition
+from ..params import KafkaConfig, parse_kafka_params
+from ..reader_choice import DEFAULT_READER, check_reader
+from ..strategies import check_topic_name
 
 __all__ = ["ENTRY_NAME", "KafkaSourceOptions", "parse_kafka_source_options"]
 
@@ -130,7 +130,7 @@ def parse_kafka_source_options(options: Mapping[str, Any]) -> KafkaSourceOptions
     """The source's options from Spark's reader ``options``. Raises
     :class:`~dstream_exactly_once.errors.ConfigurationError` naming the key, the bad value and what is
     allowed; connects to nothing."""
-    from ..option_registry import entry_point
+    from ...option_registry import entry_point
 
     entry = entry_point(ENTRY_NAME)
     lowered: Dict[str, Any] = {}

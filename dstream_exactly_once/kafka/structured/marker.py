@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Sequence, Tuple
 
-from ..errors import OffsetConflictError
+from ...errors import OffsetConflictError
 
 __all__ = ["Decision", "Marker", "RecordDigest", "check_replay", "decide"]
 
