@@ -43,6 +43,15 @@ shared machine took meanwhile.
   Delta sink's batch (files, pending record, one Delta commit with the application transaction, the
   store's commit) vs a plain ``deltalake.write_deltalake`` append of the same 100,000 rows,
   interleaved, CPU time beside wall time.
+- B10 Structured Streaming backlog read (``bench/ss_read.py``, ``python3 -m bench.ss_read``, run on its
+  own): Spark's JVM Kafka source vs the ``deo-kafka`` source (kafka-python and confluent-kafka
+  readers), ``Trigger.AvailableNow`` over the same backlog, every column consumed by the same
+  ``foreachBatch`` aggregate, one session for all peers; records per CPU-second and wall time;
+  ``--connect`` also through Spark Connect.
+- B11 first committed micro-batch (``bench/ss_first.py``, ``python3 -m bench.ss_first``, run on its
+  own): seconds from ``start()`` to the first committed batch of ``deo-kafka`` into ``deo-store``,
+  ``deo-kafka``, ``deo-doris`` and ``deo-delta``, each against a ``foreachBatch`` writer of the same
+  rows; ``--connect`` also through Spark Connect.
 
 The soak run is separate (``python3 -m bench.soak --store … --minutes 30``, ``bench/soak.py``):
 a long exactly-once Kafka + rotating-file job whose memory, descriptors, threads, latency, store
