@@ -252,17 +252,22 @@ def run_first(spark: Any, spec: Dict[str, Any], req: Dict[str, Any], targets: Ta
         query.stop()
     durations = _durations(first)
     out = {"first_s": seconds, "trigger_ms": durations.get("triggerExecution", float("nan")),
-           "add_batch_ms": durations.get("addBatch", float("nan")), "rows_in": int(_get(first, "numInputRows")),
+           "add_batch_ms": durations.get("addBatch", float("nan")), "rows_in": int(_get(first, "numInputRows") or 0),
            **_cpu(sample)}
     out["check"] = verify()
     return out
 
 
 def _get(progress: Any, key: str) -> Any:
-    try:
-        return progress[key]
-    except Exception:  # noqa: BLE001 - a progress object without item access
-        return getattr(progress, key)
+    """``key`` of a progress record: the attribute first (a Spark Connect progress object computes some
+    fields, such as ``numInputRows``, that its item access returns as None), then item access."""
+    value = getattr(progress, key, None)
+    if value is None:
+        try:
+            value = progress[key]
+        except Exception:  # noqa: BLE001 - neither form has it
+            value = None
+    return value
 
 
 # ------------------------------------------------------------------------------------------ main
