@@ -39,7 +39,7 @@ docs: deps
 
 # docs/options.md's option tables, generated from the option registry (a unit test checks they are current).
 options-doc:
-	$(PYTHON) -m dstream_exactly_once.cli.options_doc docs/options.md
+	$(PYTHON) -m dstream_exactly_once.cli._options_doc docs/options.md
 
 # What a cluster deployment ships (docs/deploy.md): the wheel, and the zip for `spark-submit --py-files`
 # (the package with kafka-python; PySpark's workers import .zip files, never .whl). DIST=dir writes elsewhere.

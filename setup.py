@@ -22,7 +22,7 @@ setup(
     # crc32c: kafka-python's C implementation of the record-batch checksum; without it every
     # fetched batch is checksummed in pure Python (measured: 28k -> 81k records/s per consumer).
     # kafka-python < 3.1: the driver's offset look-ups send prebuilt ListOffsets/Metadata requests
-    # through the admin client's connection manager (kafka/metadata.py), an internal API.
+    # through the admin client's connection manager (kafka/_metadata.py), an internal API.
     install_requires=["kafka-python>=3.0,<3.1", "crc32c>=2.3"],
     extras_require={
         "spark": ["pyspark>=3.5"],

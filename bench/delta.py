@@ -60,7 +60,7 @@ def _timed(fn: Callable[[], Any]) -> Tuple[float, float]:
 def run(rows: int, rounds: int, warm: int) -> Dict[str, Dict[str, List[float]]]:
     from deltalake import write_deltalake
 
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.sinks.delta import DeltaSink
     from dstream_exactly_once.stores import PlannedBatch, open_store
 

@@ -132,8 +132,8 @@ def count_reader(glob: str) -> int:
 
 def count_range_rdd(sc: Any, glob: str) -> int:
     """C: planning plus ``make_range_rdd(...).count()`` — one Spark task per file range."""
-    from dstream_exactly_once.files.spark.utils import FileRDD
-    from dstream_exactly_once.streaming.range_rdd import make_range_rdd
+    from dstream_exactly_once.files.spark._utils import FileRDD
+    from dstream_exactly_once.streaming._range_rdd import make_range_rdd
 
     ranges, reader = plan_ranges(glob)
     return int(make_range_rdd(sc, ranges, reader, FileRDD).count())
@@ -146,7 +146,7 @@ def count_spark_text(spark: Any, paths: Sequence[str]) -> int:
 
 def decoded_chars(spark: Any, sc: Any, data: DataSet) -> Dict[str, Tuple[int, int]]:
     """``{case: (lines, characters)}``, untimed: every side must decode the same characters."""
-    from dstream_exactly_once.streaming.range_rdd import make_range_rdd
+    from dstream_exactly_once.streaming._range_rdd import make_range_rdd
 
     out: Dict[str, Tuple[int, int]] = {}
     n = c = 0

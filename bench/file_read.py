@@ -99,7 +99,7 @@ def _notes(ctx: Context, spark: Any, sc: Any, data: DataSet, biggest: int, gen_s
     """The settings notes and the untimed checks: partitions, equal decoded (lines, characters)."""
     import pyspark
 
-    from dstream_exactly_once.streaming.range_rdd import make_range_rdd
+    from dstream_exactly_once.streaming._range_rdd import make_range_rdd
 
     res, s = ctx.results, ctx.settings
     ranges, reader = plan_ranges(data.glob)

@@ -187,8 +187,8 @@ class Run:
 
 
 def _rdd(ctx: Context, ranges: List[Any]) -> Any:
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.spark.rdd import make_kafka_rdd
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka.spark._rdd import make_kafka_rdd
 
     return make_kafka_rdd(ctx.spark(), parse_kafka_params(ctx.kafka_params()), ranges, poll_timeout_ms=120000)
 

@@ -93,10 +93,10 @@ class Producing:
 
 
 def plan_latencies(ctx: Context, topic: str, interval: float, reps: int, warm: int = 5) -> List[float]:
-    from dstream_exactly_once.kafka.metadata import KafkaMetadata
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.planner import DirectPlanner
-    from dstream_exactly_once.kafka.strategies import Subscribe
+    from dstream_exactly_once.kafka._metadata import KafkaMetadata
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka._planner import DirectPlanner
+    from dstream_exactly_once.kafka._strategies import Subscribe
 
     md = KafkaMetadata(parse_kafka_params(ctx.kafka_params()))
     try:

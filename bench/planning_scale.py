@@ -181,10 +181,10 @@ def bench_first_batch_spark(n: int) -> Dict[str, Any]:
     """The whole first batch over ``n`` one-line files from ``earliest`` on ``local[2]``: planning, the task
     planner packing the ranges (default options: ``sc.defaultParallelism`` tasks), and a Spark job
     counting every line (what a file stream's first batch runs before its output)."""
-    from dstream_exactly_once.core.tasks import TaskOptions, plan_tasks
+    from dstream_exactly_once.core._tasks import TaskOptions, plan_tasks
     from dstream_exactly_once.files import FilePlanner, FileSourceOptions
-    from dstream_exactly_once.files.spark.utils import FileRDD
-    from dstream_exactly_once.streaming.range_rdd import make_range_rdd
+    from dstream_exactly_once.files.spark._utils import FileRDD
+    from dstream_exactly_once.streaming._range_rdd import make_range_rdd
     from dstream_exactly_once.testing import make_spark_context
 
     work = tempfile.mkdtemp(prefix="deo-bench-planscale-spark-")
@@ -220,10 +220,10 @@ def pattern_for(topics: int) -> str:
 
 
 def _planner(bootstrap: str, pattern: str) -> Tuple[Any, Any]:
-    from dstream_exactly_once.kafka.metadata import KafkaMetadata
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.planner import DirectPlanner
-    from dstream_exactly_once.kafka.strategies import SubscribePattern
+    from dstream_exactly_once.kafka._metadata import KafkaMetadata
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka._planner import DirectPlanner
+    from dstream_exactly_once.kafka._strategies import SubscribePattern
 
     md = KafkaMetadata(parse_kafka_params({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}))
     return md, DirectPlanner(md, SubscribePattern(pattern), auto_offset_reset="earliest")

@@ -48,10 +48,10 @@ def read_all(bootstrap: str, topic: str, ends: Dict[int, int], overrides: Option
              limit: Optional[int] = None) -> int:
     """What the B1(a) tasks run, in this process: every range read + decoded, counted."""
     from dstream_exactly_once import OffsetRange
-    from dstream_exactly_once.kafka.offsets import utf8_decoder
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.range_reader import _Decoding
-    from dstream_exactly_once.kafka.reader_kafka_python import read_range
+    from dstream_exactly_once.kafka._offsets import utf8_decoder
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka._range_reader import _Decoding
+    from dstream_exactly_once.kafka._reader_kafka_python import read_range
 
     config = parse_kafka_params({"bootstrap.servers": bootstrap, **(overrides or {})})
     decode = _Decoding(utf8_decoder, utf8_decoder, None)

@@ -63,7 +63,7 @@ def kafkardd_pass(ctx: Context, master: str, handler: bool = False, reader: str 
     """One ``createRDD(...).count()``; ``reader`` is set as ``spark.streaming.kafka.reader`` on the running
     context's conf for this call only (the driver reads it when the RDD is made)."""
     from dstream_exactly_once import KafkaUtils
-    from dstream_exactly_once.kafka.reader_choice import READER_KEY
+    from dstream_exactly_once.kafka._reader_choice import READER_KEY
 
     topic = ctx.read_topic()
     sc = ctx.spark(master)
@@ -105,7 +105,7 @@ class BareLoop:
     def __init__(self, ctx: Context) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
-        from dstream_exactly_once.kafka.params import parse_kafka_params
+        from dstream_exactly_once.kafka._params import parse_kafka_params
 
         config = parse_kafka_params(ctx.kafka_params())
         self.consumer = KafkaConsumer(**config.consumer_kwargs(client_id="deo-bench-bare-loop"))

@@ -31,7 +31,7 @@ def same_master_apps(cluster: object, n: int = 2) -> List[str]:
 
 
 def run_round(url: str, apps: List[str], batches: int, keys: int) -> Dict[str, List[float]]:
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
     stores = {"plain": open_store(url, apps[0]), "wait1": open_store(url, apps[1], wait_replicas=1)}
@@ -54,7 +54,7 @@ def run_round(url: str, apps: List[str], batches: int, keys: int) -> Dict[str, L
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from dstream_exactly_once.testing.redis_cluster import LocalRedisCluster
+    from dstream_exactly_once.testing._redis_cluster import LocalRedisCluster
 
     parser = argparse.ArgumentParser(prog="python3 -m bench.redis_wait", description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300)

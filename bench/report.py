@@ -132,7 +132,7 @@ def _kafka_version() -> str:
 
 def _pg_version() -> str:
     try:
-        from dstream_exactly_once.testing.postgres import _pg_bin
+        from dstream_exactly_once.testing._postgres import _pg_bin
 
         return _cmd([_pg_bin("postgres"), "--version"])
     except Exception:  # noqa: BLE001 - informational only

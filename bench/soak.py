@@ -51,7 +51,7 @@ from contextlib import ExitStack
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from dstream_exactly_once.testing.logs import logrotate
+from dstream_exactly_once.testing._logs import logrotate
 
 from .common import log
 from .soak_report import chart, print_slopes, slopes, windows

@@ -3,7 +3,7 @@
 The spec's ``mode`` is ``classic`` (a SparkSession of this process: its own JVM) or ``connect`` (a local
 Spark Connect server, :class:`~dstream_exactly_once.testing.LocalSparkConnect`, started by this process,
 and a Connect session on it). Both get the same settings (:data:`SESSION_CONF`, ``master``) and Spark's
-Kafka source jars (:func:`~dstream_exactly_once.testing.spark_kafka.spark_kafka_jars`, the same jars in
+Kafka source jars (:func:`~dstream_exactly_once.testing._spark_kafka.spark_kafka_jars`, the same jars in
 both modes), and this library's formats are registered once. The process prints ``READY {…}`` (or
 ``RESULT {"error": …}``), then answers one request per stdin line with one ``RESULT {…}`` line; EOF ends it.
 
@@ -58,8 +58,8 @@ FIRST_TIMEOUT_S = 300.0
 def open_session(spec: Dict[str, Any], stack: List[Any]) -> Any:
     """The session of ``spec['mode']``; things to stop at the end go to ``stack`` (last first)."""
     from dstream_exactly_once.structured import register
-    from dstream_exactly_once.testing.spark import spark_env
-    from dstream_exactly_once.testing.spark_kafka import spark_kafka_jars
+    from dstream_exactly_once.testing._spark import spark_env
+    from dstream_exactly_once.testing._spark_kafka import spark_kafka_jars
 
     os.environ.update(spark_env())
     master = spec.get("master", "local[2]")
@@ -189,7 +189,7 @@ class Targets:
 
     def doris(self) -> Any:
         if self._doris is None:
-            from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+            from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
             self._doris = DorisProtocolDouble(password=DORIS_PASSWORD).start()
         return self._doris

@@ -94,7 +94,7 @@ def _kafka_plain(bootstrap: str, topic: str) -> Callable[[Any, int], None]:
 
 def _doris_plain(fe: str, table: str, password: str) -> Callable[[Any, int], None]:
     def write(df: Any, _batch_id: int) -> None:
-        from dstream_exactly_once.sinks.doris.client import DorisStreamLoadClient
+        from dstream_exactly_once.sinks.doris._client import DorisStreamLoadClient
 
         DorisStreamLoadClient(fe, "bench", table, password=password).load(None, [tuple(r) for r in df.collect()])
 

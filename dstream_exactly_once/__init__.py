@@ -10,7 +10,7 @@ from typing import Any as _Any
 
 from ._version import __version__
 from .admin import SkipPlan, skip_batch
-from .core.retry import RetryPolicy
+from .core._retry import RetryPolicy
 from .errors import (
     ConfigurationError,
     DataLossError,
@@ -39,9 +39,9 @@ from .errors import (
     TableConflictError,
     UnknownKafkaParamError,
 )
-from .files import ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
-from .kafka.commit_queue import CanCommitOffsets
-from .kafka.offsets import (
+from .files import _ranges as _file_ranges  # noqa: F401 - registers the range kind "file"
+from .kafka._commit_queue import CanCommitOffsets
+from .kafka._offsets import (
     Broker,
     HasOffsetRanges,
     KafkaMessageAndMetadata,
@@ -49,37 +49,37 @@ from .kafka.offsets import (
     TopicAndPartition,
     utf8_decoder,
 )
-from .kafka.spark_strategy_names import ConsumerStrategies, LocationStrategies
-from .kafka.strategies import Assign, Subscribe, SubscribePattern
+from .kafka._spark_strategy_names import ConsumerStrategies, LocationStrategies
+from .kafka._strategies import Assign, Subscribe, SubscribePattern
 from .stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 # The Spark-facing names import pyspark, which is optional for the stores, the value types and the
 # CLI: they load on first use (``from dstream_exactly_once import KafkaUtils`` works as before).
 _SPARK_NAMES = {
-    "BatchIdSink": "streaming.exactly_once",
-    "ExactlyOnceDStream": "streaming.exactly_once",
-    "exactly_once": "kafka.spark.convert",
-    "FileUtils": "files.spark.utils",
-    "stop_gracefully_on_signals": "streaming.lifecycle",
-    "KafkaDStream": "streaming.dstream",
-    "KafkaRDD": "kafka.spark.rdd",
-    "KafkaUtils": "kafka.spark.utils",
-    "await_termination": "streaming.termination",
-    "current_offset_range": "streaming.task_context",
-    "current_pieces": "streaming.task_context",
-    "current_ranges": "streaming.task_context",
+    "BatchIdSink": "streaming._exactly_once",
+    "ExactlyOnceDStream": "streaming._exactly_once",
+    "exactly_once": "kafka.spark._convert",
+    "FileUtils": "files.spark._utils",
+    "stop_gracefully_on_signals": "streaming._lifecycle",
+    "KafkaDStream": "streaming._dstream",
+    "KafkaRDD": "kafka.spark._rdd",
+    "KafkaUtils": "kafka.spark._utils",
+    "await_termination": "streaming._termination",
+    "current_offset_range": "streaming._task_context",
+    "current_pieces": "streaming._task_context",
+    "current_ranges": "streaming._task_context",
 }
 
 if _TYPE_CHECKING:
-    from .files.spark.utils import FileUtils
-    from .kafka.spark.convert import exactly_once
-    from .kafka.spark.rdd import KafkaRDD
-    from .kafka.spark.utils import KafkaUtils
-    from .streaming.dstream import KafkaDStream
-    from .streaming.exactly_once import BatchIdSink, ExactlyOnceDStream
-    from .streaming.lifecycle import stop_gracefully_on_signals
-    from .streaming.task_context import current_offset_range, current_pieces, current_ranges
-    from .streaming.termination import await_termination
+    from .files.spark._utils import FileUtils
+    from .kafka.spark._convert import exactly_once
+    from .kafka.spark._rdd import KafkaRDD
+    from .kafka.spark._utils import KafkaUtils
+    from .streaming._dstream import KafkaDStream
+    from .streaming._exactly_once import BatchIdSink, ExactlyOnceDStream
+    from .streaming._lifecycle import stop_gracefully_on_signals
+    from .streaming._task_context import current_offset_range, current_pieces, current_ranges
+    from .streaming._termination import await_termination
 
 
 def __getattr__(name: str) -> _Any:

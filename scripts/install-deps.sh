@@ -55,12 +55,12 @@ else
 fi
 
 say "Kafka broker jars (Maven Central, cached)"
-"$PY" -c "from dstream_exactly_once.testing.kafka import kafka_classpath; cp = kafka_classpath(); print('[deps] kafka classpath: %d jars' % len(cp.split(':')))"
+"$PY" -c "from dstream_exactly_once.testing._kafka import kafka_classpath; cp = kafka_classpath(); print('[deps] kafka classpath: %d jars' % len(cp.split(':')))"
 say "Kafka 3.x broker jars (Maven Central, cached; tests/integration/test_kafka3_broker.py)"
-"$PY" -c "from dstream_exactly_once.testing.kafka import KAFKA_3_VERSION, kafka_classpath; cp = kafka_classpath(KAFKA_3_VERSION); print('[deps] kafka %s classpath: %d jars' % (KAFKA_3_VERSION, len(cp.split(':'))))"
+"$PY" -c "from dstream_exactly_once.testing._kafka import KAFKA_3_VERSION, kafka_classpath; cp = kafka_classpath(KAFKA_3_VERSION); print('[deps] kafka %s classpath: %d jars' % (KAFKA_3_VERSION, len(cp.split(':'))))"
 
 say "Spark's Structured Streaming Kafka source jars (Maven Central, cached)"
-"$PY" -c "from dstream_exactly_once.testing.spark_kafka import spark_kafka_jars, spark_kafka_version; j = spark_kafka_jars(); print('[deps] spark-sql-kafka-0-10 %s: %d jars' % (spark_kafka_version(), len(j.split(','))))"
+"$PY" -c "from dstream_exactly_once.testing._spark_kafka import spark_kafka_jars, spark_kafka_version; j = spark_kafka_jars(); print('[deps] spark-sql-kafka-0-10 %s: %d jars' % (spark_kafka_version(), len(j.split(','))))"
 
 say "Hadoop YARN mini-cluster jars at PySpark's Hadoop version (Maven Central, cached)"
-"$PY" -c "from dstream_exactly_once.testing.yarn import hadoop_version, yarn_classpath; cp = yarn_classpath(); print('[deps] hadoop-minicluster %s classpath: %d jars' % (hadoop_version(), len(cp.split(':'))))"
+"$PY" -c "from dstream_exactly_once.testing._yarn import hadoop_version, yarn_classpath; cp = yarn_classpath(); print('[deps] hadoop-minicluster %s classpath: %d jars' % (hadoop_version(), len(cp.split(':'))))"

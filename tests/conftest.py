@@ -23,7 +23,7 @@ _paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 os.environ["PYTHONPATH"] = os.pathsep.join([ROOT] + _paths)
 
 from dstream_exactly_once.testing import LocalKafka, LocalPostgres, LocalRedis  # noqa: E402
-from dstream_exactly_once.testing.redis_cluster import LocalRedisCluster  # noqa: E402
+from dstream_exactly_once.testing._redis_cluster import LocalRedisCluster  # noqa: E402
 
 INTEGRATION_DIR = os.path.join(ROOT, "tests", "integration") + os.sep
 
@@ -151,7 +151,7 @@ def raw_redis_client(url: str, **kw: object):  # type: ignore[no-untyped-def]
     import redis
     from redis.cluster import ClusterNode, RedisCluster
 
-    from dstream_exactly_once.stores.url import parse_url
+    from dstream_exactly_once.stores._url import parse_url
 
     if url.startswith("redis+cluster://"):
         parsed = parse_url(url, multi_host=True)
@@ -167,7 +167,7 @@ def app_id() -> str:
 @pytest.fixture(scope="session")
 def sc():  # type: ignore[no-untyped-def]
     """A local[2] SparkContext shared by the session."""
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     context = make_spark_context("local[2]", "deo-tests")
     yield context
@@ -194,7 +194,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """How much of the option registry the generated bad-input test covered in this run."""
     ran = getattr(config, "deo_bad_input_cases", [])
     if ran:
-        from dstream_exactly_once.cli.option_entries import every_entry_point
+        from dstream_exactly_once.cli._option_entries import every_entry_point
         from dstream_exactly_once.option_registry import option_count
 
         bad = [r for r in ran if r[0] == "bad input"]

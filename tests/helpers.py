@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import Any, Callable, Optional, Tuple, Type, TypeVar
 
-from dstream_exactly_once.testing.logs import logrotate  # noqa: F401 - the tests import it from here
+from dstream_exactly_once.testing._logs import logrotate  # noqa: F401 - the tests import it from here
 
 T = TypeVar("T")
 

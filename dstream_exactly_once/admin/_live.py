@@ -11,7 +11,7 @@ __all__ = ["refuse_while_live"]
 
 def refuse_while_live(driver: Mapping[str, Any], force: bool, action: str, forced: str) -> None:
     """Raise :class:`DriverLiveError` (``refusing to <action>: a driver is live …``) when ``driver`` (the
-    :func:`~dstream_exactly_once.engine.heartbeat.driver_status`) is live and not ``force``; ``forced`` names
+    :func:`~dstream_exactly_once.engine._heartbeat.driver_status`) is live and not ``force``; ``forced`` names
     the forced action in the way out."""
     if driver["live"] and not force:
         doc = driver["heartbeat"] or {}

@@ -1,5 +1,5 @@
 """``dstream-eo``: the command line (:func:`main`; ``python -m dstream_exactly_once.cli`` runs it too)."""
 
-from .main import main
+from ._main import main
 
 __all__ = ["main"]

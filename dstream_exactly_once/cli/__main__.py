@@ -2,7 +2,7 @@
 
 import sys
 
-from .main import main
+from ._main import main
 
 if __name__ == "__main__":
     sys.exit(main(prog="python -m dstream_exactly_once.cli"))

@@ -7,14 +7,14 @@ Nothing here imports Spark but the sub-packages ``files/spark/`` (``FileUtils``,
 
 - :class:`FileRange` (``ranges``) — the range kind ``"file"`` and its identity document;
 - :class:`FileSourceOptions` (``options``) — ``starting.offsets``, ``bytes.max``, ``md5.*`` …;
-- :class:`FilePlanner` (``planner``) — the driver side (:class:`~..core.source.BatchSource`);
-- :class:`FileRangeReader` (``reader``) — the executor side (:class:`~..core.source.RangeReader`).
+- :class:`FilePlanner` (``planner``) — the driver side (:class:`~..core._source.BatchSource`);
+- :class:`FileRangeReader` (``reader``) — the executor side (:class:`~..core._source.RangeReader`).
 """
 
-from . import live as _live  # noqa: F401 - registers how positions of range kind "file" are shown
-from .options import FileSourceOptions
-from .planner import FilePlanner
-from .ranges import FileRange
-from .reader import FileRangeReader
+from . import _live  # noqa: F401 - registers how positions of range kind "file" are shown
+from ._options import FileSourceOptions
+from ._planner import FilePlanner
+from ._ranges import FileRange
+from ._reader import FileRangeReader
 
 __all__ = ["FilePlanner", "FileRange", "FileRangeReader", "FileSourceOptions"]

@@ -34,7 +34,7 @@ import logging
 from bisect import bisect_left
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
-from .records import RecordBlock
+from ._records import RecordBlock
 
 log = logging.getLogger(__name__)
 

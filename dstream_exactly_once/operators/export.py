@@ -1,8 +1,8 @@
-"""Deprecated: :mod:`dstream_exactly_once.admin.export` (this module re-exports its names)."""
+"""Deprecated: import these names from :mod:`dstream_exactly_once.admin` (this module re-exports them)."""
 
 from __future__ import annotations
 
-from ..admin.export import *  # noqa: F403 - the deprecated path keeps the same names
-from ..admin.export import __all__ as _names
+from ..admin._export import *  # noqa: F403 - the deprecated path keeps the same names
+from ..admin._export import __all__ as _names
 
 __all__ = list(_names)

@@ -5,10 +5,10 @@ an output call (``commit_each_batch``), a Structured Streaming source or sink (`
 options builder (``store_sink_options``), a mapping the library checks (``kafkaParams``, the file options,
 ``tasks.*``, the Spark conf keys it reads), a store URL's query options, or a ``dstream-eo`` command (the
 commands' entry points are read from the CLI's parser, above the library:
-:mod:`dstream_exactly_once.cli.option_entries`). Each :class:`EntryPoint` lists its options as
-:class:`~dstream_exactly_once.core.options.Option` values: name, kind, range or allowed values, default, one
+``cli/_option_entries.py``). Each :class:`EntryPoint` lists its options as
+:class:`Option` values: name, kind, range or allowed values, default, one
 doc line, older spellings (``aliases``) and whether the value is a secret. ``docs/options.md``'s tables are
-generated from here (``python -m dstream_exactly_once.cli.options_doc``) and a test checks they are
+generated from here (``make options-doc``) and a test checks they are
 current.
 
 How option names are spelled (one convention):
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, Iterable, Mapping, Tuple
 
-from ..core.options import REQUIRED, Option, unknown_option
+from ..core._options import REQUIRED, Option, unknown_option
 from ..errors import ConfigurationError
 
 __all__ = ["FORMS", "REQUIRED", "EntryPoint", "entry_point", "entry_points", "keyword_checks", "option_count"]
@@ -139,7 +139,7 @@ def _all() -> Dict[str, EntryPoint]:
 
 def entry_points() -> Tuple[EntryPoint, ...]:
     """Every entry point of the library, in the reference's order (the ``dstream-eo`` commands, read from the
-    CLI's parser, join them in :func:`dstream_exactly_once.cli.option_entries.every_entry_point`)."""
+    CLI's parser, join them in ``cli/_option_entries.py``)."""
     return tuple(_all().values())
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.options import REQUIRED, Option
+from ..core._options import REQUIRED, Option
 from . import EntryPoint
 
 _I32 = 2**31 - 1

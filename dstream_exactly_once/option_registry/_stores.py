@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from ..core.options import Option
+from ..core._options import Option
 from . import EntryPoint
 
 _TIMEOUT = "a positive number of seconds"

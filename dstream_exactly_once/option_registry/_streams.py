@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict, Tuple
 
-from ..core.options import REQUIRED, Option
-from ..core.tasks import SPLIT_SIZE, TARGET_COUNT, TARGET_SIZE
-from ..files.deployment import DEPLOYMENT_OPTIONS
-from ..files.options import OPTIONS as FILE_OPTIONS
-from ..kafka.reader_choice import DEFAULT_READER, READERS
-from ..kafka.spark_conf import (
+from ..core._options import REQUIRED, Option
+from ..core._tasks import SPLIT_SIZE, TARGET_COUNT, TARGET_SIZE
+from ..files._deployment import DEPLOYMENT_OPTIONS
+from ..files._options import OPTIONS as FILE_OPTIONS
+from ..kafka._reader_choice import DEFAULT_READER, READERS
+from ..kafka._spark_conf import (
     FAIL_ON_DATA_LOSS,
     NETWORK_TIMEOUT,
     POLL_MS,

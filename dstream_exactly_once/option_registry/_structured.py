@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from ..core.options import REQUIRED, Option
+from ..core._options import REQUIRED, Option
 from . import EntryPoint
 from ._streams import _TASKS, FILE_OPTION_ENTRIES
 

@@ -6,9 +6,9 @@ imported only when used.
 """
 
 from ..errors import LoadRejectedError
-from ..kafka.sinks.transactional import KafkaTransactionalSink, KafkaWrite
+from ..kafka.sinks._transactional import KafkaTransactionalSink, KafkaWrite
+from ._labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
 from .doris import DorisSink, DorisStreamLoadClient, LoadResult, LoadState, PartitionWrite, TxnOutcome
-from .labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
 
 __all__ = [
     "MAX_LABEL_LENGTH",

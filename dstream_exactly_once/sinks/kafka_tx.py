@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..kafka.sinks.transactional import KafkaTransactionalSink, KafkaWrite
+from ..kafka.sinks._transactional import KafkaTransactionalSink, KafkaWrite
 
 __all__ = ["KafkaTransactionalSink", "KafkaWrite"]
 

@@ -8,7 +8,7 @@
 - ``redis+cluster://…`` / ``rediss+cluster://…`` — :class:`RedisClusterStore` (Redis Cluster)
 
 Every backend is a :class:`TransactionalStore`, composed of the small interfaces of
-:mod:`.interfaces` (:class:`EpochStore`, :class:`PositionStore`, :class:`BatchLog`,
+``_interfaces.py`` (:class:`EpochStore`, :class:`PositionStore`, :class:`BatchLog`,
 :class:`LogRetention`, :class:`CommitStore`, :class:`HeartbeatStore`, :class:`AppDirectory`,
 :class:`AppRetirement`, :class:`ResultReader`): code that needs one job of a store types against that part.
 """
@@ -19,9 +19,9 @@ import os
 from typing import Any, Callable, Dict, Mapping, Tuple, Type
 
 from ..errors import ConfigurationError
-from .app_id import APP_ID_PATTERN, check_app_id
-from .base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
-from .interfaces import (
+from ._app_id import APP_ID_PATTERN, check_app_id
+from ._base import SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
+from ._interfaces import (
     AppDirectory,
     AppRetirement,
     BatchLog,
@@ -32,14 +32,14 @@ from .interfaces import (
     PositionStore,
     ResultReader,
 )
-from .redis.cluster import RedisClusterStore
-from .redis.store import _OPTIONS as _REDIS_OPTIONS
-from .redis.store import RedisStore
-from .sql.postgres import PostgresStore, libpq_options
-from .sql.sqlite import _OPTIONS as _SQLITE_OPTIONS
-from .sql.sqlite import SQLiteStore
-from .url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
-from .writes import RESERVED_NAMESPACE
+from ._url import SECRET_OPTIONS, check_server_url, redact_url, unknown_options_error, url_scheme, with_options
+from ._writes import RESERVED_NAMESPACE
+from .redis._cluster import RedisClusterStore
+from .redis._store import _OPTIONS as _REDIS_OPTIONS
+from .redis._store import RedisStore
+from .sql._postgres import PostgresStore, libpq_options
+from .sql._sqlite import _OPTIONS as _SQLITE_OPTIONS
+from .sql._sqlite import SQLiteStore
 
 __all__ = [
     "APP_ID_PATTERN",
@@ -105,7 +105,7 @@ def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
     (``urllib.parse.quote(password, safe="")``); a URL with them raw is refused, never guessed at.
 
     ``app_id`` follows one rule in every store: 1 to 200 characters of ``A-Z a-z 0-9 . _ : -``
-    (see :mod:`dstream_exactly_once.stores.app_id`).
+    (:data:`APP_ID_PATTERN`, :func:`check_app_id`).
 
     ``options`` (e.g. ``timeout=10`` for SQLite, ``connect_timeout=3`` for PostgreSQL/Redis) are
     merged into the URL's query string, overriding items of the same name, so a store pickled to an

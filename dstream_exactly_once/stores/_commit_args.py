@@ -9,7 +9,7 @@ from typing import Dict, Mapping
 
 from .._checks import is_int
 from ..errors import ConfigurationError
-from .writes import INT64_MAX, PlannedBatch, Writes
+from ._writes import INT64_MAX, PlannedBatch, Writes
 
 __all__ = ["check_batch_arg", "check_documents_arg", "check_epoch_arg", "check_keep_arg", "check_positions_arg",
            "check_writes_arg"]

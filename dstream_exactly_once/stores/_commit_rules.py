@@ -5,7 +5,7 @@ Argument checks are :mod:`._commit_args`'s; how values are encoded is :mod:`._va
 
 Every backend runs the same decisions (``core.fencing.check_epoch``, ``decide``) inside its own transaction;
 Redis mirrors them in Lua, so the messages built here are shared by all three. Nothing here knows a
-source: ranges are :class:`~dstream_exactly_once.core.ranges.SourceRange` values, named by their
+source: ranges are :class:`~dstream_exactly_once.core._ranges.SourceRange` values, named by their
 ``position_key`` and compared by ``start``/``end``.
 """
 
@@ -17,11 +17,11 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..core.fencing import check_epoch as check_epoch  # the backends call it as rules.check_epoch
-from ..core.ranges import Position, SourceRange
+from ..core._fencing import check_epoch as check_epoch  # the backends call it as rules.check_epoch
+from ..core._ranges import Position, SourceRange
 from ..errors import ConfigurationError, OffsetConflictError, StoreError
 from ._commit_args import check_batch_arg, check_epoch_arg, check_writes_arg
-from .writes import PlannedBatch, Writes
+from ._writes import PlannedBatch, Writes
 
 _KEY, _START, _END = attrgetter("position_key"), attrgetter("start"), attrgetter("end")
 

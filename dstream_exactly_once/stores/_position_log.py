@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
-from ..core.ranges import Position, SourceRange, decode_ranges
+from ..core._ranges import Position, SourceRange, decode_ranges
 from ..errors import StoreError
 from ._commit_rules import CommitPlan, meta_json, stored_position
 

@@ -1,4 +1,4 @@
-"""How result values are stored, whatever the backend: a :class:`~dstream_exactly_once.stores.writes.Writes`
+"""How result values are stored, whatever the backend: a :class:`~dstream_exactly_once.Writes`
 as value operations (64-bit integers, floats, JSON documents), increments split by kind, and
 values decoded back from their stored columns."""
 
@@ -8,7 +8,7 @@ import json
 from typing import Any, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple
 
 from ..errors import ConfigurationError
-from .writes import INT64_MAX, INT64_MIN, Writes
+from ._writes import INT64_MAX, INT64_MIN, Writes
 
 __all__ = ["INT64_MAX", "INT64_MIN", "ValueOp", "counters_json", "decode_value", "rows_from_json", "split_increments",
            "value_ops"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..kafka.spark.rdd import KafkaRDD
+from ..kafka.spark._rdd import KafkaRDD
 
 __all__ = ["KafkaRDD"]
 

@@ -9,16 +9,15 @@ before it is called. Every public name of this package needs PySpark 4.0 or newe
     spark.readStream.format("aof").option("path", "/var/log/app/service.log*").load()
     df.writeStream.format("deo-store").options(**store_sink_options(url, app_id)).start()
 
-- ``aof`` (:mod:`dstream_exactly_once.files.structured.aof`): lines appended to growing files, rotation included.
-- ``deo-kafka`` as a source (:mod:`dstream_exactly_once.kafka.structured.source`): Kafka records, Spark's
-  Kafka source's schema and options, read by the library's Kafka readers (no JVM connector), ranges
-  packed into few tasks.
-- ``deo-store`` (:mod:`.store_sink`): exactly-once micro-batches into a transactional store.
-- ``deo-doris`` (:mod:`.doris_sink`): exactly-once micro-batches into Doris (Stream Load, two-phase).
-- ``deo-kafka`` (:mod:`dstream_exactly_once.kafka.structured.sink`): micro-batches into a Kafka topic, one
+- ``aof`` (:func:`register_aof`): lines appended to growing files, rotation included.
+- ``deo-kafka`` as a source: Kafka records, Spark's Kafka source's schema and options, read by the
+  library's Kafka readers (no JVM connector), ranges packed into few tasks.
+- ``deo-store`` (:func:`store_sink_options`): exactly-once micro-batches into a transactional store.
+- ``deo-doris`` (:func:`doris_sink_options`): exactly-once micro-batches into Doris (Stream Load, two-phase).
+- ``deo-kafka`` (:func:`kafka_sink_options`): micro-batches into a Kafka topic, one
   transaction per partition (exactly-once for ``read_committed`` consumers when replays are partitioned
   alike).
-- ``deo-delta`` (:mod:`.delta_sink`): exactly-once micro-batches into a Delta Lake table, one Delta
+- ``deo-delta`` (:func:`delta_sink_options`): exactly-once micro-batches into a Delta Lake table, one Delta
   commit per batch (needs the ``delta`` extra).
 
 Spark Connect: :func:`register` works on a Connect session (``SparkSession.builder.remote(...)``) as on a
@@ -33,13 +32,15 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["DeltaSinkOptions", "DorisSinkOptions", "KafkaSinkOptions", "StoreSinkOptions", "delta_sink_options",
-           "doris_sink_options", "kafka_sink_options", "register", "register_sinks", "store_sink_options"]
+           "doris_sink_options", "kafka_sink_options", "register", "register_aof", "register_sinks",
+           "store_sink_options"]
 
 
 def register(spark: Any) -> None:
     """Register this package's data sources and sinks with the Spark session ``spark`` (formats
     ``aof``, ``deo-store``, ``deo-doris``, ``deo-kafka`` (both a source and a sink) and, with ``deltalake``
-    installed, ``deo-delta``); :func:`register_sinks` registers the sinks (and ``deo-kafka``'s source). Idempotent.
+    installed, ``deo-delta``); :func:`register_aof` registers the ``aof`` source alone, :func:`register_sinks` the
+    sinks (and ``deo-kafka``'s source). Idempotent.
     ``spark`` may be a classic or a Spark Connect session (the classes are then pickled to the server,
     whose Python workers run them and must import this package).
 
@@ -47,8 +48,8 @@ def register(spark: Any) -> None:
     from ._requires import require_data_source_api
 
     require_data_source_api("register() (Structured Streaming)")
-    from ..files.structured.aof import register_aof
-    from .sinks import register_sinks
+    from ..files.structured._aof import register_aof
+    from ._sinks import register_sinks
 
     register_aof(spark)
     register_sinks(spark)
@@ -56,15 +57,16 @@ def register(spark: Any) -> None:
 
 # ---- sinks (lazy: importing this package needs no Spark)
 _SINK_EXPORTS = {
-    "register_sinks": ".sinks",
-    "store_sink_options": ".store_sink",
-    "StoreSinkOptions": ".store_sink",
-    "doris_sink_options": ".doris_sink",
-    "DorisSinkOptions": ".doris_sink",
-    "kafka_sink_options": "..kafka.structured.sink",
-    "KafkaSinkOptions": "..kafka.structured.sink",
-    "delta_sink_options": ".delta_sink",
-    "DeltaSinkOptions": ".delta_sink",
+    "register_aof": "..files.structured._aof",
+    "register_sinks": "._sinks",
+    "store_sink_options": "._store_sink",
+    "StoreSinkOptions": "._store_sink",
+    "doris_sink_options": "._doris_sink",
+    "DorisSinkOptions": "._doris_sink",
+    "kafka_sink_options": "..kafka.structured._sink",
+    "KafkaSinkOptions": "..kafka.structured._sink",
+    "delta_sink_options": "._delta_sink",
+    "DeltaSinkOptions": "._delta_sink",
 }
 
 

@@ -1,5 +1,5 @@
 """PySpark's Python Data Source classes of the ``deo-delta`` sink (the Spark-free logic is in
-:mod:`~dstream_exactly_once.structured.delta_sink`)."""
+:mod:`~dstream_exactly_once.structured._delta_sink`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ except ImportError:  # PySpark 3.5 and older: said by name
     require_data_source_api("the deo-delta Structured Streaming sink")
     raise
 
-from .delta_sink import (
+from ._delta_sink import (
     DELTA_SINK_NAME,
     DeltaSinkOptions,
     DeltaTaskFiles,
@@ -22,8 +22,8 @@ from .delta_sink import (
     commit_delta_batch,
     write_partition,
 )
-from .sink_runs import task_run
-from .store_sink import task_batch
+from ._sink_runs import task_run
+from ._store_sink import task_batch
 
 __all__ = ["DeltaCommitMessage", "DeltaSinkDataSource", "DeltaStreamWriter"]
 
@@ -56,7 +56,7 @@ class DeltaStreamWriter(DataSourceStreamWriter):
 
 
 class DeltaSinkDataSource(DataSource):
-    """``writeStream.format("deo-delta")``: see :mod:`dstream_exactly_once.structured.delta_sink`."""
+    """``writeStream.format("deo-delta")``: see :mod:`dstream_exactly_once.structured._delta_sink`."""
 
     @classmethod
     def name(cls) -> str:

@@ -1,5 +1,5 @@
 """PySpark's Python Data Source classes of the ``deo-doris`` sink (the Spark-free logic is in
-:mod:`~dstream_exactly_once.structured.doris_sink`)."""
+:mod:`~dstream_exactly_once.structured._doris_sink`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ except ImportError:  # PySpark 3.5 and older: said by name
     require_data_source_api("the deo-doris Structured Streaming sink")
     raise
 
-from .doris_sink import (
+from ._doris_sink import (
     DORIS_SINK_NAME,
     DorisCommit,
     DorisSinkOptions,
@@ -23,8 +23,8 @@ from .doris_sink import (
     commit_doris_batch,
     load_partition,
 )
-from .sink_runs import task_run
-from .store_sink import task_batch
+from ._sink_runs import task_run
+from ._store_sink import task_batch
 
 __all__ = ["DorisCommitMessage", "DorisSinkDataSource", "DorisStreamWriter"]
 
@@ -59,7 +59,7 @@ class DorisStreamWriter(DataSourceStreamWriter):
 
 
 class DorisSinkDataSource(DataSource):
-    """``writeStream.format("deo-doris")``: see :mod:`dstream_exactly_once.structured.doris_sink`."""
+    """``writeStream.format("deo-doris")``: see :mod:`dstream_exactly_once.structured._doris_sink`."""
 
     @classmethod
     def name(cls) -> str:

@@ -1,5 +1,5 @@
 """PySpark's Python Data Source classes of the ``deo-store`` sink (the Spark-free logic is in
-:mod:`~dstream_exactly_once.structured.store_sink`)."""
+:mod:`~dstream_exactly_once.structured._store_sink`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ except ImportError:  # PySpark 3.5 and older: said by name
     raise
 
 from ..errors import ConfigurationError
-from .sink_runs import QueryRun, run_of_messages, task_run
-from .store_sink import (
+from ._sink_runs import QueryRun, run_of_messages, task_run
+from ._store_sink import (
     STORE_SINK_NAME,
     StoreSinkOptions,
     _load_function,
@@ -55,7 +55,7 @@ class StoreStreamWriter(DataSourceStreamWriter):
             writes = rows_to_writes(iterator, complete=self.opts.complete)
         else:
             writes = _load_function(self.opts.writes_function)(iterator)
-            from ..stores.writes import Writes
+            from ..stores._writes import Writes
 
             if not isinstance(writes, Writes):
                 raise ConfigurationError(f"deo sink writes_function {self.opts.writes_function!r} must return a "
@@ -80,7 +80,7 @@ class StoreStreamWriter(DataSourceStreamWriter):
 
 
 class StoreSinkDataSource(DataSource):
-    """``writeStream.format("deo-store")``: see :mod:`dstream_exactly_once.structured.store_sink`."""
+    """``writeStream.format("deo-store")``: see :mod:`dstream_exactly_once.structured._store_sink`."""
 
     @classmethod
     def name(cls) -> str:

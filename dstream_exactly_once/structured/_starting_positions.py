@@ -17,10 +17,10 @@ POSITIONS_APP = "starting.positions.app"
 def check_starting_positions(store: Any, app: Any, source: str) -> Tuple[Optional[str], Optional[str]]:
     """``(store, app)`` of a source's options (``(None, None)`` when neither is given), checked;
     ``source`` names the source in the error (e.g. ``"deo-kafka source"``)."""
-    from ..redaction import redact_url
+    from .._redaction import redact_url
     from ..stores import check_store_url, store_schemes
-    from ..stores.app_id import check_app_id
-    from ..stores.url import url_scheme
+    from ..stores._app_id import check_app_id
+    from ..stores._url import url_scheme
 
     if store is None and app is None:
         return None, None

@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from urllib.parse import unquote, urlsplit
 
-from ..core.ranges import SourceRange
+from ..core._ranges import SourceRange
 from ..errors import ConfigurationError, FencedError, OffsetConflictError
-from ..files.structured import aof_offsets
-from ..kafka.offsets import OffsetRange, TopicAndPartition
-from ..kafka.structured.source_offsets import offsets_of, starts_of
-from .sink_runs import KEEP_FENCED, QueryRun
+from ..files.structured import _aof_offsets as aof_offsets
+from ..kafka._offsets import OffsetRange, TopicAndPartition
+from ..kafka.structured._source_offsets import offsets_of, starts_of
+from ._sink_runs import KEEP_FENCED, QueryRun
 
 __all__ = ["ANCHOR_NAMESPACE", "AnchorDecision", "check_checkpoint_location", "decide_anchored", "offset_log_entry",
            "source_ranges", "stored_kafka_offsets"]
@@ -203,8 +203,8 @@ def decide_anchored(where: str, stored: Optional[Mapping[str, Any]], ident: Quer
 
 def anchored_commit(store: Any, writes: Any, checkpoint: str, batch_id: int, ident: QueryRun, where: str) -> Any:
     """Commit ``writes`` of Spark batch ``batch_id`` with the source's offsets in one transaction of ``store``
-    (an open store of the application); returns the :class:`~dstream_exactly_once.stores.writes.CommitOutcome`."""
-    from ..stores.writes import CommitOutcome, PlannedBatch
+    (an open store of the application); returns the :class:`~dstream_exactly_once.CommitOutcome`."""
+    from ..stores._writes import CommitOutcome, PlannedBatch
 
     decision = decide_anchored(where, store.get_value(ANCHOR_NAMESPACE, ANCHOR_KEY), ident, batch_id)
     if decision.replay:

@@ -1,5 +1,5 @@
-"""Deprecated path of the ``aof`` source: :mod:`dstream_exactly_once.files.structured.aof` (register it
-with :func:`dstream_exactly_once.structured.register`).
+"""Deprecated path of the ``aof`` source: register it with :func:`dstream_exactly_once.structured.register`
+(or :func:`dstream_exactly_once.structured.register_aof`).
 
 This module still imports, with a :class:`DeprecationWarning`; it will be removed in a later release.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import warnings
 
-from ..files.structured.aof import *  # noqa: F403 - the deprecated path keeps the same names
-from ..files.structured.aof import __all__ as _names
+from ..files.structured._aof import *  # noqa: F403 - the deprecated path keeps the same names
+from ..files.structured._aof import __all__ as _names
 
 __all__ = list(_names)
 

@@ -7,8 +7,8 @@ one (``KafkaUtils.createExactlyOnceStream`` + ``commit_each_batch``). The driver
 fixed schedule at each crash point of ``docs/walkthrough.md``; the at-least-once sum ends too high,
 the exactly-once sum ends at N(N+1)/2.
 
-Modules: :mod:`.points` (crash points, kill schedule, trace file), :mod:`.plain_store` (the
-at-least-once pipeline's store), :mod:`.driver` (one Spark driver running both pipelines),
-:mod:`.show` (the parent: broker, runs, table), :mod:`.chart` (the PNG, optional matplotlib);
-:mod:`.pipeline` is the exactly-once sum pipeline alone, the driver the fault-injection tests kill.
+Modules: :mod:`._points` (crash points, kill schedule, trace file), :mod:`._plain_store` (the
+at-least-once pipeline's store), :mod:`._driver` (one Spark driver running both pipelines),
+:mod:`._show` (the parent: broker, runs, table), :mod:`._chart` (the PNG, optional matplotlib);
+:mod:`._pipeline` is the exactly-once sum pipeline alone, the driver the fault-injection tests kill.
 """

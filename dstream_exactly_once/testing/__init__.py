@@ -14,14 +14,14 @@
   behind the planner's metadata seam, for unit tests without a broker.
 """
 
-from .fake_kafka import FakeKafkaCluster
-from .kafka import LocalKafka, kafka_classpath
-from .postgres import LocalPostgres
-from .redis import LocalRedis
-from .redis_cluster import LocalRedisCluster
-from .spark import LocalSparkCluster, make_spark_context
-from .spark_connect import LocalSparkConnect
-from .yarn import LocalYarnCluster
+from ._fake_kafka import FakeKafkaCluster
+from ._kafka import LocalKafka, kafka_classpath
+from ._postgres import LocalPostgres
+from ._redis import LocalRedis
+from ._redis_cluster import LocalRedisCluster
+from ._spark import LocalSparkCluster, make_spark_context
+from ._spark_connect import LocalSparkConnect
+from ._yarn import LocalYarnCluster
 
 __all__ = ["FakeKafkaCluster", "LocalKafka", "LocalPostgres", "LocalRedis", "LocalRedisCluster",
            "LocalSparkCluster", "LocalSparkConnect", "LocalYarnCluster",

@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pytest
 
 if TYPE_CHECKING:
-    from .kafka import LocalKafka
-    from .postgres import LocalPostgres
-    from .redis import LocalRedis
-    from .redis_cluster import LocalRedisCluster
-    from .spark import LocalSparkCluster
-    from .spark_connect import LocalSparkConnect
+    from ._kafka import LocalKafka
+    from ._postgres import LocalPostgres
+    from ._redis import LocalRedis
+    from ._redis_cluster import LocalRedisCluster
+    from ._spark import LocalSparkCluster
+    from ._spark_connect import LocalSparkConnect
 
 #: the plugin's name in pytest (the entry point's): ``-p no:dstream_exactly_once`` disables it
 PLUGIN_NAME = "dstream_exactly_once"
@@ -51,7 +51,7 @@ PLUGIN_NAME = "dstream_exactly_once"
 @pytest.fixture(scope="session")
 def deo_kafka() -> Iterator[LocalKafka]:
     """A single-node KRaft Kafka broker on 127.0.0.1 shared by the session (``.bootstrap``)."""
-    from .kafka import LocalKafka
+    from ._kafka import LocalKafka
 
     with LocalKafka() as broker:
         yield broker
@@ -60,7 +60,7 @@ def deo_kafka() -> Iterator[LocalKafka]:
 @pytest.fixture(scope="session")
 def deo_redis() -> Iterator[LocalRedis]:
     """A ``redis-server`` on a free loopback port shared by the session (``.url``)."""
-    from .redis import LocalRedis
+    from ._redis import LocalRedis
 
     with LocalRedis() as server:
         yield server
@@ -70,7 +70,7 @@ def deo_redis() -> Iterator[LocalRedis]:
 def deo_redis_cluster() -> Iterator[LocalRedisCluster]:
     """A Redis Cluster (three masters, a replica each) shared by the session (``.url``:
     ``redis+cluster://…``)."""
-    from .redis_cluster import LocalRedisCluster
+    from ._redis_cluster import LocalRedisCluster
 
     with LocalRedisCluster() as cluster:
         yield cluster
@@ -79,7 +79,7 @@ def deo_redis_cluster() -> Iterator[LocalRedisCluster]:
 @pytest.fixture(scope="session")
 def deo_postgres() -> Iterator[LocalPostgres]:
     """A throwaway PostgreSQL cluster shared by the session (``.url(dbname)``, ``.create_database()``)."""
-    from .postgres import LocalPostgres
+    from ._postgres import LocalPostgres
 
     with LocalPostgres() as server:
         yield server
@@ -88,7 +88,7 @@ def deo_postgres() -> Iterator[LocalPostgres]:
 @pytest.fixture(scope="session")
 def deo_spark_context() -> Iterator[Any]:
     """A ``local[2]`` SparkContext shared by the session (loopback networking, quiet logs)."""
-    from .spark import make_spark_context
+    from ._spark import make_spark_context
 
     sc = make_spark_context("local[2]", "deo-pytest")
     try:
@@ -100,7 +100,7 @@ def deo_spark_context() -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def deo_spark_cluster() -> Iterator[LocalSparkCluster]:
     """A Spark standalone master with two one-core workers shared by the session (``.master_url``)."""
-    from .spark import LocalSparkCluster
+    from ._spark import LocalSparkCluster
 
     with LocalSparkCluster(workers=2) as cluster:
         yield cluster
@@ -110,7 +110,7 @@ def deo_spark_cluster() -> Iterator[LocalSparkCluster]:
 def deo_spark_connect() -> Iterator[LocalSparkConnect]:
     """A Spark Connect server (``local[2]``) shared by the session; ``.session()`` opens a Connect
     session on it, whose Python workers import the packages this process imports."""
-    from .spark_connect import LocalSparkConnect
+    from ._spark_connect import LocalSparkConnect
 
     with LocalSparkConnect() as server:
         yield server

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from dstream_exactly_once.core.ranges import SourceRange, register_range_kind
+from dstream_exactly_once.core._ranges import SourceRange, register_range_kind
 
 
 @register_range_kind

@@ -13,7 +13,7 @@ from typing import Any, Dict
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position
+from dstream_exactly_once.core._ranges import Position
 from dstream_exactly_once.errors import (
     ConfigurationError,
     FencedError,
@@ -21,7 +21,7 @@ from dstream_exactly_once.errors import (
     StoreError,
     StoreVersionError,
 )
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     SCHEMA_VERSION,
     CommitOutcome,
@@ -34,7 +34,7 @@ from dstream_exactly_once.stores import (
     Writes,
     open_store,
 )
-from dstream_exactly_once.stores.writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores._writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
 
 from ..conftest import raw_redis_client
 from .fixtures import ContractFixtures
@@ -502,7 +502,7 @@ class StoreContract(ContractFixtures):
         assert type(store.get_value("v", "a")) is int
 
     def test_incident_records_commit_with_the_batch(self, store: TransactionalStore, epoch: int) -> None:
-        from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
+        from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE, incident_key
         doc = {"ranges": [{"key": "t/0", "start": 0, "end": 10}], "lost": 10}
         store.commit(epoch, B0, Writes().incr("counts", "n").record_incident("loss", 0, doc, "t/0"))
         key = incident_key("loss", 0, "t/0")

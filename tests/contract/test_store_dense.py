@@ -18,9 +18,9 @@ from typing import Any, Dict, List, Sequence
 import pytest
 
 from dstream_exactly_once import skip_batch
-from dstream_exactly_once.core.ranges import Position, SourceRange, encode_range
+from dstream_exactly_once.core._ranges import Position, SourceRange, encode_range
 from dstream_exactly_once.errors import OffsetConflictError, StoreError
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     SCHEMA_VERSION,
     CommitOutcome,

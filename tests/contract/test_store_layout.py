@@ -17,14 +17,14 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position, SourceRange, register_range_kind
+from dstream_exactly_once.core._ranges import Position, SourceRange, register_range_kind
 from dstream_exactly_once.errors import (
     ConfigurationError,
     FencedError,
     OffsetConflictError,
     StoreUnavailableError,
 )
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     SCHEMA_VERSION,
     CommitOutcome,

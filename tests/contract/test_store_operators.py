@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 
 from .fixtures import ContractFixtures

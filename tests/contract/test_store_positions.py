@@ -1,8 +1,8 @@
 """Positions through the source-agnostic API, on every backend (real servers), with non-Kafka ranges.
 
 The store knows ranges only as ``(position_key, start, end)`` plus an optional document
-(:class:`~dstream_exactly_once.core.ranges.SourceRange`): these tests commit, replay, reset and log
-batches of :class:`~dstream_exactly_once.files.ranges.FileRange` and of ``SeqRange``, a range kind
+(:class:`~dstream_exactly_once.core._ranges.SourceRange`): these tests commit, replay, reset and log
+batches of :class:`~dstream_exactly_once.files._ranges.FileRange` and of ``SeqRange``, a range kind
 that exists only in the tests (``seq_range.py``) and is registered the way a source registers its
 own. They read positions back with ``load_positions`` (``load_offsets``, the Kafka view, leaves them
 out).
@@ -14,10 +14,10 @@ from typing import Any, Dict
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position, SourceRange
+from dstream_exactly_once.core._ranges import Position, SourceRange
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
-from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.files._ranges import FileRange
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import (
     CommitOutcome,
     PlannedBatch,

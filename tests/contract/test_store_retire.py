@@ -11,7 +11,7 @@ import pytest
 
 from dstream_exactly_once.admin import retire_app
 from dstream_exactly_once.errors import FencedError
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, TransactionalStore, Writes, open_store
 
 from .fixtures import ContractFixtures

@@ -12,9 +12,9 @@ import pytest
 
 from dstream_exactly_once.errors import FencedError, OffsetConflictError
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import CommitOutcome, PlannedBatch, Writes
-from dstream_exactly_once.structured.sink_runs import QueryRun
-from dstream_exactly_once.structured.store_sink import (
+from dstream_exactly_once.stores._writes import CommitOutcome, PlannedBatch, Writes
+from dstream_exactly_once.structured._sink_runs import QueryRun
+from dstream_exactly_once.structured._store_sink import (
     SINK_POSITION_KEY,
     SinkBatchRange,
     StoreSinkOptions,

@@ -24,10 +24,10 @@ from dstream_exactly_once import (
     skip_batch,
 )
 from dstream_exactly_once.cli import main
-from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.files._ranges import FileRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
-from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE, incident_key
 
 from ..conftest import raw_redis_client
 
@@ -126,7 +126,7 @@ class SkipContract:
     def test_execute_moves_positions_commits_records_the_incident_and_fences(
             self, store: Any, url: str, app_id: str, caplog: pytest.LogCaptureFixture) -> None:
         old_epoch = store.current_epoch()
-        with caplog.at_level("WARNING", logger="dstream_exactly_once.admin.skip"):
+        with caplog.at_level("WARNING", logger="dstream_exactly_once.admin._skip"):
             plan = skip_batch(url, app_id, 1, execute=True, reason="decode error at t/0@14")
         warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert len(warned) == 1 and "skipped batch 1" in warned[0] and "t-0 [10 -> 20)" in warned[0]

@@ -78,9 +78,9 @@ def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequen
     from pyspark.sql import SparkSession
 
     from dstream_exactly_once import open_store
-    from dstream_exactly_once.files.structured.aof import register_aof
+    from dstream_exactly_once.files.structured._aof import register_aof
     from dstream_exactly_once.structured import store_sink_options
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     sc = make_spark_context("local[2]", "aof-query")
     spark = SparkSession(sc)

@@ -46,7 +46,7 @@ def main(bootstrap: str, topic: str, checkpoint: str, out: str, expected_total: 
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import KafkaUtils
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     sc = make_spark_context("local[2]", "deo-checkpoint-driver",
                             {"spark.streaming.kafka.maxRatePerPartition": "20"})

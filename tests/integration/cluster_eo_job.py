@@ -5,7 +5,7 @@ Usage: ``python cluster_eo_job.py MASTER_URL BOOTSTRAP TOPIC STORE_URL APP_PREFI
 
 Two applications in one driver over ``TOPIC``: ``APP_PREFIX-batch`` (``commit_each_batch``) and
 ``APP_PREFIX-partition`` (``commit_each_partition``), both writing the demo pipeline's results
-(``dstream_exactly_once.teaching.pipeline.to_writes``, checked by ``demo.verify``). It runs until it is killed.
+(``dstream_exactly_once.teaching._pipeline.to_writes``, checked by ``demo.verify``). It runs until it is killed.
 
 Fault hooks for the test: while ``CONTROL_DIR/hold`` exists, every task that starts reading a
 partition writes ``CONTROL_DIR/inside-<executor JVM pid>`` and waits (up to 30 s) until the file is
@@ -50,8 +50,8 @@ def main(argv: List[str]) -> int:
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import KafkaUtils
-    from dstream_exactly_once.teaching.pipeline import summarize, to_writes
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.teaching._pipeline import summarize, to_writes
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     sc = make_spark_context(master, f"deo-cluster-eo-{prefix}", {
         "spark.executor.memory": "512m",

@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     from kafka.admin import OffsetSpec
 
     from dstream_exactly_once import KafkaMessageAndMetadata, KafkaUtils, OffsetRange
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="deo-cluster-job")
     try:

@@ -35,7 +35,7 @@ def main(mode: str, args: list) -> None:
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import FileUtils, KafkaUtils
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     if mode == "files":
         pattern, store, app, start, until = args

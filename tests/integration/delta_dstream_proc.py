@@ -30,12 +30,12 @@ def main(bootstrap: str, topic: str, store_url: str, app: str, table: str, crash
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import KafkaUtils, TopicAndPartition
-    from dstream_exactly_once.kafka.metadata import KafkaMetadata
-    from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka._metadata import KafkaMetadata
+    from dstream_exactly_once.kafka._params import parse_kafka_params
     from dstream_exactly_once.sinks.delta import DeltaSink
     from dstream_exactly_once.stores import open_store
-    from dstream_exactly_once.testing.child_driver import run_until_done
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._child_driver import run_until_done
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     params = {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"}
     md = KafkaMetadata(parse_kafka_params(params))

@@ -35,10 +35,10 @@ class CrashingWriter(DeltaStreamWriter):
         os.kill(os.getpid(), signal.SIGKILL)  # a Python worker outside the driver's group dies with it
 
     def commit(self, messages: List[Optional[Any]], batchId: int) -> None:  # noqa: N803
-        from dstream_exactly_once.structured import delta_sink
+        from dstream_exactly_once.structured import _delta_sink as delta_sink
 
         if batchId == self.at and self.point == "files":  # after the store's pending record, before the table
-            from dstream_exactly_once.sinks.delta.table import DeltaTarget
+            from dstream_exactly_once.sinks.delta._table import DeltaTarget
 
             def table_commit(*args: Any, **kwargs: Any) -> Any:
                 self._kill()

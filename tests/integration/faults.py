@@ -28,7 +28,7 @@ def start_pipeline(bootstrap: str, topic: str, store: Union[str, Sequence[str]],
                    extra: Sequence[str] = ()) -> subprocess.Popen:
     """One pipeline driver; several ``store`` URLs run the application(s) on each, in this one driver."""
     stores = [store] if isinstance(store, str) else list(store)
-    cmd = [sys.executable, "-m", "dstream_exactly_once.teaching.pipeline", "pipeline", "--bootstrap", bootstrap,
+    cmd = [sys.executable, "-m", "dstream_exactly_once.teaching._pipeline", "pipeline", "--bootstrap", bootstrap,
            "--topic", topic, *[arg for url in stores for arg in ("--store", url)],
            "--app-id", app_id, "--pattern", pattern, "--rate", str(rate), "--crash-prob", str(crash_prob)]
     if seed is not None:

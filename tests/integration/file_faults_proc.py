@@ -62,7 +62,7 @@ def drive(pattern: str, targets: List[Tuple[str, str]], n: int) -> int:
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import FileUtils, Writes
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     def sum_and_count(batch, rdd):  # type: ignore[no-untyped-def]
         total, count = rdd.map(lambda line: (int(line), 1)).fold((0, 0), lambda a, b: (a[0] + b[0], a[1] + b[1]))

@@ -28,7 +28,7 @@ def drive(bootstrap: str, topic: str, store: str, app: str, n: int, mode: str, m
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import KafkaUtils
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     os.environ[_GROUP] = str(os.getpgid(0))  # inherited by the JVM and its Python workers
     conf = {"spark.streaming.kafka.tasks.target.count": "3"}

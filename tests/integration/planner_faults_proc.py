@@ -45,7 +45,7 @@ def sum_numbers(ssc: Any, stream: Any, store: str, app: str, n: int, mode: str, 
     """Sum and count ``number_of(record)`` of ``stream``'s records with the output ``mode`` names (dying
     once at its point), start ``ssc`` and wait until the store holds ``n`` numbers."""
     from dstream_exactly_once import Writes, open_store
-    from dstream_exactly_once.streaming.task_context import current_pieces
+    from dstream_exactly_once.streaming._task_context import current_pieces
 
     if mode == "between_pieces":
         def number(record: Any) -> tuple:
@@ -79,7 +79,7 @@ def drive(pattern: str, store: str, app: str, n: int, mode: str, marker: str) ->
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import FileUtils
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     os.environ[_GROUP] = str(os.getpgid(0))  # inherited by the JVM and its Python workers
     sc = make_spark_context("local[1]", "planner-faults")

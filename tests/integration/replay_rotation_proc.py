@@ -24,7 +24,7 @@ def main(pattern: str, store: str, app: str, output: str, marker: str) -> None:
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import FileUtils, Writes
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     sc = make_spark_context("local[2]", "replay-rotation")
     ssc = StreamingContext(sc, 0.5)

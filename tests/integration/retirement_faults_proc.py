@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 
 def drive(directory: str, store_url: str, app: str, kill: str) -> int:
-    from dstream_exactly_once.engine.committer import BatchCommitter
+    from dstream_exactly_once.engine._committer import BatchCommitter
     from dstream_exactly_once.files import FilePlanner, FileSourceOptions
     from dstream_exactly_once.stores import Writes, open_store
 

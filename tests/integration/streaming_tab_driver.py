@@ -34,7 +34,7 @@ def main(mode: str, args: List[str]) -> None:
     from pyspark.streaming import StreamingContext
 
     from dstream_exactly_once import FileUtils, KafkaUtils, Writes
-    from dstream_exactly_once.testing.spark import make_spark_context
+    from dstream_exactly_once.testing._spark import make_spark_context
 
     exactly_once = mode.startswith("eo-")
     source = mode[3:] if exactly_once else mode

@@ -19,7 +19,7 @@ def main(fe_url: str, store: str, app: str, checkpoint: str) -> None:
     from pyspark.sql import SparkSession
 
     from dstream_exactly_once.structured import doris_sink_options, register_sinks
-    from dstream_exactly_once.testing.spark import spark_env
+    from dstream_exactly_once.testing._spark import spark_env
 
     os.environ.update(spark_env())
     spark = (SparkSession.builder.master("local[2]").appName("structured-doris")

@@ -27,8 +27,8 @@ def kafka_query_session(name: str) -> Any:
     from pyspark.sql import SparkSession
 
     from dstream_exactly_once.structured import register_sinks
-    from dstream_exactly_once.testing.spark import spark_env
-    from dstream_exactly_once.testing.spark_kafka import spark_kafka_jars
+    from dstream_exactly_once.testing._spark import spark_env
+    from dstream_exactly_once.testing._spark_kafka import spark_kafka_jars
 
     os.environ.update(spark_env())
     spark = (SparkSession.builder.master("local[2]").appName(name)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 from ..helpers import run_cli as _cli
 

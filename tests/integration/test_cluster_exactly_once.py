@@ -20,11 +20,11 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from dstream_exactly_once.kafka.offsets import TopicAndPartition
+from dstream_exactly_once.kafka._offsets import TopicAndPartition
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.teaching.pipeline import verify
+from dstream_exactly_once.teaching._pipeline import verify
 from dstream_exactly_once.testing import LocalSparkCluster
-from dstream_exactly_once.testing.spark import spark_home
+from dstream_exactly_once.testing._spark import spark_home
 
 from ..helpers import eventually
 

@@ -12,10 +12,11 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, DataLossError, KafkaUtils, OffsetRange
-from dstream_exactly_once.kafka import reader_confluent, reader_kafka_python
-from dstream_exactly_once.kafka.consumers import ConsumerCache
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.reader_choice import READER_KEY
+from dstream_exactly_once.kafka import _reader_confluent as reader_confluent
+from dstream_exactly_once.kafka import _reader_kafka_python as reader_kafka_python
+from dstream_exactly_once.kafka._consumers import ConsumerCache
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._reader_choice import READER_KEY
 from dstream_exactly_once.stores import Writes, open_store
 
 from .streams import run_until
@@ -134,7 +135,7 @@ def _spark_conf(sc, key: str, value: str) -> Iterator[None]:
 def _read_by_confluent(topic):
     def probe(records):
         n = sum(1 for _ in records)
-        from dstream_exactly_once.kafka.reader_confluent import CONSUMERS
+        from dstream_exactly_once.kafka._reader_confluent import CONSUMERS
 
         return [(n, any(k[2] == topic for k in CONSUMERS._items))]
     return probe

@@ -24,8 +24,8 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import DataLossError, FileUtils, Writes, open_store
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient
-from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 from ..helpers import eventually
 from .faults import ROOT, kill_group

@@ -9,7 +9,7 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import FileUtils, KafkaUtils
-from dstream_exactly_once.core.loss_totals import DataLossTotals
+from dstream_exactly_once.core._loss_totals import DataLossTotals
 
 from .streams import run_until
 

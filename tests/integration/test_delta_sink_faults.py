@@ -38,7 +38,7 @@ def batch_commits(table: str, app: str) -> List[int]:
     """The batch ids of the table's commits the sink made under ``app``, oldest first."""
     import deltalake
 
-    from dstream_exactly_once.sinks.delta.table import METADATA_KEY
+    from dstream_exactly_once.sinks.delta._table import METADATA_KEY
 
     found = [json.loads(h[METADATA_KEY]) for h in deltalake.DeltaTable(table).history() if METADATA_KEY in h]
     return sorted(int(m["batch_id"]) for m in found if m["app_id"] == app)

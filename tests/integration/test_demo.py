@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dstream_exactly_once.teaching.points import EXPLAINED, kill_schedule
+from dstream_exactly_once.teaching._points import EXPLAINED, kill_schedule
 
 pytestmark = pytest.mark.slow
 

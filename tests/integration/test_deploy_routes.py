@@ -25,7 +25,7 @@ import pytest
 
 from dstream_exactly_once import __version__, open_store
 from dstream_exactly_once.testing import LocalSparkCluster
-from dstream_exactly_once.testing.spark import spark_home
+from dstream_exactly_once.testing._spark import spark_home
 
 from .. import docblocks
 from ..helpers import eventually

@@ -16,7 +16,7 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import FileUtils
-from dstream_exactly_once.core.retirement import DIRECT_GRACE_BATCHES
+from dstream_exactly_once.core._retirement import DIRECT_GRACE_BATCHES
 
 from ..helpers import eventually, logrotate
 from .streams import run_until

@@ -290,7 +290,7 @@ def test_checkpointed_context_with_update_state_by_key(kafka, topic_name, sc, tm
 def test_recovering_a_stream_from_a_checkpoint_is_refused_clearly():
     import pickle
 
-    from dstream_exactly_once.core.driver_ref import DriverOnly, _resolve
+    from dstream_exactly_once.core._driver_ref import DriverOnly, _resolve
 
     class Builder(DriverOnly):
         pass

@@ -14,7 +14,7 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, LoadRejectedError, SinkError
 from dstream_exactly_once.sinks.doris import DorisStreamLoadClient, LoadState, TxnOutcome
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 PASSWORD = "p4ss-" + uuid.uuid4().hex[:8]
 DB, TABLE = "sales", "orders"

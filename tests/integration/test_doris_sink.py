@@ -1,6 +1,6 @@
 """DorisSink end to end over HTTP (protocol double) with an in-test fake of the transactional store.
 
-The fake keeps only what the sink relies on from the store contract (``stores/base.py``): one
+The fake keeps only what the sink relies on from the store contract (``stores/_base.py``): one
 all-or-nothing commit with epoch check and offset compare-and-set, ``has_label`` and ``get_value``.
 Every crash point of the two-phase protocol is exercised; the table must end with each partition's
 rows exactly once.
@@ -15,10 +15,10 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 import pytest
 
 from dstream_exactly_once.errors import FencedError, OffsetConflictError, SinkError, StoreUnavailableError
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.sinks.doris import DorisSink, DorisStreamLoadClient, TxnOutcome
-from dstream_exactly_once.stores.base import CommitOutcome, PlannedBatch, Writes
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.stores._base import CommitOutcome, PlannedBatch, Writes
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 DB, TABLE = "dw", "events"
 

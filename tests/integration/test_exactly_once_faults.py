@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from dstream_exactly_once.teaching.pipeline import verify
+from dstream_exactly_once.teaching._pipeline import verify
 
 from ..helpers import eventually
 from .faults import run_with_kills

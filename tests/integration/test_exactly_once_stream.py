@@ -142,7 +142,7 @@ def test_bad_input_before_anything_is_written(kafka, topic_name, sc, tmp_path):
         KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url)
     # offsets in the store beyond the broker's log end
     with open_store(url, "ahead") as s:
-        from dstream_exactly_once.kafka.offsets import OffsetRange
+        from dstream_exactly_once.kafka._offsets import OffsetRange
         from dstream_exactly_once.stores import PlannedBatch
 
         e = s.start_epoch()
@@ -159,7 +159,7 @@ def test_several_uncommitted_batches_are_replayed_in_order_with_their_ranges(kaf
     """A crashed driver left batches 0..2 planned (offset log) but uncommitted, as Spark's job
     generator plans ahead of running jobs: they are replayed first, in order, with the same ids and
     ranges and the same labels, before anything new is planned."""
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.sinks import make_label
     from dstream_exactly_once.stores import PlannedBatch
 
@@ -321,7 +321,7 @@ def test_offset_log_in_commit_logs_each_batch_with_its_commit(kafka, topic_name,
     still replayed with their ranges; new batches enter the offset log only with their commit, so
     at any moment every logged batch is committed; bad values and a second output are refused
     before anything is written."""
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch
 
     kafka.create_topic(topic_name, 2)

@@ -23,7 +23,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import DStreamExactlyOnceError, KafkaUtils, TopicAndPartition
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE
+from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE
 
 from ..helpers import eventually
 

@@ -124,7 +124,7 @@ def test_rotated_file_deleted_while_no_driver_runs_is_reported_by_the_next(sc, t
     os.rename(live, live + ".1")
     _append(live, range(1001, 1101))
     os.remove(live + ".1")
-    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.files.planner"):
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.files._planner"):
         second = Driver(sc, pattern, url, app, {})
         try:
             _counted(url, app, 500)

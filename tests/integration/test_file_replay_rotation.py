@@ -24,7 +24,7 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import FileUtils, Writes, open_store
-from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE
+from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE
 
 from ..helpers import eventually
 from .faults import ROOT, kill_group

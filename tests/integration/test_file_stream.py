@@ -13,7 +13,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, FileUtils
 from dstream_exactly_once.files import FileRange
-from dstream_exactly_once.files.spark.utils import FileDStream, FileRDD
+from dstream_exactly_once.files.spark._utils import FileDStream, FileRDD
 from dstream_exactly_once.stores import Writes, open_store
 
 from .streams import run_until

@@ -10,7 +10,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import FileUtils
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.streaming.task_context import current_pieces
+from dstream_exactly_once.streaming._task_context import current_pieces
 
 from .streams import run_until
 

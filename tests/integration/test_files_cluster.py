@@ -21,15 +21,15 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, FileUtils
-from dstream_exactly_once.core.tasks import TaskOptions
+from dstream_exactly_once.core._tasks import TaskOptions
 from dstream_exactly_once.files import FileRange, FileRangeReader
-from dstream_exactly_once.files.hosts import HostCheckedReader
-from dstream_exactly_once.files.spark.utils import FileRDD, _file_rdd
+from dstream_exactly_once.files._hosts import HostCheckedReader
+from dstream_exactly_once.files.spark._utils import FileRDD, _file_rdd
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.streaming.pinned import pinned_rdd, preferred_locations
+from dstream_exactly_once.streaming._pinned import pinned_rdd, preferred_locations
 from dstream_exactly_once.testing import LocalSparkCluster
 from dstream_exactly_once.testing._process import ManagedProcess, free_port, wait_until
-from dstream_exactly_once.testing.spark import spark_env, spark_home
+from dstream_exactly_once.testing._spark import spark_env, spark_home
 
 from ..helpers import eventually
 

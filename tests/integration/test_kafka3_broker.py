@@ -8,10 +8,10 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, KafkaUtils, OffsetRange, RetryPolicy, TopicAndPartition
-from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
+from dstream_exactly_once.kafka.sinks._transactional import KafkaTransactionalSink
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store
 from dstream_exactly_once.testing import LocalKafka
-from dstream_exactly_once.testing.kafka import KAFKA_3_VERSION, kafka_version
+from dstream_exactly_once.testing._kafka import KAFKA_3_VERSION, kafka_version
 
 from .streams import run_until
 from .test_kafka_sink import read_committed

@@ -1,4 +1,4 @@
-"""One consumer reads many Kafka ranges at once (kafka/multi_reader.py) against the real broker: the
+"""One consumer reads many Kafka ranges at once (kafka/_multi_reader.py) against the real broker: the
 records of every range, in per-partition order, none past its end offset; the data-loss policy as
 the single-range reader's."""
 
@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 
 from dstream_exactly_once import DataLossError, OffsetRange
-from dstream_exactly_once.kafka import multi_reader, multi_reader_confluent, reader_confluent
-from dstream_exactly_once.kafka import reader_kafka_python as reader
-from dstream_exactly_once.kafka.consumers import ConsumerCache
-from dstream_exactly_once.kafka.params import parse_kafka_params
+from dstream_exactly_once.kafka import _multi_reader as multi_reader
+from dstream_exactly_once.kafka import _multi_reader_confluent as multi_reader_confluent
+from dstream_exactly_once.kafka import _reader_confluent as reader_confluent
+from dstream_exactly_once.kafka import _reader_kafka_python as reader
+from dstream_exactly_once.kafka._consumers import ConsumerCache
+from dstream_exactly_once.kafka._params import parse_kafka_params
 
 pytestmark = pytest.mark.integration
 

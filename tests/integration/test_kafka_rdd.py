@@ -172,9 +172,10 @@ def _kafka_python_records(kafka, topic, partition, until, **consumer_config):
 
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_batch_reader_returns_what_kafka_python_returns(kafka, topic_name, sc, compression):
-    from dstream_exactly_once.kafka import _fetch, reader_kafka_python
-    from dstream_exactly_once.kafka.consumers import CONSUMERS
-    from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka import _fetch
+    from dstream_exactly_once.kafka import _reader_kafka_python as reader_kafka_python
+    from dstream_exactly_once.kafka._consumers import CONSUMERS
+    from dstream_exactly_once.kafka._params import parse_kafka_params
 
     kafka.create_topic(topic_name, 1, {"max.message.bytes": 4_000_000, "segment.bytes": 8_000_000})
     producer = kafka.producer(compression_type=compression, linger_ms=50, batch_size=64 * 1024,

@@ -21,8 +21,8 @@ from dstream_exactly_once import (
     TopicAndPartition,
     open_store,
 )
-from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
-from dstream_exactly_once.sinks.labels import make_label
+from dstream_exactly_once.kafka.sinks._transactional import KafkaTransactionalSink
+from dstream_exactly_once.sinks._labels import make_label
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch
 from dstream_exactly_once.testing import LocalRedis
 

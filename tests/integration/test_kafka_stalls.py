@@ -26,10 +26,12 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 from dstream_exactly_once import DataLossError, OffsetRange
-from dstream_exactly_once.kafka import multi_reader, multi_reader_confluent, reader_confluent
-from dstream_exactly_once.kafka import reader_kafka_python as reader
-from dstream_exactly_once.kafka.consumers import ConsumerCache, _kafka_python_consumer
-from dstream_exactly_once.kafka.params import parse_kafka_params
+from dstream_exactly_once.kafka import _multi_reader as multi_reader
+from dstream_exactly_once.kafka import _multi_reader_confluent as multi_reader_confluent
+from dstream_exactly_once.kafka import _reader_confluent as reader_confluent
+from dstream_exactly_once.kafka import _reader_kafka_python as reader
+from dstream_exactly_once.kafka._consumers import ConsumerCache, _kafka_python_consumer
+from dstream_exactly_once.kafka._params import parse_kafka_params
 
 pytestmark = pytest.mark.integration
 
@@ -129,7 +131,7 @@ def test_a_partition_paused_mid_fetch_is_read_again_by_the_same_cached_consumer(
         assert cache.created == 1
         later = OffsetRange(topic_name, 0, 2, 15)
         t0 = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka.stall"):
+        with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka._stall"):
             if second == "packed":
                 blocks = list(multi_reader.read_ranges(config, [later], cache=cache, poll_timeout_ms=POLL_MS))
             else:
@@ -206,7 +208,7 @@ def test_records_the_client_does_not_return_are_read_with_a_fresh_consumer(kafka
     use = READERS[client]
     t0 = time.monotonic()
     try:
-        with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka.stall"):
+        with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka._stall"):
             if packed:
                 blocks = list(use["many"](config, ranges, cache=cache, poll_timeout_ms=POLL_MS))
             else:

@@ -14,7 +14,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, OffsetRange, current_offset_range
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.streaming.task_context import current_pieces, current_ranges
+from dstream_exactly_once.streaming._task_context import current_pieces, current_ranges
 
 from .streams import run_until
 

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from dstream_exactly_once import KafkaUnavailableError
-from dstream_exactly_once.kafka.metadata import KafkaMetadata, close_metadata
-from dstream_exactly_once.kafka.params import parse_kafka_params
+from dstream_exactly_once.kafka._metadata import KafkaMetadata, close_metadata
+from dstream_exactly_once.kafka._params import parse_kafka_params
 
 from ..helpers import eventually
 
@@ -75,7 +75,7 @@ def test_close_metadata_closes_what_can_be_closed_and_logs_a_failure(caplog):
             Failing.calls += 1
             raise RuntimeError("boom")
 
-    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka.metadata"):
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.kafka._metadata"):
         close_metadata(Failing())  # logged, not raised: stopping goes on
     assert Failing.calls == 1
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "boom" in r.getMessage()]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from dstream_exactly_once.kafka.metadata import KafkaMetadata
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.planner import DirectPlanner
-from dstream_exactly_once.kafka.strategies import SubscribePattern
+from dstream_exactly_once.kafka._metadata import KafkaMetadata
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._planner import DirectPlanner
+from dstream_exactly_once.kafka._strategies import SubscribePattern
 
 
 def test_matching_partitions_is_one_metadata_request_with_the_two_request_answer(kafka, topic_name):

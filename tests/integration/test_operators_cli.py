@@ -11,7 +11,7 @@ import pytest
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, TopicAndPartition
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
 from ..helpers import eventually

@@ -15,12 +15,12 @@ from pyspark import TaskContext
 from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import ConfigurationError, FileUtils, OutputError, Writes, open_store
-from dstream_exactly_once.core.tasks import TaskOptions
+from dstream_exactly_once.core._tasks import TaskOptions
 from dstream_exactly_once.files import FilePlanner, FileRangeReader
-from dstream_exactly_once.files.spark.utils import _file_rdd
+from dstream_exactly_once.files.spark._utils import _file_rdd
 from dstream_exactly_once.stores import PlannedBatch
-from dstream_exactly_once.streaming.partition_ranges import PlannedRanges, shown_batch
-from dstream_exactly_once.streaming.task_context import current_ranges
+from dstream_exactly_once.streaming._partition_ranges import PlannedRanges, shown_batch
+from dstream_exactly_once.streaming._task_context import current_ranges
 
 pytestmark = pytest.mark.integration
 

@@ -13,10 +13,10 @@ import pytest
 from redis.crc import key_slot
 
 from dstream_exactly_once.errors import StoreUnavailableError
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, RedisClusterStore, Writes, open_store
-from dstream_exactly_once.teaching.pipeline import verify
-from dstream_exactly_once.testing.redis_cluster import (
+from dstream_exactly_once.teaching._pipeline import verify
+from dstream_exactly_once.testing._redis_cluster import (
     LocalRedisCluster,
     begin_migration,
     finish_migration,

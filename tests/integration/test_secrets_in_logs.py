@@ -14,9 +14,9 @@ from typing import Iterator, List
 import pytest
 
 from dstream_exactly_once import KafkaAuthError, OffsetRange
-from dstream_exactly_once.kafka.metadata import KafkaMetadata
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.reader_kafka_python import ConsumerCache, read_range
+from dstream_exactly_once.kafka._metadata import KafkaMetadata
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._reader_kafka_python import ConsumerCache, read_range
 
 # Passwords unique to this file, so nothing else in the session could have registered them.
 WRONG_PASSWORD = "wr0ng-Pa55-7c1e-in-logs"

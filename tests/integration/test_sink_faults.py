@@ -9,7 +9,7 @@ import pytest
 
 from dstream_exactly_once.sinks import make_label
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 from .faults import run_with_kills
 

@@ -21,7 +21,7 @@ from pyspark.streaming import StreamingContext
 
 from dstream_exactly_once import KafkaUtils, OutputError
 from dstream_exactly_once.stores import Writes, open_store
-from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE, incident_key
 
 from ..helpers import eventually
 

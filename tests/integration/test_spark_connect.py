@@ -13,7 +13,7 @@ import pytest
 from dstream_exactly_once import KafkaUtils, SparkConnectUnsupportedError
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.structured import doris_sink_options, kafka_sink_options, register, store_sink_options
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 pytestmark = [pytest.mark.pyspark4, pytest.mark.slow]
 

@@ -7,7 +7,7 @@ from typing import Any, List, Tuple
 
 import pytest
 
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import PlannedBatch, TransactionalStore, Writes, open_store
 
 N_BATCHES = 40

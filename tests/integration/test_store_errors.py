@@ -11,7 +11,7 @@ import redis.exceptions as rex
 
 from dstream_exactly_once.errors import StoreAuthError, StoreError, StoreUnavailableError
 from dstream_exactly_once.stores import PostgresStore, RedisStore, SQLiteStore
-from dstream_exactly_once.stores.url import redact_url
+from dstream_exactly_once.stores._url import redact_url
 
 SECRET = "hunter2-Secret-pw"
 

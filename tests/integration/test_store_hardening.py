@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 
 from dstream_exactly_once.errors import ConfigurationError, StoreAuthError, StoreError
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import (
     CommitOutcome,
     PlannedBatch,

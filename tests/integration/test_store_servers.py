@@ -15,7 +15,7 @@ from dstream_exactly_once.errors import (
     StoreError,
     StoreUnavailableError,
 )
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, TransactionalStore, Writes, open_store
 from dstream_exactly_once.testing import LocalPostgres, LocalRedis
 from dstream_exactly_once.testing._process import free_port

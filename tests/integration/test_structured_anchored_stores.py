@@ -14,9 +14,9 @@ import pytest
 
 from dstream_exactly_once.errors import FencedError, OffsetConflictError
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import CommitOutcome, Writes
-from dstream_exactly_once.structured.sink_runs import QueryRun
-from dstream_exactly_once.structured.store_sink import StoreSinkOptions, commit_batch, store_sink_options
+from dstream_exactly_once.stores._writes import CommitOutcome, Writes
+from dstream_exactly_once.structured._sink_runs import QueryRun
+from dstream_exactly_once.structured._store_sink import StoreSinkOptions, commit_batch, store_sink_options
 
 pytestmark = [pytest.mark.integration]
 

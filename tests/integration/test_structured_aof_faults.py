@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.structured.store_sink import SINK_POSITION_KEY
+from dstream_exactly_once.structured._store_sink import SINK_POSITION_KEY
 
 from ..helpers import eventually
 from .faults import ROOT, kill_group

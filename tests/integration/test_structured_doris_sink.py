@@ -13,8 +13,8 @@ from collections import Counter
 import pytest
 
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.structured.store_sink import SINK_POSITION_KEY
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.structured._store_sink import SINK_POSITION_KEY
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 from ..helpers import eventually
 from .faults import ROOT, kill_group

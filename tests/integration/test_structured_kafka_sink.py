@@ -10,16 +10,16 @@ from dataclasses import replace
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError
-from dstream_exactly_once.kafka.structured.sink import (
+from dstream_exactly_once.kafka.structured._sink import (
     KafkaSinkOptions,
     commit_kafka_batch,
     kafka_sink_options,
     write_partition,
 )
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import CommitOutcome
-from dstream_exactly_once.structured.sink_runs import QueryRun
-from dstream_exactly_once.structured.store_sink import SINK_POSITION_KEY
+from dstream_exactly_once.stores._writes import CommitOutcome
+from dstream_exactly_once.structured._sink_runs import QueryRun
+from dstream_exactly_once.structured._store_sink import SINK_POSITION_KEY
 
 COLUMNS = ("value", "key", "topic", "partition", "headers")
 RUN = QueryRun("query-1", "run-1")

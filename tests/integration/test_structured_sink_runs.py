@@ -123,7 +123,7 @@ def test_update_mode_is_refused_by_spark_before_anything_is_written(spark, tmp_p
 @pytest.mark.parametrize("mode", ["complete", "update"])
 def test_doris_sink_takes_append_only(spark, tmp_path, mode):
     from dstream_exactly_once.structured import doris_sink_options
-    from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+    from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
     path, url = str(tmp_path / "in.log"), f"sqlite:///{tmp_path}/s.db"
     _lines(path, ["a", "b"])

@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import pytest
 
-from dstream_exactly_once.kafka.offsets import TopicAndPartition
+from dstream_exactly_once.kafka._offsets import TopicAndPartition
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.testing import LocalKafka, LocalYarnCluster
 

@@ -191,25 +191,25 @@ def _mapping(parse: Callable[[Live, Dict[str, Any]], Any], base: Callable[[Live]
 
 
 def _store_sink(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.store_sink import StoreSinkOptions
+    from dstream_exactly_once.structured._store_sink import StoreSinkOptions
 
     return StoreSinkOptions.parse(o)
 
 
 def _doris_sink(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.doris_sink import DorisSinkOptions
+    from dstream_exactly_once.structured._doris_sink import DorisSinkOptions
 
     return DorisSinkOptions.parse(o)
 
 
 def _kafka_sink(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.kafka.structured.sink import KafkaSinkOptions
+    from dstream_exactly_once.kafka.structured._sink import KafkaSinkOptions
 
     return KafkaSinkOptions.parse(o)
 
 
 def _delta_sink(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.structured.delta_sink import DeltaSinkOptions
+    from dstream_exactly_once.structured._delta_sink import DeltaSinkOptions
 
     return DeltaSinkOptions.parse(o)
 
@@ -223,22 +223,22 @@ def _builder(name: str) -> Callable[[Live, Dict[str, Any]], Any]:
 
 
 def _spark_conf(live: Live, conf: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.spark.direct import ReadOptions
-    from dstream_exactly_once.streaming.backpressure import rate_controller_from_conf
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka.spark._direct import ReadOptions
+    from dstream_exactly_once.streaming._backpressure import rate_controller_from_conf
 
     ReadOptions(conf, config=parse_kafka_params(KP))
     return rate_controller_from_conf({"spark.streaming.backpressure.enabled": "true", **conf}, 1000)
 
 
 def _aof(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.files.structured.aof_options import parse_aof_options
+    from dstream_exactly_once.files.structured._aof_options import parse_aof_options
 
     return parse_aof_options(o)
 
 
 def _kafka_source(live: Live, o: Dict[str, Any]) -> Any:
-    from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
+    from dstream_exactly_once.kafka.structured._source_options import parse_kafka_source_options
 
     return parse_kafka_source_options(o)
 
@@ -253,7 +253,7 @@ def _url(scheme_url: Callable[[Live], str]) -> Callable[..., Result]:
 
 def _cli(words: Tuple[str, ...], base: Tuple[str, ...] = ()) -> Callable[..., Result]:
     def invoke(live: Live, key: str, value: Any, also_bad: bool = False) -> Result:
-        from dstream_exactly_once.cli.main import main
+        from dstream_exactly_once.cli._main import main
 
         args = [a.replace("{url}", live.url).replace("{app}", live.app).replace("{root}", live.root) for a in base]
         if key in args:

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Optional
 
-from dstream_exactly_once.core.ranges import Position, decode_range, encode_range
+from dstream_exactly_once.core._ranges import Position, decode_range, encode_range
 from dstream_exactly_once.files import FilePlanner, FileRange, FileSourceOptions
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.kafka.offsets import TopicAndPartition
-from dstream_exactly_once.kafka.planner import DirectPlanner, RateLimit
-from dstream_exactly_once.kafka.strategies import Subscribe
-from dstream_exactly_once.streaming.backpressure import PIDRateEstimator, RateController, rate_controller_from_conf
-from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
+from dstream_exactly_once.kafka._offsets import TopicAndPartition
+from dstream_exactly_once.kafka._planner import DirectPlanner, RateLimit
+from dstream_exactly_once.kafka._strategies import Subscribe
+from dstream_exactly_once.streaming._backpressure import PIDRateEstimator, RateController, rate_controller_from_conf
+from dstream_exactly_once.testing._fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 

@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from dstream_exactly_once.cli.option_entries import every_entry_point
-from dstream_exactly_once.core.options import Option
+from dstream_exactly_once.cli._option_entries import every_entry_point
+from dstream_exactly_once.core._options import Option
 from dstream_exactly_once.errors import DStreamExactlyOnceError
 from dstream_exactly_once.option_registry import EntryPoint
 

@@ -9,12 +9,12 @@ import pytest
 from pyspark import SparkContext
 
 from dstream_exactly_once import ConfigurationError, OffsetRange
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.spark.direct import DirectBatches, ReadOptions, _recover_batches
-from dstream_exactly_once.kafka.strategies import Subscribe
-from dstream_exactly_once.streaming import recovery
-from dstream_exactly_once.streaming.dstream import RangeDStream
-from dstream_exactly_once.streaming.recovery import batch_ms, forget, refuse_recovery, time_of_ms
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._strategies import Subscribe
+from dstream_exactly_once.kafka.spark._direct import DirectBatches, ReadOptions, _recover_batches
+from dstream_exactly_once.streaming import _recovery as recovery
+from dstream_exactly_once.streaming._dstream import RangeDStream
+from dstream_exactly_once.streaming._recovery import batch_ms, forget, refuse_recovery, time_of_ms
 
 
 def _recipe(password: str = "s3cret") -> dict:
@@ -115,9 +115,9 @@ def test_batch_times_round_trip_as_pyspark_hands_them_over():
     ("FileDStream", None, "its positions are not in the checkpoint"),
 ])
 def test_streams_without_a_recipe_pickle_as_a_refusal(monkeypatch, cls, recoverable, reason):
-    from dstream_exactly_once.files.spark import utils as file_utils
-    from dstream_exactly_once.kafka.spark import commit_async
-    from dstream_exactly_once.streaming import exactly_once
+    from dstream_exactly_once.files.spark import _utils as file_utils
+    from dstream_exactly_once.kafka.spark import _commit_async as commit_async
+    from dstream_exactly_once.streaming import _exactly_once as exactly_once
 
     klass = {"DirectKafkaDStream": commit_async.DirectKafkaDStream,
              "ExactlyOnceDStream": exactly_once.ExactlyOnceDStream, "FileDStream": file_utils.FileDStream}[cls]

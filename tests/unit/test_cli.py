@@ -99,7 +99,7 @@ def test_pipeline_usage_errors(option, value, allowed):
     base = {"--bootstrap": "localhost:1", "--topic": "t", "--store": "sqlite:///x.db", "--app-id": "a"}
     base[option] = value
     argv = ["pipeline"] + [x for kv in base.items() for x in kv]
-    out = run(["-c", NO_SPARK + "from dstream_exactly_once.teaching.pipeline import main; sys.exit(main())", *argv])
+    out = run(["-c", NO_SPARK + "from dstream_exactly_once.teaching._pipeline import main; sys.exit(main())", *argv])
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert len(out.stderr.splitlines()) == 1 and allowed in out.stderr and repr(value) in out.stderr, out.stderr
 
@@ -139,7 +139,7 @@ def one_error_line(err: str) -> str:
 @pytest.fixture
 def kafka_db(tmp_path):
     """A store with app ``app1`` (positions events/0 = 5, events/1 = 7; batches 0 and 1 committed) and ``app2``."""
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
     db = tmp_path / "ops.db"
@@ -218,7 +218,7 @@ def test_a_kafka_reset_needs_the_broker_in_every_mode(mode, kafka_db, tmp_path, 
 ])
 def test_planned_batch_refuses_bad_fields_at_construction(args, words):
     from dstream_exactly_once.errors import ConfigurationError
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch
 
     if args[2] == "two":

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List
 
-from dstream_exactly_once.cli.chart import chart_points, read_progress
-from dstream_exactly_once.cli.main import main
+from dstream_exactly_once.cli._chart import chart_points, read_progress
+from dstream_exactly_once.cli._main import main
 
 
 def _doc(batch_id: int, run: str, input_rate: float, rows: int = 100, behind: Any = 3) -> Dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 import pytest
 
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
 from ..helpers import run_cli as cli

@@ -10,11 +10,11 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
-from dstream_exactly_once.core import live_log
-from dstream_exactly_once.core.live_log import LiveLog, live_log_kinds, open_live_log, register_live_log
+from dstream_exactly_once.core import _live_log as live_log
+from dstream_exactly_once.core._live_log import LiveLog, live_log_kinds, open_live_log, register_live_log
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.files.identity import content_hash
-from dstream_exactly_once.files.ranges import FileRange
+from dstream_exactly_once.files._identity import content_hash
+from dstream_exactly_once.files._ranges import FileRange
 
 from ..helpers import run_cli as cli
 from . import test_cli

@@ -12,10 +12,10 @@ import pytest
 
 import dstream_exactly_once
 from dstream_exactly_once._command_line import topic_partitions
-from dstream_exactly_once.cli import commands
-from dstream_exactly_once.cli.main import main
-from dstream_exactly_once.cli.offsets import parse_scope
-from dstream_exactly_once.cli.parser import cli_parser
+from dstream_exactly_once.cli import _commands as commands
+from dstream_exactly_once.cli._main import main
+from dstream_exactly_once.cli._offsets import parse_scope
+from dstream_exactly_once.cli._parser import cli_parser
 from dstream_exactly_once.errors import CliError, DStreamExactlyOnceError
 
 
@@ -89,6 +89,6 @@ def test_the_cli_error_is_in_the_exception_tree():
 def test_the_package_root_holds_only_public_names_errors_and_shared_helpers():
     root = Path(dstream_exactly_once.__file__).parent
     modules = {p.stem for p in root.glob("*.py")}
-    allowed = {"__init__", "__main__", "_version", "errors", "redaction", "_checks", "_command_line", "offsets"}
+    allowed = {"__init__", "__main__", "_version", "errors", "redaction", "_redaction", "_checks", "_command_line"}
     assert modules <= allowed, sorted(modules - allowed)
     assert (root / "cli" / "__main__.py").is_file()

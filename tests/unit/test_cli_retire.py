@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict
 
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
 
 from ..helpers import run_cli as cli

@@ -11,8 +11,8 @@ from dstream_exactly_once import (
     OffsetRange,
     TopicAndPartition,
 )
-from dstream_exactly_once.kafka.commit_queue import CommitQueue
-from dstream_exactly_once.kafka.spark_strategy_names import direct_stream_args
+from dstream_exactly_once.kafka._commit_queue import CommitQueue
+from dstream_exactly_once.kafka._spark_strategy_names import direct_stream_args
 
 
 class FakeGroup:

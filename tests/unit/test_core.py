@@ -11,11 +11,11 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 import pytest
 
 from dstream_exactly_once import ConfigurationError, FencedError, OffsetRange, OutputError, Writes, open_store
-from dstream_exactly_once.core.ranges import Position, SourceRange, check_ranges, decode_range, encode_range
-from dstream_exactly_once.core.source import BatchSource, RangeReader
-from dstream_exactly_once.engine.boundary import user_code
-from dstream_exactly_once.engine.committer import BatchCommitter
-from dstream_exactly_once.stores.base import CommitOutcome, PlannedBatch
+from dstream_exactly_once.core._ranges import Position, SourceRange, check_ranges, decode_range, encode_range
+from dstream_exactly_once.core._source import BatchSource, RangeReader
+from dstream_exactly_once.engine._boundary import user_code
+from dstream_exactly_once.engine._committer import BatchCommitter
+from dstream_exactly_once.stores._base import CommitOutcome, PlannedBatch
 
 
 class _Reader(RangeReader):

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import pytest
 
 from dstream_exactly_once import DataLossError, OffsetRange, OutputError, Writes
-from dstream_exactly_once.core.loss import DataLoss, loss_cause, loss_error, loss_summary, record_losses
-from dstream_exactly_once.core.progress import ProgressTracker
-from dstream_exactly_once.stores.writes import RESERVED_NAMESPACE, PlannedBatch, incident_key
-from dstream_exactly_once.streaming.data_loss import _LargestPerRange, loss_failure
+from dstream_exactly_once.core._loss import DataLoss, loss_cause, loss_error, loss_summary, record_losses
+from dstream_exactly_once.core._progress import ProgressTracker
+from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE, PlannedBatch, incident_key
+from dstream_exactly_once.streaming._data_loss import _LargestPerRange, loss_failure
 
 
 def _loss(start, end, key="t/0", rs=0, re=100, unit="offsets"):

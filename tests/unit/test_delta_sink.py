@@ -16,9 +16,9 @@ from dstream_exactly_once.errors import (  # noqa: E402
     RowRejectedError,
     SinkError,
 )
-from dstream_exactly_once.kafka.offsets import OffsetRange  # noqa: E402
+from dstream_exactly_once.kafka._offsets import OffsetRange  # noqa: E402
 from dstream_exactly_once.sinks.delta import DeltaSink  # noqa: E402
-from dstream_exactly_once.sinks.delta.log import last_committed_batch, unreferenced_files  # noqa: E402
+from dstream_exactly_once.sinks.delta._log import last_committed_batch, unreferenced_files  # noqa: E402
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store  # noqa: E402
 
 SCHEMA = pa.schema([("key", pa.string()), ("n", pa.int64())])
@@ -344,7 +344,7 @@ def test_positions_are_refused_when_the_table_has_none(tmp_path, store):
 def test_only_columns_whose_values_repeat_are_dictionary_encoded(tmp_path):
     import pyarrow.parquet as pq
 
-    from dstream_exactly_once.sinks.delta.files import write_files
+    from dstream_exactly_once.sinks.delta._files import write_files
 
     data = pa.table({"id": pa.array(range(5000), pa.int64()), "key": [f"k{i % 10}" for i in range(5000)]})
     (add,) = write_files(str(tmp_path), data, [], 0)

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import pytest
 
-from dstream_exactly_once.core.retirement import DIRECT_GRACE_BATCHES, RetiredPartitions
+from dstream_exactly_once.core._retirement import DIRECT_GRACE_BATCHES, RetiredPartitions
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
 

@@ -219,7 +219,7 @@ def test_enums_are_strings() -> None:
 # ---------------------------------------------------------------- package layout and public client API
 def test_import_paths_and_the_rejected_load_error() -> None:
     from dstream_exactly_once import sinks
-    from dstream_exactly_once.sinks.doris.client import DorisStreamLoadClient as Client
+    from dstream_exactly_once.sinks.doris._client import DorisStreamLoadClient as Client
 
     assert sinks.DorisSink is DorisSink and sinks.DorisStreamLoadClient is DorisStreamLoadClient is Client
     assert sinks.LoadRejectedError is LoadRejectedError is errors.LoadRejectedError
@@ -229,7 +229,7 @@ def test_import_paths_and_the_rejected_load_error() -> None:
 
 
 def test_sink_uses_only_public_client_methods() -> None:
-    source = pathlib.Path(doris_package.__file__).with_name("sink.py").read_text()
+    source = pathlib.Path(doris_package.__file__).with_name("_sink.py").read_text()
     private = [node.attr for node in ast.walk(ast.parse(source))
                if isinstance(node, ast.Attribute) and node.attr.startswith("_")
                and isinstance(node.value, ast.Attribute) and node.value.attr == "client"]
@@ -256,7 +256,7 @@ def test_new_client_api_keeps_the_password_out_of_errors_and_reprs() -> None:
 
 def test_doris_retries_run_on_the_core_retry_policy(caplog: pytest.LogCaptureFixture) -> None:
     """One retry engine: Doris's attempts are paced and logged by core.retry.RetryPolicy."""
-    from dstream_exactly_once.sinks.doris.retry import Retry, with_retries
+    from dstream_exactly_once.sinks.doris._retry import Retry, with_retries
 
     seen: list = []
 
@@ -264,10 +264,10 @@ def test_doris_retries_run_on_the_core_retry_policy(caplog: pytest.LogCaptureFix
         seen.append(number)
         return "loaded" if number == 3 else Retry(f"HTTP 503 on attempt {number}")
 
-    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.core.retry"):
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.core._retry"):
         assert with_retries("load db.t", flaky, max_retries=4, backoff_s=0, max_backoff_s=0) == "loaded"
     assert seen == [1, 2, 3]
-    assert [r.name for r in caplog.records] == ["dstream_exactly_once.core.retry"] * 2
+    assert [r.name for r in caplog.records] == ["dstream_exactly_once.core._retry"] * 2
     assert "HTTP 503 on attempt 1" in caplog.records[0].getMessage()
     cause = OSError("connection refused")
     with pytest.raises(SinkError, match=r"load db.t failed after 2 attempts: down") as info:

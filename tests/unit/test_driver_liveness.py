@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from dstream_exactly_once.engine.heartbeat import Heartbeat, driver_status, known_dead
+from dstream_exactly_once.engine._heartbeat import Heartbeat, driver_status, known_dead
 from dstream_exactly_once.stores import open_store
 
 from ..helpers import run_cli

@@ -10,7 +10,7 @@ import pytest
 
 import dstream_exactly_once
 from dstream_exactly_once import errors
-from dstream_exactly_once.stores.sql.sqlite import SQLiteStore
+from dstream_exactly_once.stores.sql._sqlite import SQLiteStore
 
 PACKAGE = pathlib.Path(dstream_exactly_once.__file__).parent
 

@@ -16,7 +16,7 @@ from dstream_exactly_once.errors import (
     KafkaUnavailableError,
     OffsetRangeError,
 )
-from dstream_exactly_once.kafka.errors_map import BASE_RULES, TABLE, rule_for, translate_kafka_error
+from dstream_exactly_once.kafka._errors_map import BASE_RULES, TABLE, rule_for, translate_kafka_error
 
 BROKERS = "127.0.0.1:9092"
 KAFKA_ERRORS = sorted({c for _, c in inspect.getmembers(ke, inspect.isclass) if issubclass(c, ke.KafkaError)},
@@ -33,7 +33,7 @@ def _instance(cls):
 def test_every_kafka_python_error_class_is_mapped_explicitly_or_by_a_base_class_rule():
     assert len(KAFKA_ERRORS) > 100  # kafka.errors was really inspected
     unmapped = [c.__name__ for c in KAFKA_ERRORS if rule_for(c) is None]
-    assert unmapped == [], f"add these kafka-python errors to kafka/errors_map.py TABLE: {unmapped}"
+    assert unmapped == [], f"add these kafka-python errors to kafka/_errors_map.py TABLE: {unmapped}"
 
 
 def test_a_class_kafka_python_adds_later_is_reported_as_unmapped():

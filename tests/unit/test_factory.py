@@ -1,4 +1,4 @@
-"""One factory helper (streaming/factory.py): opens the store, builds the committer, and on failure
+"""One factory helper (streaming/_factory.py): opens the store, builds the committer, and on failure
 closes what it opened and leaves the store exactly as it was."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any, Dict, List
 
 import pytest
 
-from dstream_exactly_once.core.retry import NO_RETRY
+from dstream_exactly_once.core._retry import NO_RETRY
 from dstream_exactly_once.errors import ConfigurationError, DStreamExactlyOnceError
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.sql.sqlite import SQLiteStore
-from dstream_exactly_once.streaming import factory
-from dstream_exactly_once.streaming.factory import open_committer
+from dstream_exactly_once.stores.sql._sqlite import SQLiteStore
+from dstream_exactly_once.streaming import _factory as factory
+from dstream_exactly_once.streaming._factory import open_committer
 
 from .test_core import CountingSource
 

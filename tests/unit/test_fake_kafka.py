@@ -1,4 +1,4 @@
-"""The public in-memory cluster double (``dstream_exactly_once.testing.fake_kafka``)."""
+"""The public in-memory cluster double (``dstream_exactly_once.testing._fake_kafka``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, DataLossError
-from dstream_exactly_once.kafka.metadata import MetadataSource
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.kafka.planner import DirectPlanner
-from dstream_exactly_once.kafka.strategies import Subscribe
-from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
+from dstream_exactly_once.kafka._metadata import MetadataSource
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._planner import DirectPlanner
+from dstream_exactly_once.kafka._strategies import Subscribe
+from dstream_exactly_once.testing._fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 

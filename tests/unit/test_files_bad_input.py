@@ -16,11 +16,11 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
-from dstream_exactly_once.files.paths import PathPattern
+from dstream_exactly_once.files._paths import PathPattern
 
 from ._files_harness import Harness, lines, names, write
 
-PLANNER_LOG = "dstream_exactly_once.files.planner"
+PLANNER_LOG = "dstream_exactly_once.files._planner"
 
 
 def _warnings(caplog, needle):

@@ -15,7 +15,7 @@ from typing import Any, List, Optional, Set
 
 import pytest
 
-from dstream_exactly_once.engine.committer import BatchCommitter
+from dstream_exactly_once.engine._committer import BatchCommitter
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
 from dstream_exactly_once.stores import CommitOutcome, PlannedBatch, Writes, open_store

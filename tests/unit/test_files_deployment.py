@@ -1,4 +1,4 @@
-"""The deployment options both forms of the file source share (``files/deployment.py``): where a value
+"""The deployment options both forms of the file source share (``files/_deployment.py``): where a value
 was given, which spelling wins, and the master check each form applies."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.files.deployment import (
+from dstream_exactly_once.files._deployment import (
     check_master,
     is_local_master,
     take_option,
     take_shared_filesystem,
 )
-from dstream_exactly_once.files.structured.aof_options import parse_aof_options
+from dstream_exactly_once.files.structured._aof_options import parse_aof_options
 
 
 def test_take_option_prefers_options_over_conf_and_removes_every_spelling():

@@ -1,4 +1,4 @@
-"""Node-local files per host (files/hosts.py): host names, the executor-side check, per-host planning.
+"""Node-local files per host (files/_hosts.py): host names, the executor-side check, per-host planning.
 
 The host runner is a stand-in for Spark's pinned tasks: it pickles each payload (as shipping it to an
 executor would), runs the function with ``SPARK_LOCAL_IP`` set to the host it claims to run on, and
@@ -12,10 +12,10 @@ import socket
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position
+from dstream_exactly_once.core._ranges import Position
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FileRange, FileRangeReader
-from dstream_exactly_once.files.hosts import (
+from dstream_exactly_once.files._hosts import (
     HostCheckedReader,
     HostFilePlanner,
     check_host,

@@ -18,7 +18,8 @@ from typing import List
 import pytest
 
 from dstream_exactly_once.errors import DataLossError
-from dstream_exactly_once.files import FilePlanner, FileRangeReader, FileSourceOptions, paths
+from dstream_exactly_once.files import FilePlanner, FileRangeReader, FileSourceOptions
+from dstream_exactly_once.files import _paths as paths
 
 from ._files_harness import Harness, lines, names, write
 

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position
+from dstream_exactly_once.core._ranges import Position
 from dstream_exactly_once.errors import ConfigurationError, DataLossError, DecodeError
 from dstream_exactly_once.files import FilePlanner, FileSourceOptions
 

@@ -13,8 +13,10 @@ from typing import Any, Dict, List
 
 import pytest
 
-from dstream_exactly_once.files import FilePlanner, FileSourceOptions, identity, paths
-from dstream_exactly_once.files.matching import HeadIndex, LocatedHeads, Scan
+from dstream_exactly_once.files import FilePlanner, FileSourceOptions
+from dstream_exactly_once.files import _identity as identity
+from dstream_exactly_once.files import _paths as paths
+from dstream_exactly_once.files._matching import HeadIndex, LocatedHeads, Scan
 
 from ._files_harness import write
 

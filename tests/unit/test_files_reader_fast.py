@@ -18,8 +18,8 @@ from typing import Any, List, Optional, Tuple
 import pytest
 
 from dstream_exactly_once.files import FilePlanner, FileRange, FileRangeReader, FileSourceOptions
-from dstream_exactly_once.files import reader as reader_mod
-from dstream_exactly_once.files.identity import FileView
+from dstream_exactly_once.files import _reader as reader_mod
+from dstream_exactly_once.files._identity import FileView
 
 _TOKENS = (b"a", b"abc", b"log line ", b" ", b"\n", b"\n", b"\n\n", b"\r\n", b"\r", "é".encode(),
            "日本語".encode(), "😀".encode(), "€".encode())

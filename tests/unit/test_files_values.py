@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from dstream_exactly_once.core.ranges import check_ranges, decode_range, encode_range, range_kind
+from dstream_exactly_once.core._ranges import check_ranges, decode_range, encode_range, range_kind
 from dstream_exactly_once.errors import ConfigurationError, OffsetRangeError
 from dstream_exactly_once.files import FileRange, FileSourceOptions
 

@@ -7,8 +7,8 @@ import kafka.errors as ke
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, KafkaAuthError, KafkaUnavailableError
-from dstream_exactly_once.kafka.errors_map import translate_kafka_error
-from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink, broker_error
+from dstream_exactly_once.kafka._errors_map import translate_kafka_error
+from dstream_exactly_once.kafka.sinks._transactional import KafkaTransactionalSink, broker_error
 
 
 @pytest.mark.parametrize("text, expected, retriable", [

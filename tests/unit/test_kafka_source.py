@@ -1,5 +1,5 @@
-"""The Kafka source's Spark-free driver and executor sides (``kafka/source.py``, ``kafka/range_reader.py``,
-``kafka/group_mirror.py``) on the in-memory cluster double."""
+"""The Kafka source's Spark-free driver and executor sides (``kafka/_source.py``, ``kafka/_range_reader.py``,
+``kafka/_group_mirror.py``) on the in-memory cluster double."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ from datetime import datetime, timezone
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position
-from dstream_exactly_once.core.retry import RetryPolicy
+from dstream_exactly_once.core._ranges import Position
+from dstream_exactly_once.core._retry import RetryPolicy
 from dstream_exactly_once.errors import ConfigurationError, KafkaUnavailableError
-from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.kafka.group_mirror import GroupCommitter, GroupMirror
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.planner import DirectPlanner
-from dstream_exactly_once.kafka.range_reader import KafkaRangeReader
-from dstream_exactly_once.kafka.source import KafkaSource
-from dstream_exactly_once.kafka.strategies import Subscribe
-from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
+from dstream_exactly_once.files._ranges import FileRange
+from dstream_exactly_once.kafka._group_mirror import GroupCommitter, GroupMirror
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._planner import DirectPlanner
+from dstream_exactly_once.kafka._range_reader import KafkaRangeReader
+from dstream_exactly_once.kafka._source import KafkaSource
+from dstream_exactly_once.kafka._strategies import Subscribe
+from dstream_exactly_once.testing._fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

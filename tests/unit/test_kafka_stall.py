@@ -1,4 +1,4 @@
-"""The look a stalled read takes at the broker (kafka/stall.py): the verdicts and the clock."""
+"""The look a stalled read takes at the broker (kafka/_stall.py): the verdicts and the clock."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 import pytest
 
 from dstream_exactly_once import DataLossError, KafkaReadStalledError, KafkaUnavailableError, OffsetRange
-from dstream_exactly_once.kafka import stall
-from dstream_exactly_once.kafka.multi_reader import stuck_or_stalled
+from dstream_exactly_once.kafka import _stall as stall
+from dstream_exactly_once.kafka._multi_reader import stuck_or_stalled
 
 
 def test_each_waiting_partition_is_sorted_by_what_the_broker_holds():

@@ -8,15 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from dstream_exactly_once.core.loss import DataLoss
-from dstream_exactly_once.core.tasks import Piece, TaskOptions, plan_tasks, task_size
+from dstream_exactly_once.core._loss import DataLoss
+from dstream_exactly_once.core._tasks import Piece, TaskOptions, plan_tasks, task_size
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.kafka.offsets import OffsetRange
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.range_reader import SPLIT_FLOOR, KafkaRangeReader, _groups, _WholeRangeLosses
-from dstream_exactly_once.kafka.spark.direct import ReadOptions
-from dstream_exactly_once.kafka.spark.rdd import per_range
-from dstream_exactly_once.streaming.exactly_once import ExactlyOnceDStream
+from dstream_exactly_once.kafka._offsets import OffsetRange
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._range_reader import SPLIT_FLOOR, KafkaRangeReader, _groups, _WholeRangeLosses
+from dstream_exactly_once.kafka.spark._direct import ReadOptions
+from dstream_exactly_once.kafka.spark._rdd import per_range
+from dstream_exactly_once.streaming._exactly_once import ExactlyOnceDStream
 
 READER = KafkaRangeReader(parse_kafka_params({"bootstrap.servers": "localhost:9"}))
 

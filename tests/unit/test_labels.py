@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.sinks.labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
+from dstream_exactly_once.sinks._labels import MAX_LABEL_LENGTH, LabelGenerator, make_label
 
 DORIS_LABEL = re.compile(r"^[-_A-Za-z0-9:]{1,128}$")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,7 +58,7 @@ def test_exactly_128_characters_is_kept_without_warning() -> None:
 def test_long_label_keeps_a_readable_tail_and_a_digest_of_the_app_id(caplog: pytest.LogCaptureFixture) -> None:
     # Was: the last 128 characters, with a warning (issue #12 defect 11: long ids collided).
     app = "head" + "x" * 200 + "tail"
-    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.sinks.labels"), warnings.catch_warnings():
+    with caplog.at_level(logging.WARNING, logger="dstream_exactly_once.sinks._labels"), warnings.catch_warnings():
         warnings.simplefilter("error")
         label = make_label(app, 31, 7)
     assert len(label) == MAX_LABEL_LENGTH and DORIS_LABEL.match(label)
@@ -114,7 +114,7 @@ def test_strict_hash_is_stable_across_calls() -> None:
 
 def test_strict_hash_is_stable_across_processes_and_hash_seeds() -> None:
     app = "应用/" + "q" * 300
-    code = ("import sys; from dstream_exactly_once.sinks.labels import make_label; "
+    code = ("import sys; from dstream_exactly_once.sinks._labels import make_label; "
             f"sys.stdout.write(make_label({app!r}, 5, 6, strict=True))")
     outputs = set()
     for seed in ("0", "1", "12345"):
@@ -265,7 +265,7 @@ def test_long_labels_are_pinned_across_versions() -> None:
 
 
 def test_long_labels_are_the_same_in_other_processes_and_hash_seeds() -> None:
-    code = ("import sys; from dstream_exactly_once.sinks.labels import make_label; "
+    code = ("import sys; from dstream_exactly_once.sinks._labels import make_label; "
             f"sys.stdout.write(make_label({LONG_A!r}, 5, 6))")
     outputs = set()
     for seed in ("0", "1", "4242"):

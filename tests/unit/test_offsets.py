@@ -167,7 +167,7 @@ def test_has_offset_ranges_is_structural():
 
 
 def test_to_bytes_is_the_one_producer_encoding():
-    from dstream_exactly_once.kafka.offsets import to_bytes
+    from dstream_exactly_once.kafka._offsets import to_bytes
 
     assert to_bytes(None) is None and to_bytes(b"\xff") == b"\xff" and to_bytes("ключ") == "ключ".encode()
     assert to_bytes(42, stringify=True) == b"42"
@@ -184,7 +184,7 @@ def test_topic_and_partition_hash_is_cached_but_never_pickled():
     assert hash(tp) == hash(("t", 1)) and {tp: 1}[TopicAndPartition("t", 1)] == 1
     payload = pickle.dumps({tp: 1})
     # another process hashes str differently: the unpickled key must hash as that process's own keys do
-    code = ("import pickle, sys; from dstream_exactly_once.kafka.offsets import TopicAndPartition as T; "
+    code = ("import pickle, sys; from dstream_exactly_once.kafka._offsets import TopicAndPartition as T; "
             "d = pickle.loads(sys.stdin.buffer.read()); print(d[T('t', 1)])")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True, env=env, check=True)

@@ -8,11 +8,11 @@ import os
 import pytest
 
 from dstream_exactly_once import OffsetRange
-from dstream_exactly_once.admin.export import export_offsets, structured_streaming_offsets
+from dstream_exactly_once.admin._export import export_offsets, structured_streaming_offsets
 from dstream_exactly_once.cli import main
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import PlannedBatch, Writes
+from dstream_exactly_once.stores._writes import PlannedBatch, Writes
 
 
 def committed_store(path):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from dstream_exactly_once.cli.option_entries import every_entry_point
-from dstream_exactly_once.cli.options_doc import BEGIN, END, render, rewrite
-from dstream_exactly_once.core.options import REQUIRED, Option
+from dstream_exactly_once.cli._option_entries import every_entry_point
+from dstream_exactly_once.cli._options_doc import BEGIN, END, render, rewrite
+from dstream_exactly_once.core._options import REQUIRED, Option
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.option_registry import EntryPoint, entry_point, entry_points, option_count
 
@@ -64,13 +64,13 @@ def test_the_registry_lists_every_entry_point_once_and_reports_its_size():
 
 
 def test_the_registry_agrees_with_the_readers_own_tables():
-    from dstream_exactly_once.core.tasks import TASK_OPTIONS
-    from dstream_exactly_once.files.options import OPTIONS
-    from dstream_exactly_once.kafka.params import known_kafka_params
-    from dstream_exactly_once.kafka.structured.sink import _OWN_OPTIONS, _STORE_OPTIONS
-    from dstream_exactly_once.stores.redis.store import _OPTIONS as REDIS_OPTIONS
-    from dstream_exactly_once.structured.doris_sink import _DORIS_OPTIONS
-    from dstream_exactly_once.structured.store_sink import _KNOWN_OPTIONS
+    from dstream_exactly_once.core._tasks import TASK_OPTIONS
+    from dstream_exactly_once.files._options import OPTIONS
+    from dstream_exactly_once.kafka._params import known_kafka_params
+    from dstream_exactly_once.kafka.structured._sink import _OWN_OPTIONS, _STORE_OPTIONS
+    from dstream_exactly_once.stores.redis._store import _OPTIONS as REDIS_OPTIONS
+    from dstream_exactly_once.structured._doris_sink import _DORIS_OPTIONS
+    from dstream_exactly_once.structured._store_sink import _KNOWN_OPTIONS
 
     files = entry_point("file options")
     assert set(files.keys) == {*OPTIONS, *TASK_OPTIONS, "shared.filesystem", "hosts"}

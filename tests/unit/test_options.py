@@ -1,16 +1,16 @@
-"""The one conf parser (core/options.py): kinds, bounds, one error shape, unknown keys listed."""
+"""The one conf parser (core/_options.py): kinds, bounds, one error shape, unknown keys listed."""
 
 from __future__ import annotations
 
 import pytest
 
 from dstream_exactly_once._checks import is_int, is_number
-from dstream_exactly_once.core.options import Option, check_known, parse_duration
+from dstream_exactly_once.core._options import Option, check_known, parse_duration
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.files.options import FileSourceOptions
-from dstream_exactly_once.kafka.planner import RateLimit
-from dstream_exactly_once.kafka.spark.direct import ReadOptions
-from dstream_exactly_once.streaming.backpressure import rate_controller_from_conf
+from dstream_exactly_once.files._options import FileSourceOptions
+from dstream_exactly_once.kafka._planner import RateLimit
+from dstream_exactly_once.kafka.spark._direct import ReadOptions
+from dstream_exactly_once.streaming._backpressure import rate_controller_from_conf
 
 
 @pytest.mark.parametrize(("option", "raw", "expected"), [

@@ -12,8 +12,8 @@ from dstream_exactly_once.errors import (
     KafkaUnavailableError,
     UnknownKafkaParamError,
 )
-from dstream_exactly_once.kafka.metadata import translate_kafka_error
-from dstream_exactly_once.kafka.params import KafkaConfig, parse_kafka_params
+from dstream_exactly_once.kafka._metadata import translate_kafka_error
+from dstream_exactly_once.kafka._params import KafkaConfig, parse_kafka_params
 
 BROKERS = "127.0.0.1:9092"
 SECRET = "s3cr3t-Pa55word"
@@ -131,7 +131,7 @@ def test_unknown_keys_are_listed_in_one_error():
     unknown, _, allowed = message.partition("; allowed keys: ")
     assert unknown == "unknown kafkaParams key(s): 'another.one', 'bogus.key', 'fetch.max.bytez'"
     # every key the stream takes is listed, and the ones it accepts and ignores
-    from dstream_exactly_once.kafka.params import _DIRECT, _IGNORED
+    from dstream_exactly_once.kafka._params import _DIRECT, _IGNORED
 
     for key in [*_DIRECT, "bootstrap.servers", "metadata.broker.list", "sasl.jaas.config", "group.id",
                 "auto.offset.reset", "enable.auto.commit", "isolation.level", *_IGNORED]:

@@ -12,11 +12,11 @@ import time
 import pytest
 
 from dstream_exactly_once import KafkaUnavailableError, TopicAndPartition
+from dstream_exactly_once._redaction import MASK, SecretFilter, redact, register_secret, registered_secrets
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.kafka.metadata import KafkaMetadata
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.strategies import Assign, Subscribe, check_topics
-from dstream_exactly_once.redaction import MASK, SecretFilter, redact, register_secret, registered_secrets
+from dstream_exactly_once.kafka._metadata import KafkaMetadata
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._strategies import Assign, Subscribe, check_topics
 from dstream_exactly_once.testing._process import free_port
 
 BROKERS = "127.0.0.1:9092"
@@ -297,7 +297,7 @@ def test_secret_filter_scrubs_records_made_elsewhere():
 def test_an_unpickled_config_registers_its_secrets_in_the_new_process():
     secret = "Pickled-Secret-5150"
     config = parse(**{"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u", "sasl.password": secret})
-    code = ("import pickle, sys; from dstream_exactly_once.redaction import registered_secrets, redact\n"
+    code = ("import pickle, sys; from dstream_exactly_once._redaction import registered_secrets, redact\n"
             "config = pickle.loads(sys.stdin.buffer.read())\n"
             f"print(redact('x {secret} y'), {secret!r} in registered_secrets())")
     out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(config), capture_output=True,

@@ -43,9 +43,9 @@ def _store_calls() -> List[Tuple[str, Callable[[], Any]]]:
 
 
 def _structured_calls(tmp_path: Path) -> List[Tuple[str, Callable[[], Any]]]:
-    from dstream_exactly_once.kafka.structured.sink import kafka_sink_options
-    from dstream_exactly_once.structured.doris_sink import doris_sink_options
-    from dstream_exactly_once.structured.store_sink import store_sink_options
+    from dstream_exactly_once.kafka.structured._sink import kafka_sink_options
+    from dstream_exactly_once.structured._doris_sink import doris_sink_options
+    from dstream_exactly_once.structured._store_sink import store_sink_options
 
     bad_store = f"postgresql://deo:{PW}@127.0.0.1:1/db?sslmode=maybe"
     good_store = f"sqlite:///{tmp_path}/s.db"
@@ -71,8 +71,8 @@ def _doris_calls() -> List[Tuple[str, Callable[[], Any]]]:
 
 
 def _kafka_calls() -> List[Tuple[str, Callable[[], Any]]]:
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka.sinks._transactional import KafkaTransactionalSink
 
     params = [
         {"bootstrap.servers": f"alice:{PW}@h:9092"},
@@ -111,12 +111,12 @@ def _assert_hidden(calls: List[Tuple[str, Callable[[], Any]]]) -> None:
 
 
 def test_reprs_of_what_holds_a_password_hide_it(tmp_path: Path) -> None:
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.sinks.transactional import KafkaTransactionalSink
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka.sinks._transactional import KafkaTransactionalSink
     from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
-    from dstream_exactly_once.stores.redis.cluster import RedisClusterStore
-    from dstream_exactly_once.stores.redis.store import RedisStore
-    from dstream_exactly_once.stores.sql.postgres import PostgresStore
+    from dstream_exactly_once.stores.redis._cluster import RedisClusterStore
+    from dstream_exactly_once.stores.redis._store import RedisStore
+    from dstream_exactly_once.stores.sql._postgres import PostgresStore
 
     sasl = {"bootstrap.servers": "h:9092", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
             "sasl.username": "alice", "sasl.password": PW}

@@ -1,4 +1,4 @@
-"""Driver-side planning on the in-memory cluster of ``dstream_exactly_once.testing.fake_kafka`` (the
+"""Driver-side planning on the in-memory cluster of ``dstream_exactly_once.testing._fake_kafka`` (the
 ``MetadataSource`` seam)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import List, Tuple
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, DataLossError, OffsetRangeError
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.kafka.planner import DirectPlanner, RateLimit, clamp_ranges
-from dstream_exactly_once.kafka.strategies import Assign, Subscribe, SubscribePattern
-from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._planner import DirectPlanner, RateLimit, clamp_ranges
+from dstream_exactly_once.kafka._strategies import Assign, Subscribe, SubscribePattern
+from dstream_exactly_once.testing._fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 
@@ -92,7 +92,7 @@ def test_stored_offset_below_the_log_start_fails_by_default():
 def test_stored_offset_below_the_log_start_stays_the_next_start_and_the_reader_skips(caplog):
     cluster = FakeKafkaCluster({"t": [(40, 100), (0, 5)]})
     p = planner(cluster, fail_on_data_loss=False)
-    with caplog.at_level(logging.INFO, logger="dstream_exactly_once.kafka.planner"):  # WARNed once, at the commit
+    with caplog.at_level(logging.INFO, logger="dstream_exactly_once.kafka._planner"):  # WARNed once, at the commit
         assert p.start(stored={TP("t", 0): 25, TP("t", 1): 2}) == {TP("t", 0): 25, TP("t", 1): 2}
     # the store's compare-and-set needs the stored offset as the next fromOffset; the executor's
     # reader skips [25, 40) and reports it, so it is not counted here as well
@@ -339,7 +339,7 @@ def test_offset_requests_are_grouped_by_leader_built_once_and_read_back():
     from kafka.errors import NotLeaderForPartitionError
     from kafka.protocol.consumer.offsets import ListOffsetsResponse
 
-    from dstream_exactly_once.kafka.metadata import _OffsetRequests
+    from dstream_exactly_once.kafka._metadata import _OffsetRequests
 
     wanted = [TP("t", 0), TP("t", 1), TP("u", 0)]
     assert _OffsetRequests.group(wanted, {"t": {0: 1, 1: 2}}) is None  # u-0's leader is not known
@@ -370,7 +370,7 @@ def test_offset_requests_are_grouped_by_leader_built_once_and_read_back():
 def test_subscribe_pattern_asks_for_matching_partitions_in_one_call_when_the_source_can():
     import re
 
-    from dstream_exactly_once.kafka.strategies import SubscribePattern
+    from dstream_exactly_once.kafka._strategies import SubscribePattern
 
     class OneCall:
         def __init__(self) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position, SourceRange
+from dstream_exactly_once.core._ranges import Position, SourceRange
 from dstream_exactly_once.errors import StoreError
-from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.files._ranges import FileRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch, Writes
 from dstream_exactly_once.stores._commit_rules import plan_commit
 from dstream_exactly_once.stores._position_log import apply, entry_text, merge, supersedes

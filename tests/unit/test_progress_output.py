@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from dstream_exactly_once.core.progress import ProgressTracker, check_progress_path
+from dstream_exactly_once.core._progress import ProgressTracker, check_progress_path
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FileRange
 from dstream_exactly_once.stores import PlannedBatch
@@ -128,7 +128,7 @@ def test_the_wait_between_planning_and_output_is_in_no_duration(monkeypatch):
     """A batch is planned when Spark generates it and output once the batches before it are done:
     that wait (Spark's scheduling delay) is not counted as the batch's execution."""
     clock = [100.0]
-    monkeypatch.setattr("dstream_exactly_once.core.progress._time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("dstream_exactly_once.core._progress._time.monotonic", lambda: clock[0])
     tracker = ProgressTracker("app", "files")
     tracker.planned(0, 0.2, 0.05, {})  # planned and logged at t=100 (it took 0.25 s)
     clock[0] = 130.0  # 30 s in the job queue behind a slow batch

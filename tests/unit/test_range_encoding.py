@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dstream_exactly_once.core.ranges import decode_ranges, encode_range, encode_ranges
+from dstream_exactly_once.core._ranges import decode_ranges, encode_range, encode_ranges
 from dstream_exactly_once.errors import ConfigurationError, OffsetRangeError
-from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.files._ranges import FileRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 from dstream_exactly_once.stores import PlannedBatch
 
 

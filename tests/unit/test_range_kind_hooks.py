@@ -10,8 +10,8 @@ from typing import Any, Dict
 import pytest
 
 from dstream_exactly_once import OffsetConflictError, OffsetRange, Writes, open_store
-from dstream_exactly_once.core.progress import offsets_json
-from dstream_exactly_once.core.ranges import (
+from dstream_exactly_once.core._progress import offsets_json
+from dstream_exactly_once.core._ranges import (
     SourceRange,
     decode_range,
     encode_range,
@@ -19,8 +19,8 @@ from dstream_exactly_once.core.ranges import (
     range_kind_of_key,
     register_range_kind,
 )
-from dstream_exactly_once.files.ranges import FileRange
-from dstream_exactly_once.stores.base import PlannedBatch
+from dstream_exactly_once.files._ranges import FileRange
+from dstream_exactly_once.stores._base import PlannedBatch
 
 
 @register_range_kind

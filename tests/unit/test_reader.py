@@ -141,8 +141,8 @@ def test_corrupt_batches_raise_corrupt_record_error_with_metadata_too():
 
 def test_message_handler_decodes_lazily_and_names_a_bad_record():
     from dstream_exactly_once import utf8_decoder
-    from dstream_exactly_once.kafka.range_reader import _Decoding
-    from dstream_exactly_once.kafka.records import RecordBlock
+    from dstream_exactly_once.kafka._range_reader import _Decoding
+    from dstream_exactly_once.kafka._records import RecordBlock
 
     block = RecordBlock("t", 2, [4, 5], [None, b"k"], [b"ok", b"\xff"], [10, 11], [0, 0], [[], [("h", b"v")]])
     seen = list(_Decoding(utf8_decoder, utf8_decoder, lambda m: m)([block]))
@@ -159,8 +159,8 @@ def test_handler_messages_behave_as_user_built_ones():
     import pickle
 
     from dstream_exactly_once import KafkaMessageAndMetadata, utf8_decoder
-    from dstream_exactly_once.kafka.range_reader import _Decoding
-    from dstream_exactly_once.kafka.records import RecordBlock
+    from dstream_exactly_once.kafka._range_reader import _Decoding
+    from dstream_exactly_once.kafka._records import RecordBlock
 
     block = RecordBlock("t", 2, [4, 6], [None, b"k"], [b"v", "\u00e9".encode()], [10, 11], [0, 1],
                         [[], [("h", b"x")]])
@@ -205,8 +205,8 @@ def test_corrupt_batches_raise_corrupt_record_error():
 
 def test_decoder_failure_yields_the_records_before_it_and_names_the_offset():
     from dstream_exactly_once import utf8_decoder
-    from dstream_exactly_once.kafka.range_reader import _Decoding
-    from dstream_exactly_once.kafka.records import RecordBlock
+    from dstream_exactly_once.kafka._range_reader import _Decoding
+    from dstream_exactly_once.kafka._records import RecordBlock
 
     def picky(raw):
         if raw == b"bad":
@@ -221,8 +221,8 @@ def test_decoder_failure_yields_the_records_before_it_and_names_the_offset():
 
 
 def test_consumer_cache_prefers_the_partition_then_any_idle_consumer_of_the_config():
-    from dstream_exactly_once.kafka.consumers import ConsumerCache
-    from dstream_exactly_once.kafka.params import parse_kafka_params
+    from dstream_exactly_once.kafka._consumers import ConsumerCache
+    from dstream_exactly_once.kafka._params import parse_kafka_params
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     cache = ConsumerCache()
@@ -304,7 +304,7 @@ class _ShrinkingLog:
 
 
 def _cache_of(consumer):
-    from dstream_exactly_once.kafka.consumers import ConsumerCache
+    from dstream_exactly_once.kafka._consumers import ConsumerCache
 
     class OneConsumer(ConsumerCache):
         def __init__(self):
@@ -319,8 +319,8 @@ def _cache_of(consumer):
 
 
 def test_skipped_offsets_are_reported_to_the_callback_and_a_retry_gets_a_fresh_consumer():
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.reader_kafka_python import read_range
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka._reader_kafka_python import read_range
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     skipped = []
@@ -342,8 +342,8 @@ def test_skipped_offsets_are_reported_to_the_callback_and_a_retry_gets_a_fresh_c
 
 def test_skipped_offsets_fail_the_read_by_default_and_the_callback_is_not_called():
     from dstream_exactly_once import DataLossError
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.reader_kafka_python import read_range
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka._reader_kafka_python import read_range
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     skipped = []
@@ -354,7 +354,7 @@ def test_skipped_offsets_fail_the_read_by_default_and_the_callback_is_not_called
 
 
 def test_driver_side_skip_counts_merge_per_partition_by_maximum():
-    from dstream_exactly_once.kafka.spark.rdd import _MaxPerPartition
+    from dstream_exactly_once.kafka.spark._rdd import _MaxPerPartition
 
     param = _MaxPerPartition()
     total = param.zero({})
@@ -383,8 +383,8 @@ class _DeletedTopic(_ShrinkingLog):
 
 def test_a_deleted_topic_reports_the_rest_of_the_range_lost_or_fails():
     from dstream_exactly_once import DataLossError
-    from dstream_exactly_once.kafka.params import parse_kafka_params
-    from dstream_exactly_once.kafka.reader_kafka_python import read_range
+    from dstream_exactly_once.kafka._params import parse_kafka_params
+    from dstream_exactly_once.kafka._reader_kafka_python import read_range
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     reported = []

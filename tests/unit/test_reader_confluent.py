@@ -8,14 +8,14 @@ import sys
 import pytest
 
 from dstream_exactly_once import ConfigurationError, DataLossError, KafkaAuthError, KafkaUnavailableError, OffsetRange
-from dstream_exactly_once.kafka.confluent_params import (
+from dstream_exactly_once.kafka._confluent_params import (
     check_confluent_config,
     describe_properties,
     librdkafka_properties,
     translate_confluent_error,
 )
-from dstream_exactly_once.kafka.params import parse_kafka_params
-from dstream_exactly_once.kafka.reader_choice import READER_KEY, check_reader, range_reader
+from dstream_exactly_once.kafka._params import parse_kafka_params
+from dstream_exactly_once.kafka._reader_choice import READER_KEY, check_reader, range_reader
 
 SECRET = "pw-Zq8!never-shown"
 
@@ -39,7 +39,7 @@ def test_kafka_params_become_librdkafka_properties_with_the_readers_fixed_settin
 
 
 def test_fetch_sizes_equal_the_kafka_python_readers_and_ssl_settings_map():
-    from dstream_exactly_once.kafka.consumers import EXECUTOR_FETCH_BYTES
+    from dstream_exactly_once.kafka._consumers import EXECUTOR_FETCH_BYTES
 
     default = librdkafka_properties(parse_kafka_params({"bootstrap.servers": "h:1"}))
     assert default["max.partition.fetch.bytes"] == EXECUTOR_FETCH_BYTES == 4 * 1024 * 1024
@@ -62,12 +62,12 @@ def test_reader_name_is_checked_naming_key_value_and_allowed():
         with pytest.raises(ConfigurationError, match=rf"spark.streaming.kafka.reader must be one of 'kafka-python', "
                                                      rf"'confluent-kafka', got {bad!r}"):
             check_reader(bad, config)
-    assert range_reader("kafka-python").__module__ == "dstream_exactly_once.kafka.reader_kafka_python"
-    assert range_reader("confluent-kafka").__module__ == "dstream_exactly_once.kafka.reader_confluent"
+    assert range_reader("kafka-python").__module__ == "dstream_exactly_once.kafka._reader_kafka_python"
+    assert range_reader("confluent-kafka").__module__ == "dstream_exactly_once.kafka._reader_confluent"
 
 
 def test_read_options_take_the_reader_from_spark_conf():
-    from dstream_exactly_once.kafka.spark.direct import ReadOptions
+    from dstream_exactly_once.kafka.spark._direct import ReadOptions
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9"})
     assert ReadOptions({}, config=config).reader == "kafka-python"
@@ -119,8 +119,8 @@ def test_librdkafka_errors_map_into_the_library_tree_without_secrets():
 
 
 def test_unreachable_broker_is_kafka_unavailable_after_the_poll_timeout():
-    from dstream_exactly_once.kafka.consumers import ConsumerCache
-    from dstream_exactly_once.kafka.reader_confluent import CONSUMERS, read_range
+    from dstream_exactly_once.kafka._consumers import ConsumerCache
+    from dstream_exactly_once.kafka._reader_confluent import CONSUMERS, read_range
 
     config = parse_kafka_params({"bootstrap.servers": "127.0.0.1:9", "reconnect.backoff.ms": 500})
     created, cached = CONSUMERS.created, set(CONSUMERS._items)  # other tests may have left consumers
@@ -133,8 +133,8 @@ def test_unreachable_broker_is_kafka_unavailable_after_the_poll_timeout():
 
 
 def test_the_confluent_cache_reuses_a_consumer_only_for_its_own_partition():
-    from dstream_exactly_once.kafka.consumers import ConsumerCache
-    from dstream_exactly_once.kafka.reader_confluent import CONSUMERS
+    from dstream_exactly_once.kafka._consumers import ConsumerCache
+    from dstream_exactly_once.kafka._reader_confluent import CONSUMERS
 
     assert CONSUMERS.share_idle is False
     made = []

@@ -11,8 +11,8 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, StoreUnavailableError
 from dstream_exactly_once.stores import RedisClusterStore, RedisStore, open_store
+from dstream_exactly_once.stores._url import parse_url
 from dstream_exactly_once.stores.redis._wait import WaitOptions, wait_options
-from dstream_exactly_once.stores.url import parse_url
 
 
 def closed_port() -> int:

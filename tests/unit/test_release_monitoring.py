@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 import pytest
 
 from dstream_exactly_once import OffsetRange
-from dstream_exactly_once.core.loss import DataLoss
-from dstream_exactly_once.core.loss_totals import DataLossTotals
-from dstream_exactly_once.core.progress import ProgressTracker
+from dstream_exactly_once.core._loss import DataLoss
+from dstream_exactly_once.core._loss_totals import DataLossTotals
+from dstream_exactly_once.core._progress import ProgressTracker
 from dstream_exactly_once.files import FileRange
-from dstream_exactly_once.stores.writes import PlannedBatch
-from dstream_exactly_once.streaming.input_info import describe_ranges, jvm_safe
+from dstream_exactly_once.stores._writes import PlannedBatch
+from dstream_exactly_once.streaming._input_info import describe_ranges, jvm_safe
 
 
 def test_kafka_ranges_are_records_described_as_sparks_direct_stream():

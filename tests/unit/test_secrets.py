@@ -1,4 +1,4 @@
-"""One secret scrubber (redaction.py): store URL passwords and Doris passwords are registered where
+"""One secret scrubber (_redaction.py): store URL passwords and Doris passwords are registered where
 they are parsed, so no repr, error message or log line (DEBUG included) shows them."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import List
 
 import pytest
 
+from dstream_exactly_once._redaction import redact, redact_exception_chain
 from dstream_exactly_once.errors import DStreamExactlyOnceError
-from dstream_exactly_once.redaction import redact, redact_exception_chain
 from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.redis.store import RedisStore
-from dstream_exactly_once.stores.sql.postgres import PostgresStore
-from dstream_exactly_once.stores.url import parse_url
+from dstream_exactly_once.stores._url import parse_url
+from dstream_exactly_once.stores.redis._store import RedisStore
+from dstream_exactly_once.stores.sql._postgres import PostgresStore
 
 
 def closed_port() -> int:

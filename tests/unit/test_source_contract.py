@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from dstream_exactly_once import OffsetRange
-from dstream_exactly_once.core.progress import offsets_json
-from dstream_exactly_once.core.range_display import RangeDisplay, range_display, register_range_display
-from dstream_exactly_once.core.ranges import Position, SourceRange, register_range_kind
-from dstream_exactly_once.core.source import CONTRACT, BatchSource, RangeReader
-from dstream_exactly_once.files.ranges import FileRange
+from dstream_exactly_once.core._progress import offsets_json
+from dstream_exactly_once.core._range_display import RangeDisplay, range_display, register_range_display
+from dstream_exactly_once.core._ranges import Position, SourceRange, register_range_kind
+from dstream_exactly_once.core._source import CONTRACT, BatchSource, RangeReader
+from dstream_exactly_once.files._ranges import FileRange
 
 
 def _public(cls: type) -> set:

@@ -15,7 +15,7 @@ from dstream_exactly_once import (
     await_termination,
     exactly_once,
 )
-from dstream_exactly_once.streaming.connect_guard import is_spark_connect
+from dstream_exactly_once.streaming._connect_guard import is_spark_connect
 
 # PySpark 4's Spark Connect client (its "connect" extra: grpcio, …); the 3.5 suite deselects these
 pytestmark = pytest.mark.pyspark4

@@ -11,9 +11,9 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import PlannedBatch, Writes, open_store
-from dstream_exactly_once.stores.redis.store import RedisStore
-from dstream_exactly_once.stores.sql.postgres import PostgresStore
-from dstream_exactly_once.stores.sql.sqlite import SQLiteStore
+from dstream_exactly_once.stores.redis._store import RedisStore
+from dstream_exactly_once.stores.sql._postgres import PostgresStore
+from dstream_exactly_once.stores.sql._sqlite import SQLiteStore
 
 SECRET = "s3cr3t-Pw"
 

@@ -9,10 +9,10 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from dstream_exactly_once import stores
-from dstream_exactly_once.engine.heartbeat import Heartbeat, driver_status
+from dstream_exactly_once.engine._heartbeat import Heartbeat, driver_status
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.stores import interfaces
-from dstream_exactly_once.stores.base import TransactionalStore
+from dstream_exactly_once.stores import _interfaces as interfaces
+from dstream_exactly_once.stores._base import TransactionalStore
 
 PARTS = [interfaces.EpochStore, interfaces.PositionStore, interfaces.BatchLog, interfaces.LogRetention,
          interfaces.CommitStore, interfaces.HeartbeatStore, interfaces.AppDirectory, interfaces.AppRetirement,

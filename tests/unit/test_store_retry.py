@@ -19,10 +19,10 @@ from dstream_exactly_once import (
     StoreUnavailableError,
     Writes,
 )
-from dstream_exactly_once.core.retry import DEFAULT_RETRY, check_retry_policy
-from dstream_exactly_once.engine.committer import BatchCommitter
-from dstream_exactly_once.stores.base import CommitOutcome, PlannedBatch
-from dstream_exactly_once.stores.sql.sqlite import SQLiteStore
+from dstream_exactly_once.core._retry import DEFAULT_RETRY, check_retry_policy
+from dstream_exactly_once.engine._committer import BatchCommitter
+from dstream_exactly_once.stores._base import CommitOutcome, PlannedBatch
+from dstream_exactly_once.stores.sql._sqlite import SQLiteStore
 
 from .test_core import CountingSource
 

@@ -14,8 +14,8 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import PostgresStore, RedisStore, SQLiteStore, TransactionalStore, open_store
-from dstream_exactly_once.stores.app_id import APP_ID_PATTERN, check_app_id
-from dstream_exactly_once.stores.url import check_server_url, parse_url, redact_url, with_options
+from dstream_exactly_once.stores._app_id import APP_ID_PATTERN, check_app_id
+from dstream_exactly_once.stores._url import check_server_url, parse_url, redact_url, with_options
 
 # ---------------------------------------------------------------- options merged into every URL form
 WITH_OPTIONS = [
@@ -59,7 +59,7 @@ def test_open_sqlite_with_options_keeps_the_url_the_user_wrote(form: str, tmp_pa
 
 
 def _batch() -> Any:
-    from dstream_exactly_once.kafka.offsets import OffsetRange
+    from dstream_exactly_once.kafka._offsets import OffsetRange
     from dstream_exactly_once.stores import PlannedBatch
 
     return PlannedBatch(0, 1000, (OffsetRange("t", 0, 0, 1),))

@@ -1,6 +1,6 @@
 """Store-anchored positions without Spark running: the ``deo-store`` sink's ``anchor=true`` commit (Spark's
 offset log read from a checkpoint directory written here), its options, and the ``deo-kafka`` source
-starting from a store's positions (on the in-memory cluster of ``dstream_exactly_once.testing.fake_kafka``)."""
+starting from a store's positions (on the in-memory cluster of ``dstream_exactly_once.testing._fake_kafka``)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import os
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.kafka.structured.source import KafkaSourcePlanner
-from dstream_exactly_once.kafka.structured.source_offsets import ranges_between
-from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka.structured._source import KafkaSourcePlanner
+from dstream_exactly_once.kafka.structured._source_offsets import ranges_between
+from dstream_exactly_once.kafka.structured._source_options import parse_kafka_source_options
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import CommitOutcome, PlannedBatch, Writes
-from dstream_exactly_once.structured.sink_runs import QueryRun
-from dstream_exactly_once.structured.store_sink import StoreSinkOptions, commit_batch, store_sink_options
-from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
+from dstream_exactly_once.stores._writes import CommitOutcome, PlannedBatch, Writes
+from dstream_exactly_once.structured._sink_runs import QueryRun
+from dstream_exactly_once.structured._store_sink import StoreSinkOptions, commit_batch, store_sink_options
+from dstream_exactly_once.testing._fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 BROKER = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t"}
@@ -165,7 +165,7 @@ def test_source_starts_from_the_stored_positions_and_records_the_first_batch_sta
 
 def aof_doc(*entries):
     """An aof offset: ``entries`` of (file id, from, until)."""
-    from dstream_exactly_once.files.ranges import FileRange
+    from dstream_exactly_once.files._ranges import FileRange
 
     files = {}
     for file_id, start, until in entries:
@@ -212,7 +212,7 @@ def test_an_application_keeps_the_mode_it_was_committed_in(tmp_path):
 
 
 def test_dstream_eo_offsets_show_lists_an_anchored_querys_positions(tmp_path, capsys):
-    from dstream_exactly_once.cli.main import main
+    from dstream_exactly_once.cli._main import main
 
     url, cp = f"sqlite:///{tmp_path}/s.db", str(tmp_path / "cp")
     log_offsets(cp, 0, {"t": {"0": 3, "1": 5}, "@from": {"t": {"0": 0, "1": 1}}})

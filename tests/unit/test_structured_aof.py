@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from dstream_exactly_once.core.ranges import Position
+from dstream_exactly_once.core._ranges import Position
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FileRange
-from dstream_exactly_once.files.structured.aof_offsets import (
+from dstream_exactly_once.files.structured._aof_offsets import (
     admit,
     advance,
     doc_from_positions,
@@ -22,7 +22,7 @@ from dstream_exactly_once.files.structured.aof_offsets import (
     positions_of,
     ranges_between,
 )
-from dstream_exactly_once.files.structured.aof_options import parse_aof_options
+from dstream_exactly_once.files.structured._aof_options import parse_aof_options
 
 
 def _append(path, lines):
@@ -31,7 +31,7 @@ def _append(path, lines):
 
 
 def _reader(path, **options):
-    from dstream_exactly_once.files.structured.aof import AofStreamReader
+    from dstream_exactly_once.files.structured._aof import AofStreamReader
 
     return AofStreamReader(parse_aof_options({"path": path, **{k: str(v) for k, v in options.items()}}))
 
@@ -117,16 +117,16 @@ def test_import_on_pyspark_without_python_streaming_sources_says_4_0_is_needed(m
             raise ImportError("No module named 'pyspark.sql.datasource'")
         return real_import(name, *args, **kwargs)
 
-    saved = sys.modules.pop("dstream_exactly_once.files.structured.aof", None)
+    saved = sys.modules.pop("dstream_exactly_once.files.structured._aof", None)
     monkeypatch.setattr(builtins, "__import__", no_datasource)
     try:
         with pytest.raises(ConfigurationError, match="needs PySpark 4.0 or newer"):
-            importlib.import_module("dstream_exactly_once.files.structured.aof")
+            importlib.import_module("dstream_exactly_once.files.structured._aof")
     finally:
         monkeypatch.setattr(builtins, "__import__", real_import)
-        sys.modules.pop("dstream_exactly_once.files.structured.aof", None)
+        sys.modules.pop("dstream_exactly_once.files.structured._aof", None)
         if saved is not None:
-            sys.modules["dstream_exactly_once.files.structured.aof"] = saved
+            sys.modules["dstream_exactly_once.files.structured._aof"] = saved
 
 
 # ---------------------------------------------------------------- offset documents

@@ -8,16 +8,16 @@ import pyarrow as pa  # noqa: E402
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError  # noqa: E402
-from dstream_exactly_once.sinks.delta.log import last_committed_batch, unreferenced_files  # noqa: E402
+from dstream_exactly_once.sinks.delta._log import last_committed_batch, unreferenced_files  # noqa: E402
 from dstream_exactly_once.stores import CommitOutcome, open_store  # noqa: E402
-from dstream_exactly_once.structured.delta_sink import (  # noqa: E402
+from dstream_exactly_once.structured._delta_sink import (  # noqa: E402
     DeltaSinkOptions,
     check_delta_mode,
     commit_delta_batch,
     delta_sink_options,
     write_partition,
 )
-from dstream_exactly_once.structured.sink_runs import QueryRun  # noqa: E402
+from dstream_exactly_once.structured._sink_runs import QueryRun  # noqa: E402
 
 SCHEMA = pa.schema([("key", pa.string()), ("n", pa.int64())])
 RUN = QueryRun("query-1", "run-1")
@@ -53,7 +53,7 @@ def test_batches_commit_once_and_a_replay_writes_nothing(tmp_path):
 
 
 def test_a_crash_between_the_table_commit_and_the_store_commit(tmp_path, monkeypatch):
-    from dstream_exactly_once.structured import delta_sink
+    from dstream_exactly_once.structured import _delta_sink as delta_sink
 
     opts = options(tmp_path)
     commit_delta_batch(opts, SCHEMA, micro_batch(opts, 0, 0, 4), 0)
@@ -165,7 +165,7 @@ def test_merge_mode_upserts_each_key_once_in_one_commit_per_batch(tmp_path):
 
 
 def test_merge_mode_replay_after_the_table_commit_changes_nothing(tmp_path, monkeypatch):
-    from dstream_exactly_once.structured import delta_sink
+    from dstream_exactly_once.structured import _delta_sink as delta_sink
 
     opts = options(tmp_path, merge_keys=["key"])
     commit_delta_batch(opts, SCHEMA, keyed_batch(opts, 0, [("a", 1), ("b", 2)]), 0)
@@ -214,7 +214,7 @@ def test_merge_keys_are_checked_before_anything_is_written(tmp_path):
 
 # ---------------------------------------------------------------- the store's decision before the table commit
 def crash_at_the_table_commit(monkeypatch):
-    from dstream_exactly_once.sinks.delta.table import DeltaTarget
+    from dstream_exactly_once.sinks.delta._table import DeltaTarget
 
     def crash(*args, **kwargs):
         raise KeyboardInterrupt("the driver dies before the Delta commit")

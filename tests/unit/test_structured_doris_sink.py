@@ -10,8 +10,8 @@ import pytest
 from dstream_exactly_once.errors import ConfigurationError, OffsetConflictError
 from dstream_exactly_once.sinks.doris import DorisStreamLoadClient
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import CommitOutcome
-from dstream_exactly_once.structured.doris_sink import (
+from dstream_exactly_once.stores._writes import CommitOutcome
+from dstream_exactly_once.structured._doris_sink import (
     DorisSinkOptions,
     abort_batch,
     check_doris_mode,
@@ -19,8 +19,8 @@ from dstream_exactly_once.structured.doris_sink import (
     doris_sink_options,
     load_partition,
 )
-from dstream_exactly_once.structured.sink_runs import QueryRun
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.structured._sink_runs import QueryRun
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 PARTS = {0: [(1, "a"), (2, "b")], 1: [(3, "c")]}
 

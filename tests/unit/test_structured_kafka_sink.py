@@ -7,8 +7,8 @@ import os
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError, SinkError
-from dstream_exactly_once.kafka.structured.marker import Decision, Marker, RecordDigest, check_replay, decide
-from dstream_exactly_once.kafka.structured.sink import (
+from dstream_exactly_once.kafka.structured._marker import Decision, Marker, RecordDigest, check_replay, decide
+from dstream_exactly_once.kafka.structured._sink import (
     KafkaPartitionCommit,
     KafkaSinkOptions,
     check_kafka_schema,
@@ -18,9 +18,9 @@ from dstream_exactly_once.kafka.structured.sink import (
     write_partition,
 )
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import Writes
-from dstream_exactly_once.structured.sink_runs import QueryRun
-from dstream_exactly_once.structured.store_sink import commit_batch
+from dstream_exactly_once.stores._writes import Writes
+from dstream_exactly_once.structured._sink_runs import QueryRun
+from dstream_exactly_once.structured._store_sink import commit_batch
 
 UNREACHABLE = "127.0.0.1:1"  # a test that reaches Kafka through it fails
 

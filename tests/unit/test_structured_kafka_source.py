@@ -1,5 +1,5 @@
 """The ``deo-kafka`` Structured Streaming source without Spark running: options, offset documents,
-planning on the in-memory cluster of ``dstream_exactly_once.testing.fake_kafka``, tasks, Arrow batches."""
+planning on the in-memory cluster of ``dstream_exactly_once.testing._fake_kafka``, tasks, Arrow batches."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pickle
 
 import pytest
 
-from dstream_exactly_once.core.tasks import task_size
+from dstream_exactly_once.core._tasks import task_size
 from dstream_exactly_once.errors import ConfigurationError, OffsetRangeError, UnknownKafkaParamError
-from dstream_exactly_once.kafka.offsets import OffsetRange, TopicAndPartition
-from dstream_exactly_once.kafka.records import RecordBlock
-from dstream_exactly_once.kafka.structured.source import KafkaSourcePlanner, arrow_schema, record_batch
-from dstream_exactly_once.kafka.structured.source_offsets import doc_of, offsets_of, prorate, ranges_between
-from dstream_exactly_once.kafka.structured.source_options import parse_kafka_source_options
-from dstream_exactly_once.testing.fake_kafka import FakeKafkaCluster
+from dstream_exactly_once.kafka._offsets import OffsetRange, TopicAndPartition
+from dstream_exactly_once.kafka._records import RecordBlock
+from dstream_exactly_once.kafka.structured._source import KafkaSourcePlanner, arrow_schema, record_batch
+from dstream_exactly_once.kafka.structured._source_offsets import doc_of, offsets_of, prorate, ranges_between
+from dstream_exactly_once.kafka.structured._source_options import parse_kafka_source_options
+from dstream_exactly_once.testing._fake_kafka import FakeKafkaCluster
 
 TP = TopicAndPartition
 BROKER = {"kafka.bootstrap.servers": "localhost:9092"}

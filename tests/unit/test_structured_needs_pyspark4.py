@@ -47,9 +47,9 @@ attempt("register_sinks", lambda: structured.register_sinks(Session()))
 for name in structured.__all__:
     if name not in ("register", "register_sinks"):
         attempt(name, lambda name=name: getattr(structured, name))
-modules = {"aof": "files.structured.aof", "_spark_store_sink": "structured._spark_store_sink",
+modules = {"aof": "files.structured._aof", "_spark_store_sink": "structured._spark_store_sink",
            "_spark_doris_sink": "structured._spark_doris_sink", "_spark_kafka_sink": "kafka.structured._spark_sink",
-           "_spark_kafka_source": "kafka.structured._spark_source", "sinks": "structured.sinks"}
+           "_spark_kafka_source": "kafka.structured._spark_source", "sinks": "structured._sinks"}
 for name, module in modules.items():
     attempt(name, lambda module=module: importlib.import_module("dstream_exactly_once." + module))
 print(json.dumps({"version": pyspark.__version__, "results": results}))

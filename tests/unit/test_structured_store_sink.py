@@ -9,9 +9,9 @@ import pytest
 
 from dstream_exactly_once.errors import ConfigurationError, FencedError, OffsetConflictError
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.stores.writes import CommitOutcome, Writes
-from dstream_exactly_once.structured.sink_runs import QueryRun, run_of_messages
-from dstream_exactly_once.structured.store_sink import (
+from dstream_exactly_once.stores._writes import CommitOutcome, Writes
+from dstream_exactly_once.structured._sink_runs import QueryRun, run_of_messages
+from dstream_exactly_once.structured._store_sink import (
     SINK_POSITION_KEY,
     StoreSinkOptions,
     check_complete_writes,
@@ -153,7 +153,7 @@ def test_messages_of_two_runs_are_refused():
 
 
 def test_task_run_outside_a_streaming_task_is_refused():
-    from dstream_exactly_once.structured.sink_runs import task_run
+    from dstream_exactly_once.structured._sink_runs import task_run
 
     with pytest.raises(ConfigurationError, match=r"deo-store app x: Spark gave the task no streaming query id"):
         task_run("deo-store app x")

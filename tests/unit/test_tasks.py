@@ -1,4 +1,4 @@
-"""The task planner (core/tasks.py): empty ranges dropped, small ones packed, large ones split,
+"""The task planner (core/_tasks.py): empty ranges dropped, small ones packed, large ones split,
 hosts kept apart, deterministic; and the file reader's pieces (line-boundary rule)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from dstream_exactly_once.core.tasks import (
+from dstream_exactly_once.core._tasks import (
     SPLIT_SIZE,
     TARGET_COUNT,
     TARGET_SIZE,
@@ -19,7 +19,7 @@ from dstream_exactly_once.core.tasks import (
 )
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.files import FilePlanner, FileRange, FileRangeReader, FileSourceOptions
-from dstream_exactly_once.kafka.offsets import OffsetRange
+from dstream_exactly_once.kafka._offsets import OffsetRange
 
 from ._files_harness import write
 
@@ -171,8 +171,8 @@ def test_compressed_files_are_never_split(tmp_path):
 
 
 def test_losses_of_pieces_read_by_different_tasks_add_up_and_a_retry_counts_once():
-    from dstream_exactly_once.core.loss import DataLoss
-    from dstream_exactly_once.streaming.data_loss import LossReporter, _LargestPerRange, begin_range, reading_piece
+    from dstream_exactly_once.core._loss import DataLoss
+    from dstream_exactly_once.streaming._data_loss import LossReporter, _LargestPerRange, begin_range, reading_piece
 
     class Acc:  # the accumulator's merge, without Spark
         def __init__(self):

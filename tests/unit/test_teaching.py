@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.kafka.offsets import TopicAndPartition
-from dstream_exactly_once.teaching import chart
-from dstream_exactly_once.teaching.plain_store import PlainSumStore
-from dstream_exactly_once.teaching.points import (
+from dstream_exactly_once.kafka._offsets import TopicAndPartition
+from dstream_exactly_once.teaching import _chart as chart
+from dstream_exactly_once.teaching._plain_store import PlainSumStore
+from dstream_exactly_once.teaching._points import (
     CRASH_POINTS,
     EXPLAINED,
     Trace,
@@ -21,7 +21,7 @@ from dstream_exactly_once.teaching.points import (
     kill_schedule,
     kills_that_fit,
 )
-from dstream_exactly_once.teaching.show import explain, table
+from dstream_exactly_once.teaching._show import explain, table
 
 
 def test_schedule_walks_the_crash_points_in_batch_order_and_cycles():

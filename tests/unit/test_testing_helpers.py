@@ -1,6 +1,6 @@
 """Unit checks of the local-service helpers that need no process."""
 
-from dstream_exactly_once.testing.kafka import _cluster_id
+from dstream_exactly_once.testing._kafka import _cluster_id
 
 
 def test_kafka_cluster_ids_never_look_like_options():

@@ -9,10 +9,10 @@ from typing import Any, Dict, List
 
 import pytest
 
-from dstream_exactly_once.core.tasks import TASK_OPTIONS
+from dstream_exactly_once.core._tasks import TASK_OPTIONS
 from dstream_exactly_once.errors import ConfigurationError
-from dstream_exactly_once.files.options import OPTIONS as FILE_OPTIONS
-from dstream_exactly_once.files.structured.aof_options import parse_aof_options
+from dstream_exactly_once.files._options import OPTIONS as FILE_OPTIONS
+from dstream_exactly_once.files.structured._aof_options import parse_aof_options
 
 
 def _listed(message: str) -> List[str]:
@@ -42,7 +42,7 @@ def _file_utils_error(options: Dict[str, Any]) -> str:
     pytest.importorskip("pyspark")  # FileUtils is Spark glue; the file source itself needs no Spark
     from pyspark.streaming import StreamingContext
 
-    from dstream_exactly_once.files.spark.utils import _options
+    from dstream_exactly_once.files.spark._utils import _options
 
     ssc = StreamingContext.__new__(StreamingContext)  # no JVM: only the conf and master are read
     ssc._sc = _SparkContext()  # type: ignore[assignment]

@@ -7,7 +7,7 @@ import pytest
 from dstream_exactly_once.errors import ConfigurationError
 from dstream_exactly_once.stores import Writes
 from dstream_exactly_once.stores._sql_text import parse_sql, render
-from dstream_exactly_once.stores.writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
+from dstream_exactly_once.stores._writes import MAX_KEY_BYTES, RESERVED_NAMESPACE, incident_key
 
 TRANSACTION_CONTROL = [
     "COMMIT", "commit", "  Commit Work", "END", "end transaction", "ROLLBACK", "rollback to savepoint s",

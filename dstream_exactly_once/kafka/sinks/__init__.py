@@ -1,2 +1,2 @@
-"""The Kafka sink of the DStream API: transactional writes (:mod:`.transactional`), exported as
+"""The Kafka sink of the DStream API: transactional writes (:mod:`._transactional`), exported as
 :class:`dstream_exactly_once.sinks.KafkaTransactionalSink`."""

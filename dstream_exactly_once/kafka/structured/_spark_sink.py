@@ -15,9 +15,9 @@ except ImportError:  # PySpark 3.5 and older: said by name
     require_data_source_api("the deo-kafka Structured Streaming sink")
     raise
 
-from ...structured.sink_runs import task_run
-from ...structured.store_sink import task_batch
-from .sink import (
+from ...structured._sink_runs import task_run
+from ...structured._store_sink import task_batch
+from ._sink import (
     KAFKA_SINK_NAME,
     KafkaPartitionCommit,
     KafkaSinkOptions,

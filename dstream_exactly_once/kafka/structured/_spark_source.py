@@ -1,6 +1,6 @@
 """PySpark's Python Data Source classes of the ``deo-kafka`` format: the source (reading) added to the
 sink (writing), one format both ways. The Spark-free logic is in
-:mod:`~dstream_exactly_once.kafka.structured.source` (and :mod:`.sink` for writing)."""
+:mod:`~dstream_exactly_once.kafka.structured._source` (and :mod:`._sink` for writing)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ from pyspark.sql.types import (
 )
 
 from ...errors import ConfigurationError
-from ..offsets import OffsetRange
+from .._offsets import OffsetRange
+from ._source import KafkaSourcePlanner, read_task
+from ._source_options import KafkaSourceOptions, parse_kafka_source_options
 from ._spark_sink import KafkaSinkDataSource
-from .source import KafkaSourcePlanner, read_task
-from .source_options import KafkaSourceOptions, parse_kafka_source_options
 
 try:  # PySpark 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows, SupportsTriggerAvailableNow

@@ -1,10 +1,10 @@
 """Delta Lake: an exactly-once table sink written with ``deltalake`` (delta-rs, no JVM).
 
-Modules: :mod:`.schema` (the batch schema against the table's; rows to Arrow), :mod:`.files` (an
+Modules: ``_schema.py`` (the batch schema against the table's; rows to Arrow), ``_files.py`` (an
 executor task's rows as Parquet files in the table directory, returning Delta ``add`` actions),
-:mod:`.table` (every ``deltalake`` call: snapshots, the one commit per batch, error translation),
-:mod:`.log` (what the table's log says: the last committed batch, unreferenced files) and
-:mod:`.sink` (:class:`DeltaSink`, the DStream protocol).
+``_table.py`` (every ``deltalake`` call: snapshots, the one commit per batch, error translation),
+``_log.py`` (what the table's log says: the last committed batch, unreferenced files) and
+``_sink.py`` (:class:`DeltaSink`, the DStream protocol).
 
 Protocol, per batch
 -------------------
@@ -46,7 +46,7 @@ table keeps its application transactions (Delta drops them only past
 
 from __future__ import annotations
 
-from .log import table_offsets, table_positions
-from .sink import DeltaSink
+from ._log import table_offsets, table_positions
+from ._sink import DeltaSink
 
 __all__ = ["DeltaSink", "table_offsets", "table_positions"]

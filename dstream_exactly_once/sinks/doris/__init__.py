@@ -1,10 +1,10 @@
 """Doris Stream Load: an HTTP client for the protocol and an exactly-once DStream sink on top of it.
 
-Modules: :mod:`.transport` (HTTP on a raw socket: ``Expect: 100-continue``, redirects to the BE,
-timeouts), :mod:`.protocol` (states, results, bodies, answer patterns), :mod:`.settings` and
-:mod:`.retry` (attempt outcomes, retried by the core retry policy), :mod:`.client`
+Modules: ``_transport.py`` (HTTP on a raw socket: ``Expect: 100-continue``, redirects to the BE,
+timeouts), ``_protocol.py`` (states, results, bodies, answer patterns), ``_settings.py`` and
+``_retry.py`` (attempt outcomes, retried by the core retry policy), ``_client.py``
 (:class:`DorisStreamLoadClient`: loads, label state, commit/abort, in-doubt resolution) and
-:mod:`.sink` (:class:`DorisSink`, which uses only the client's public methods).
+``_sink.py`` (:class:`DorisSink`, which uses only the client's public methods).
 
 Protocol (Apache Doris "Stream Load" and "Stream Load 2PC" docs)
 ----------------------------------------------------------------
@@ -60,10 +60,10 @@ Delivery guarantee
 
 from __future__ import annotations
 
-from .client import DorisStreamLoadClient
-from .protocol import LoadResult, LoadState, TxnOutcome
-from .sink import DorisSink, PartitionWrite
-from .transport import HttpResponse, HttpTransport
+from ._client import DorisStreamLoadClient
+from ._protocol import LoadResult, LoadState, TxnOutcome
+from ._sink import DorisSink, PartitionWrite
+from ._transport import HttpResponse, HttpTransport
 
 __all__ = [
     "DorisSink",

@@ -1,13 +1,13 @@
-"""The Redis stores: :class:`RedisStore` (:mod:`.store`, one server) and :class:`RedisClusterStore`
-(:mod:`.cluster`, Redis Cluster).
+"""The Redis stores: :class:`RedisStore` (:mod:`._store`, one server) and :class:`RedisClusterStore`
+(:mod:`._cluster`, Redis Cluster).
 
-``store.py`` holds the store, ``lua/*.lua`` the scripts that run each write as one transaction on the
+``_store.py`` holds the store, ``lua/*.lua`` the scripts that run each write as one transaction on the
 server; the ``_*.py`` modules its parts.
 """
 
 from __future__ import annotations
 
-from .cluster import RedisClusterStore
-from .store import RedisStore
+from ._cluster import RedisClusterStore
+from ._store import RedisStore
 
 __all__ = ["RedisClusterStore", "RedisStore"]

@@ -4,7 +4,7 @@ Every key of an application starts with its hash tag ``{deo:<app_id>}`` (the key
 :mod:`.redis`), so its keys are found by one ``SCAN`` pattern (on a Redis Cluster, redis-py scans
 every master; the keys all live on the master of the tag's slot) and deleted by one script that
 declares them all, after the same epoch check as every write. The caller takes a new epoch first
-(:func:`~dstream_exactly_once.admin.retire.retire_app`): every driver of the app is then fenced,
+(:func:`~dstream_exactly_once.admin.retire_app`): every driver of the app is then fenced,
 so no key appears between the scan and the script, and a driver that started in between makes the
 script refuse (its epoch moved).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from ..interfaces import inventory_row, sorted_inventory
+from .._interfaces import inventory_row, sorted_inventory
 
 __all__ = ["RedisRetireMixin"]
 
@@ -30,7 +30,7 @@ _FIXED = tuple(_SINGLE) + tuple(_COLLECTIONS)
 
 class RedisRetireMixin:
     """``app_inventory``, ``_delete_app`` and ``newest_entry_layout`` (what the store holds of the app)
-    for :class:`~dstream_exactly_once.stores.redis.store.RedisStore`."""
+    for :class:`~dstream_exactly_once.stores.RedisStore`."""
 
     app_id: str
     _prefix: str
@@ -41,7 +41,7 @@ class RedisRetireMixin:
     _run_script: Any
 
     def newest_entry_layout(self) -> Optional[int]:
-        """See :meth:`~dstream_exactly_once.stores.interfaces.BatchLog.newest_entry_layout`."""
+        """See :meth:`~dstream_exactly_once.stores.BatchLog.newest_entry_layout`."""
         found = self._call(lambda c: c.zrange(self._key("batches"), -1, -1))
         if not found:
             return None

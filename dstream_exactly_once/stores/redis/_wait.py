@@ -2,7 +2,7 @@
 
 Redis replicates asynchronously: a primary answers a script before any replica has it, so a
 failover right after a commit can lose that commit. With ``wait_replicas=N`` every write script of
-:class:`~dstream_exactly_once.stores.redis.store.RedisStore` (all but heartbeats) is sent in one pipeline
+:class:`~dstream_exactly_once.stores.RedisStore` (all but heartbeats) is sent in one pipeline
 on ONE connection, followed by
 
 1. a *touch* script that sets the application's ``schema`` key to its own value: a write on this
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping, NamedTuple, Tuple
 
 from ...errors import ConfigurationError, StoreUnavailableError
-from ..url import redact_url
+from .._url import redact_url
 
 __all__ = ["WRITTEN_STATUSES", "WaitOptions", "in_doubt_error", "script_then_wait", "wait_options"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, FrozenSet, Optional, Tuple
 
-from ...core.ranges import Position
+from ...core._ranges import Position
 from .. import _commit_rules as rules
 from .. import _position_log as plog
-from ..writes import RESERVED_NAMESPACE
+from .._writes import RESERVED_NAMESPACE
 from ._statements import INIT_POSITION, SET_POSITION
 
 __all__ = ["append", "clear_marker", "commit_state", "fold", "load_positions", "stored_keys", "stored_positions",

@@ -2,7 +2,7 @@
 the layout of an application's newest offset-log entry.
 
 Kept apart from ``sql.py`` (the commit protocol). The heartbeat is a JSON document in the reserved
-value namespace :data:`~dstream_exactly_once.stores.base.RESERVED_NAMESPACE` (``deo_values``, key
+value namespace :data:`~dstream_exactly_once.stores._base.RESERVED_NAMESPACE` (``deo_values``, key
 ``heartbeat``), so it needs no table of its own and no layout change: it is written in its own
 short transaction that checks (and on PostgreSQL row-locks) the app's epoch like a commit, and
 touches no position, result or log row.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional
 
-from ..base import RESERVED_NAMESPACE
+from .._base import RESERVED_NAMESPACE
 
 __all__ = ["HEARTBEAT_KEY", "SQLOperatorMixin"]
 
@@ -49,7 +49,7 @@ class SQLOperatorMixin:
         return doc if isinstance(doc, dict) else None
 
     def newest_entry_layout(self) -> Optional[int]:
-        """See :meth:`~dstream_exactly_once.stores.interfaces.BatchLog.newest_entry_layout`."""
+        """See :meth:`~dstream_exactly_once.stores.BatchLog.newest_entry_layout`."""
         with self._read() as (cur, _):
             row = None if cur is None else cur.one("SELECT ranges FROM deo_batches WHERE app = ? "
                                                    "ORDER BY batch_id DESC LIMIT 1", (self.app_id,))

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
+from .._base import SCHEMA_VERSION
 from .._commit_rules import FLAT_KEY
-from ..base import SCHEMA_VERSION
-from ..interfaces import inventory_row, sorted_inventory
-from ..writes import RESERVED_NAMESPACE
+from .._interfaces import inventory_row, sorted_inventory
+from .._writes import RESERVED_NAMESPACE
 from ._operators import HEARTBEAT_KEY
 from ._statements import Cursor
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 from typing import Any, Set
 
 from ...errors import StoreVersionError
-from ..base import SCHEMA_VERSION
-from ..url import redact_url
+from .._base import SCHEMA_VERSION
+from .._url import redact_url
 
 __all__ = ["ABSENT", "MARKERS", "ensure_layout", "read_layout"]
 
