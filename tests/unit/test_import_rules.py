@@ -35,7 +35,7 @@ SUB_ROOMS = {("kafka", "spark"): "kafka.spark", ("kafka", "structured"): "struct
 SPARK_GLUE = (("kafka", "spark"), ("kafka", "structured"), ("files", "spark"), ("files", "structured"))
 #: deprecated modules that only re-export names from their new home (they warn when imported)
 SHIMS = ("streaming/kafka_rdd.py", "sinks/kafka_tx.py", "structured/aof.py", "kafka/offsets.py", "stores/writes.py",
-         "_redaction.py", "structured/store_sink.py", "structured/delta_sink.py", "structured/sinks.py",
+         "redaction.py", "structured/store_sink.py", "structured/delta_sink.py", "structured/sinks.py",
          "files/structured/aof.py", "operators/export.py", "operators/retire.py", "operators/skip.py")
 #: the modules whose path has no ``_private`` part: package faces (``__init__.py``), ``python -m`` entry points,
 #: the exception tree, the pytest plugin (an entry point), the documented ``structured/anchor.py``, and the shims.
