@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeV
 
 from ..core.loss import DataLoss, LossCallback
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
-from . import _fetch, stall
+from . import _fetch, _positions, stall
 from .consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache, log_bounds, sessionless_consumer
 from .errors_map import translate_kafka_error
 from .offsets import OffsetRange
@@ -156,7 +156,7 @@ def take_records(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: An
     if fetcher is not None and chunks:
         _fetch.learn_batch_sizes(r.topic, chunks)
     if pos < until:
-        moved = consumer.position(tp)
+        moved = _positions.position(consumer, tp)
         if moved is not None and moved > pos:
             pos = min(moved, until)  # skipped markers / aborted / compacted offsets
     return pos
