@@ -45,7 +45,7 @@ from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .common import READ_SETTINGS, log, percentile
-from .planning import _produce_until
+from .planning import _produce_until, _produce_until_confluent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = ("ours", "jvm", "ss", "floor")
@@ -80,9 +80,11 @@ class Feed:
 
     @classmethod
     def kafka(cls, bootstrap: str, topic: str, partitions: int, rate: int, hot: float = 0.0,
-              settings: Optional[Dict[str, Any]] = None) -> Feed:
-        """The producer of one topic (B4's, :func:`bench.planning._produce_until`)."""
-        return cls(partial(_produce_until, hot=hot, settings=settings), bootstrap, [(topic, partitions)], rate)
+              settings: Optional[Dict[str, Any]] = None, client: str = "kafka-python") -> Feed:
+        """The producer of one topic (B4's, :func:`bench.planning._produce_until`); ``client``
+        ``"confluent-kafka"``: the same records and settings from a librdkafka producer."""
+        target = _produce_until_confluent if client == "confluent-kafka" else _produce_until
+        return cls(partial(target, hot=hot, settings=settings), bootstrap, [(topic, partitions)], rate)
 
     def __enter__(self) -> Feed:
         self.t0 = time.monotonic()

@@ -34,6 +34,7 @@ import tempfile
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
+from .cpu import _all_processes, _machine_busy, _tree
 from .keepup import ROOT, Feed, make_topic
 from .keepup_child import _end_offsets
 
@@ -51,6 +52,13 @@ def _stored(url: str, app: str) -> Optional[Dict[str, int]]:
         values = store.get_values("keepup")
         pending = len(store.pending_batches())
     return {"count": int(values.get("count", 0)), "sum": int(values.get("sum", 0)), "pending": pending}
+
+
+def _cpu_of(roots: Dict[str, List[int]]) -> Dict[str, float]:
+    """CPU seconds so far of each named process tree (the stream: its driver, Spark's JVM, the Python
+    workers; the producer)."""
+    procs = _all_processes()
+    return {name: sum(procs[p][1] + procs[p][2] for p in _tree(procs, pids)) for name, pids in roots.items()}
 
 
 def _wait_drained(url: str, app: str, bootstrap: str, topic: str, limit_s: float) -> Optional[float]:
@@ -83,9 +91,16 @@ def run_case(kafka: Any, partitions: int, args: argparse.Namespace) -> Dict[str,
         sent = 0
         drains: List[Optional[float]] = []
         for seconds in (args.produce, args.again):
-            with Feed.kafka(kafka.bootstrap, topic, partitions, args.rate, settings=PRODUCER) as feed:
+            with Feed.kafka(kafka.bootstrap, topic, partitions, args.rate, settings=PRODUCER,
+                            client=args.producer) as feed:
+                roots = {"stream": [child.pid], "producer": [feed.proc.pid]}
+                before, busy0, t_cpu = _cpu_of(roots), _machine_busy(), time.monotonic()
                 time.sleep(seconds)
                 out.setdefault("rate_achieved", round(feed.achieved()))
+                after, span = _cpu_of(roots), time.monotonic() - t_cpu
+                if "cores" not in out:  # CPU cores each side used while the producer ran (first phase)
+                    out["cores"] = {k: round((after[k] - before[k]) / span, 2) for k in roots}
+                    out["cores"]["machine"] = round((_machine_busy() - busy0) / span, 2)
             sent += int(feed.sent.value)
             at_stop = _stored(url, app)
             out.setdefault("behind_at_stop", []).append(sent - (at_stop["count"] if at_stop else 0))
@@ -121,6 +136,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--again", type=float, default=20.0, help="seconds of the second producing phase")
     ap.add_argument("--drain", type=float, default=90.0, help="seconds given to each drain")
     ap.add_argument("--interval", type=float, default=0.5)
+    ap.add_argument("--producer", choices=("kafka-python", "confluent-kafka"), default="kafka-python",
+                    help="the producer's client (same settings either way); kafka-python's producer takes about "
+                         "half a core at 1,000 partitions, librdkafka's a small fraction of that")
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results", "stopstart.json"))
     args = ap.parse_args(argv)
     from dstream_exactly_once.testing import LocalKafka
@@ -133,14 +151,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(json.dumps(row), flush=True)
     print()
     print("| P | producer | sent | behind at stop 1 / 2 | drain after stop 1 / 2 (s) | within 30 s | exact | pending "
-          "| failed-batch lines | stalled-read recoveries | load at stop |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| failed-batch lines | stalled-read recoveries | load at stop | cores: stream / producer / machine |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['partitions']} | {args.produce:.0f} s + {args.again:.0f} s at {r.get('rate_achieved')}/s "
+        print(f"| {r['partitions']} | {args.producer}: {args.produce:.0f} s + {args.again:.0f} s "
+              f"at {r.get('rate_achieved')}/s "
               f"| {r['sent']} | {' / '.join(str(b) for b in r['behind_at_stop'])} "
               f"| {' / '.join('none' if d is None else str(d) for d in r['drain_s'])} "
               f"| {'yes' if r['drained_in_30s'] else 'NO'} | {'yes' if r['exact'] else 'NO'} | {r['pending']} "
-              f"| {r['failed_lines']} | {r['stall_recoveries']} | {r['load_at_stop']} |")
+              f"| {r['failed_lines']} | {r['stall_recoveries']} | {r['load_at_stop']} "
+              f"| {' / '.join(str(r['cores'].get(k)) for k in ('stream', 'producer', 'machine'))} |")
     os.makedirs(os.path.dirname(args.results), exist_ok=True)
     with open(args.results, "w", encoding="utf-8") as f:
         json.dump({"args": vars(args), "rows": rows}, f, indent=1)

@@ -25,7 +25,7 @@ from functools import partial
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError
-from . import _fetch
+from . import _fetch, _positions
 from . import _stall as stall
 from ._consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache, log_bounds, sessionless_consumer
 from ._errors_map import translate_kafka_error
@@ -85,8 +85,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
         fetcher = _fetch.install_batches(consumer)
         max_fetch = int(config.client.get("max_partition_fetch_bytes", EXECUTOR_FETCH_BYTES))
         consumer.assign(tps)
-        for tp, r in by_tp.items():
-            consumer.seek(tp, r.fromOffset)
+        _positions.seek_many(consumer, {tp: r.fromOffset for tp, r in by_tp.items()})
         emitted = 0  # ranges[:emitted] are yielded whole
         watch = stall.Watch(poll_timeout_ms)
         while emitted < len(tps):
@@ -134,8 +133,7 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                     assigned = [tp for tp in tps if pos[tp] < by_tp[tp].untilOffset]
                     fetcher = _fetch.install_batches(consumer)
                     consumer.assign(assigned)
-                    for tp in assigned:
-                        consumer.seek(tp, pos[tp])
+                    _positions.seek_many(consumer, {tp: pos[tp] for tp in assigned})
             elif watch.expired():
                 waiting = {by_tp[tp]: pos[tp] for tp in active}
                 raise stuck_or_stalled(watch, waiting, {by_tp[tp]: tp for tp in active}, "kafka-python")

@@ -73,12 +73,12 @@ def _read(config: KafkaConfig, ranges: List[OffsetRange], poll_timeout_ms: int, 
                     msgs = _consume(consumer, wait_s)
                     progressed = _take(consumer, config, msgs, by_key, pos, held, metadata, fail_on_data_loss,
                                        on_data_loss)
-                    for k in active:
-                        r = by_key[k]
-                        if pos[k] < r.untilOffset:
-                            moved = consumer.position([TopicPartition(r.topic, r.partition)])[0].offset
-                            if moved > pos[k]:
-                                pos[k] = min(moved, r.untilOffset)  # skipped markers / aborted / compacted
+                    short = [k for k in active if pos[k] < by_key[k].untilOffset]
+                    if short:  # one call for all: positions past offsets without records
+                        for k, at in zip(short, consumer.position([TopicPartition(t, p) for t, p in short]),
+                                         strict=True):
+                            if at.offset > pos[k]:
+                                pos[k] = min(at.offset, by_key[k].untilOffset)  # markers / aborted / compacted
                                 progressed = True
                     done_now = [k for k in active if pos[k] >= by_key[k].untilOffset]
                     if done_now:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, TypeV
 
 from ..core._loss import DataLoss, LossCallback
 from ..errors import DataLossError, DStreamExactlyOnceError, KafkaUnavailableError
-from . import _fetch
+from . import _fetch, _positions
 from . import _stall as stall
 from ._consumers import CONSUMERS, EXECUTOR_FETCH_BYTES, ConsumerCache, log_bounds, sessionless_consumer
 from ._errors_map import translate_kafka_error
@@ -157,7 +157,7 @@ def take_records(consumer: Any, fetcher: Any, tp: Any, r: OffsetRange, items: An
     if fetcher is not None and chunks:
         _fetch.learn_batch_sizes(r.topic, chunks)
     if pos < until:
-        moved = consumer.position(tp)
+        moved = _positions.position(consumer, tp)
         if moved is not None and moved > pos:
             pos = min(moved, until)  # skipped markers / aborted / compacted offsets
     return pos
