@@ -37,7 +37,7 @@ SHARD_SECONDS = {
     "test_structured_kafka_sink_faults.py": 115, "test_doc_snippets.py": 105, "test_cluster_exactly_once.py": 100,
     "test_structured_kafka_source.py": 90, "test_structured_doris_sink.py": 380,
     "test_structured_sink_faults.py": 300, "test_structured_migration.py": 80, "test_demo.py": 70,
-    "test_spark_connect.py": 300, "test_structured_anchored.py": 300,
+    "test_spark_connect.py": 300, "test_structured_anchored.py": 300, "test_structured_kafka_source_faults.py": 430,
 }
 
 

@@ -14,7 +14,8 @@ at most 8 offsets: a hot partition's range is split, the small ones are packed) 
 - ``kafka``: ``deo-kafka`` into topic ``out`` (key and value: the input value);
 - ``doris``: ``deo-doris`` into ``db.<out>`` of the Doris protocol double at ``FE_URL``.
 
-Prints ``STARTED`` once every query runs and then runs until it is killed; a query failing with a
+Starts the queries one after the other (each once it finished a trigger, holds or failed, at most
+20 s), prints ``STARTED`` once every query runs and then runs until it is killed; a query failing with a
 known start-up race is started again (``RESTARTED``), any other failure ends the driver (``FAILED``,
 exit 3).
 
@@ -41,11 +42,11 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from dstream_exactly_once.kafka.structured._spark_sink import KafkaStreamWriter
+from dstream_exactly_once.kafka.structured._spark_source import KafkaDataSource, KafkaSourceReader
+from dstream_exactly_once.kafka.structured.source_options import KafkaSourceOptions, parse_kafka_source_options
 from dstream_exactly_once.structured._spark_doris_sink import DorisSinkDataSource, DorisStreamWriter
-from dstream_exactly_once.structured._spark_kafka_sink import KafkaStreamWriter
-from dstream_exactly_once.structured._spark_kafka_source import KafkaDataSource, KafkaSourceReader
 from dstream_exactly_once.structured._spark_store_sink import StoreSinkDataSource, StoreStreamWriter
-from dstream_exactly_once.structured.kafka_source_options import KafkaSourceOptions, parse_kafka_source_options
 
 #: Environment variable naming the hold directory (Spark's Python workers inherit the driver's environment).
 HOLD_DIR = "KAFKA_SOURCE_FAULTS_HOLD_DIR"
@@ -167,6 +168,14 @@ def _session() -> Any:
     return spark
 
 
+def _settled(query: Any, app: str, within: float = 20.0) -> None:
+    """Wait (at most ``within`` seconds) until ``query`` finished a trigger, holds or failed."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and not query.recentProgress and query.exception() is None \
+            and not os.path.exists(os.path.join(_dir(app), "held")):
+        time.sleep(0.1)
+
+
 def drive(bootstrap: str, topic: str, checkpoints: str, hold_dir: str, fe_url: str, cells: List[Dict[str, str]]) -> int:
     os.environ[HOLD_DIR] = hold_dir  # before the JVM starts: its Python workers inherit it
     from dstream_exactly_once.structured import doris_sink_options, kafka_sink_options, store_sink_options
@@ -196,7 +205,10 @@ def drive(bootstrap: str, topic: str, checkpoints: str, hold_dir: str, fe_url: s
         return (writer.option("checkpointLocation", os.path.join(checkpoints, app))
                 .trigger(processingTime="300 milliseconds").start())
 
-    queries = {cell["app"]: start(cell) for cell in cells}
+    queries: Dict[str, Any] = {}
+    for cell in cells:  # one at a time: ten Python source runners starting at once miss Spark's 10 s
+        queries[cell["app"]] = query = start(cell)
+        _settled(query, cell["app"])
     print("STARTED", flush=True)
     while True:
         for cell in cells:

@@ -43,8 +43,8 @@ import pytest
 
 from dstream_exactly_once.core.tasks import TaskOptions, plan_tasks
 from dstream_exactly_once.kafka.range_reader import SPLIT_FLOOR
+from dstream_exactly_once.kafka.structured.source_offsets import ranges_between
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.structured.kafka_source_offsets import ranges_between
 from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
 
 from ..helpers import eventually
