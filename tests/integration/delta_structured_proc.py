@@ -1,14 +1,18 @@
-"""A Structured Streaming query from Spark's Kafka source into the ``deo-delta`` sink, as a child driver.
+"""Structured Streaming queries from Spark's Kafka source into the ``deo-delta`` sink, in one child driver.
 
-``python -m tests.integration.delta_structured_proc BOOTSTRAP TOPIC STORE APP TABLE CHECKPOINT EXPECTED
-CRASH_POINT CRASH_AT [MODE]``
+``python -m tests.integration.delta_structured_proc BOOTSTRAP TOPIC EXPECTED BARRIER
+STORE APP TABLE CHECKPOINT MODE CRASH [STORE APP TABLE CHECKPOINT MODE CRASH …]``
 
-Each record's value ``v`` becomes the row ``(v BIGINT, part INT = partition)``; at most 60 offsets a
-trigger. ``MODE`` is ``append`` (the default) or ``merge`` (option ``merge_keys`` ``v``: each batch is
-ONE Delta merge commit). ``CRASH_POINT`` is ``files`` (the driver's process group is SIGKILLed in the
-sink's commit of Spark batch ``CRASH_AT`` after the store's ``pending`` record, before its Delta
-commit: the tasks' files are written), ``table`` (after that batch's Delta commit, before the
-store's) or ``none``. Prints ``DONE`` once the table holds ``EXPECTED`` rows.
+One SparkSession runs one query per ``STORE APP TABLE CHECKPOINT`` group (each its own store,
+table and checkpoint, all reading ``TOPIC``), so one JVM start serves every store of a run. Each
+record's value ``v`` becomes the row ``(v BIGINT, part INT = partition)``; at most 60 offsets a
+trigger. ``MODE`` is ``append`` or ``merge`` (option ``merge_keys`` ``v``: each batch is ONE Delta
+merge commit). ``CRASH`` is ``files:N`` (the query stops in the sink's commit of Spark batch ``N``
+after the store's ``pending`` record, before its Delta commit: the tasks' files are written),
+``table:N`` (after that batch's Delta commit, before the store's) or ``none``. A query at its crash
+point waits there until every crashing query of the run is at its own (each marks its arrival in
+the directory ``BARRIER``); then the driver's process group is SIGKILLed, so one kill stops every
+store at its own point. Prints ``DONE`` once every table holds ``EXPECTED`` rows.
 """
 
 from __future__ import annotations
@@ -17,19 +21,28 @@ import os
 import signal
 import sys
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence, Tuple
 
 from dstream_exactly_once.structured._spark_delta_sink import DeltaSinkDataSource, DeltaStreamWriter
+
+from .aof_query_proc import RESTARTABLE
 
 
 class CrashingWriter(DeltaStreamWriter):
     """The sink's writer, SIGKILLing the driver's process group at one point of one batch's commit."""
 
-    def __init__(self, base: DeltaStreamWriter, point: str, at: int, pgid: int) -> None:
+    def __init__(self, base: DeltaStreamWriter, point: str, at: int, pgid: int, barrier: str, parties: int) -> None:
         super().__init__(base.opts, base.schema)
         self.point, self.at, self.pgid = point, at, pgid
+        self.barrier, self.parties = barrier, parties
 
     def _kill(self) -> None:
+        os.makedirs(self.barrier, exist_ok=True)
+        with open(os.path.join(self.barrier, self.opts.app), "w") as f:
+            f.write(f"{self.point}:{self.at}")
+        deadline = time.monotonic() + 300
+        while len(os.listdir(self.barrier)) < self.parties and time.monotonic() < deadline:
+            time.sleep(0.05)  # the other crashing queries are not at their points yet
         print(f"CRASH: SIGKILL of process group {self.pgid}", flush=True)
         os.killpg(self.pgid, signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)  # a Python worker outside the driver's group dies with it
@@ -60,13 +73,17 @@ class CrashingDeltaSink(DeltaSinkDataSource):
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DeltaStreamWriter:  # noqa: N802
         options = {k: v for k, v in self.options.items() if not k.lower().startswith("crash.")}
-        point, at, pgid = self.options["crash.point"], int(self.options["crash.at"]), int(self.options["crash.pgid"])
+        point, at = self.options["crash.point"], int(self.options["crash.at"])
+        pgid, barrier, parties = int(self.options["crash.pgid"]), self.options["crash.barrier"], \
+            int(self.options["crash.parties"])
         self.options = options
-        return CrashingWriter(super().streamWriter(schema, overwrite), point, at, pgid)
+        return CrashingWriter(super().streamWriter(schema, overwrite), point, at, pgid, barrier, parties)
 
 
-def main(bootstrap: str, topic: str, store: str, app: str, table: str, checkpoint: str, expected: int,
-         crash_point: str, crash_at: int, mode: str = "append") -> None:
+Query = Tuple[str, str, str, str, str, str]  # store, app, table, checkpoint, mode, crash
+
+
+def main(bootstrap: str, topic: str, expected: int, barrier: str, queries: Sequence[Query]) -> None:
     import deltalake
 
     from dstream_exactly_once.structured import delta_sink_options
@@ -79,23 +96,40 @@ def main(bootstrap: str, topic: str, store: str, app: str, table: str, checkpoin
             .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 60)
             .option("failOnDataLoss", "true").load()
             .selectExpr("CAST(CAST(value AS STRING) AS BIGINT) AS v", "partition AS part"))
-    merge_keys = ["v"] if mode == "merge" else None
-    query = (rows.writeStream.format("deo-delta-crashing")
-             .options(**delta_sink_options(store, app, table, merge_keys=merge_keys))
-             .option("crash.point", crash_point).option("crash.at", str(crash_at))
-             .option("crash.pgid", str(os.getpgid(0))).option("checkpointLocation", checkpoint)
-             .trigger(processingTime="200 milliseconds").start())
+    parties = sum(crash != "none" for *_, crash in queries)
+
+    def start(store: str, app: str, table: str, checkpoint: str, mode: str, crash: str) -> Any:
+        point, _, at = crash.partition(":")  # "none": no crash
+        merge_keys = ["v"] if mode == "merge" else None
+        return (rows.writeStream.format("deo-delta-crashing")
+                .options(**delta_sink_options(store, app, table, merge_keys=merge_keys))
+                .option("crash.point", point).option("crash.at", at or "0")
+                .option("crash.pgid", str(os.getpgid(0))).option("crash.barrier", barrier)
+                .option("crash.parties", str(parties)).option("checkpointLocation", checkpoint)
+                .trigger(processingTime="200 milliseconds").start())
+
+    started = [start(*query) for query in queries]
     print("STARTED", flush=True)
-    while not (deltalake.DeltaTable.is_deltatable(table) and deltalake.DeltaTable(table).count() >= expected):
-        if query.exception() is not None:
-            raise SystemExit(f"query failed: {query.exception()}")
+    tables = [table for _, _, table, *_ in queries]
+    while not all(deltalake.DeltaTable.is_deltatable(t) and deltalake.DeltaTable(t).count() >= expected
+                  for t in tables):
+        for i, query in enumerate(started):
+            failure = query.exception()
+            if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+                print(f"RESTARTED {queries[i][1]} {str(failure)[:200]!r}", flush=True)
+                started[i] = start(*queries[i])
+            elif failure is not None:
+                raise SystemExit(f"query failed: {failure}")
         time.sleep(0.3)
-    query.stop()
+    for query in started:
+        query.stop()
     print("DONE", flush=True)
 
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    if len(a) not in (9, 10):
-        sys.exit(f"want: BOOTSTRAP TOPIC STORE APP TABLE CHECKPOINT EXPECTED CRASH_POINT CRASH_AT [MODE]; got {a!r}")
-    main(a[0], a[1], a[2], a[3], a[4], a[5], int(a[6]), a[7], int(a[8]), *a[9:])
+    groups = a[4:]
+    if len(a) < 4 or not groups or len(groups) % 6:
+        sys.exit("want: BOOTSTRAP TOPIC EXPECTED BARRIER STORE APP TABLE CHECKPOINT MODE CRASH [...]; "
+                 f"got {a!r}")
+    main(a[0], a[1], int(a[2]), a[3], [tuple(groups[i:i + 6]) for i in range(0, len(groups), 6)])  # type: ignore[misc]

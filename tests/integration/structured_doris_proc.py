@@ -1,19 +1,24 @@
-"""A Structured Streaming query from the ``rate-micro-batch`` source into the deo-doris sink, as a child driver.
+"""Structured Streaming queries from the ``rate-micro-batch`` source into the deo-doris sink, in one child driver.
 
-``python -m tests.integration.structured_doris_proc FE_URL STORE APP CHECKPOINT``
+``python -m tests.integration.structured_doris_proc FE_URL STORE APP CHECKPOINT [FE_URL STORE APP CHECKPOINT …]``
 
-Each micro-batch holds 10 consecutive ``value`` s in 2 partitions; each row is loaded as one CSV
-column. Prints ``STARTED`` once the query runs and then runs until it is killed (the tests SIGKILL it
-at a point of the sink's protocol and restart it from its checkpoint).
+One SparkSession runs one query per ``FE_URL STORE APP CHECKPOINT`` group (each its own Doris, store
+and checkpoint), so one JVM start serves every case of a run. Each micro-batch holds 10 consecutive
+``value`` s in 2 partitions; each row is loaded as one CSV column. Prints ``STARTED`` once the
+queries run and then runs until it is killed (the tests SIGKILL it at a point of the sink's protocol
+and restart it from the checkpoints).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import Any, Sequence, Tuple
+
+from .aof_query_proc import RESTARTABLE
 
 
-def main(fe_url: str, store: str, app: str, checkpoint: str) -> None:
+def main(targets: Sequence[Tuple[str, str, str, str]]) -> None:
     import os
 
     from pyspark.sql import SparkSession
@@ -29,15 +34,27 @@ def main(fe_url: str, store: str, app: str, checkpoint: str) -> None:
     register_sinks(spark)
     rows = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", 10).option("numPartitions", 2)
             .load().selectExpr("CAST(value AS STRING) AS v"))
-    query = (rows.writeStream.format("deo-doris")
-             .options(**doris_sink_options(store, app, fe_url, "db", "t", password="doris-pw"))
-             .option("checkpointLocation", checkpoint).trigger(processingTime="300 milliseconds").start())
+
+    def start(fe_url: str, store: str, app: str, checkpoint: str) -> Any:
+        return (rows.writeStream.format("deo-doris")
+                .options(**doris_sink_options(store, app, fe_url, "db", "t", password="doris-pw"))
+                .option("checkpointLocation", checkpoint).trigger(processingTime="300 milliseconds").start())
+
+    queries = [start(*target) for target in targets]
     print("STARTED", flush=True)
-    while query.exception() is None:
+    while True:
+        for i, query in enumerate(queries):
+            failure = query.exception()
+            if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+                print(f"RESTARTED {targets[i][2]} {str(failure)[:200]!r}", flush=True)
+                queries[i] = start(*targets[i])
+            elif failure is not None:
+                raise SystemExit(f"query failed: {failure}")
         time.sleep(0.2)
-    raise SystemExit(f"query failed: {query.exception()}")
 
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    main(a[0], a[1], a[2], a[3])
+    if not a or len(a) % 4:
+        sys.exit(f"want: FE_URL STORE APP CHECKPOINT [FE_URL STORE APP CHECKPOINT …]; got {a!r}")
+    main([(a[i], a[i + 1], a[i + 2], a[i + 3]) for i in range(0, len(a), 4)])

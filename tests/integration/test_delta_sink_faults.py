@@ -8,7 +8,8 @@ file before it), on SQLite and PostgreSQL it appends: the store's part of the pr
 
 The ``deo-delta`` Structured Streaming query (Spark's Kafka source) under SIGKILL before a batch's
 Delta commit and after it: on SQLite both, on PostgreSQL before it, on Redis (merging by key) after it.
-Few kills and small topics keep the file's time down."""
+One driver runs the queries of the three stores, so a kill hits each store at its own point and the
+seven runs become three. Few kills and small topics keep the file's time down."""
 
 from __future__ import annotations
 
@@ -105,21 +106,23 @@ def test_dstream_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, c
     assert sorted(deltalake.DeltaTable(table).to_pyarrow_table().column("v").to_pylist()) == list(range(1, N + 1))
 
 
-def run_query(kafka, topic: str, store: str, app: str, table: str, checkpoint: str, crash_point: str,
-              crash_at: int, mode: str = "append") -> str:
+def run_query(kafka, topic: str, barrier: str, queries) -> str:
+    """One driver running a query per store (``queries``: (store, app, table, checkpoint, mode, crash))."""
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "tests.integration.delta_structured_proc", kafka.bootstrap, topic,
-                             store, app, table, checkpoint, str(N_QUERY), crash_point, str(crash_at), mode],
+                             str(N_QUERY), barrier, *[part for query in queries for part in query]],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env,
                             start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=240)
+        out, _ = proc.communicate(timeout=360)
     finally:
         kill_group(proc)
-    if crash_point == "none":
+    if all(crash == "none" for *_, crash in queries):
         assert proc.returncode == 0 and "DONE" in out, out[-4000:]
     else:
         assert proc.returncode == -signal.SIGKILL, out[-4000:]
+        crashing = sorted(app for _, app, *_, crash in queries if crash != "none")
+        assert sorted(os.listdir(barrier)) == crashing, "every crashing query reached its crash point"
     return out
 
 
@@ -130,37 +133,44 @@ QUERY_CASES = {  # store kind: (mode, the kills of the runs before the last)
 }
 
 
-@pytest.mark.parametrize("store_kind", list(QUERY_CASES))
-def test_structured_query_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, capsys, store_kind):
+def test_structured_query_to_delta_exactly_once_under_sigkill(kafka, tmp_path, request, capsys):
+    """One driver runs the query of every store whose next kill is due: the run's one SIGKILL comes once
+    each of those queries is at its own crash point (run 1: SQLite and PostgreSQL before the Delta
+    commit of batch 1, Redis after that of batch 2; run 2: SQLite after that of batch 3); a last run
+    of the three queries finishes."""
     import deltalake
 
-    store = {"sqlite": lambda: f"sqlite:///{tmp_path}/ss.db",
-             "postgres": lambda: request.getfixturevalue("postgres_url"),
-             "redis": lambda: request.getfixturevalue("redis_url")}[store_kind]()
-    mode, kills = QUERY_CASES[store_kind]
+    urls = {"sqlite": f"sqlite:///{tmp_path}/ss.db", "postgres": request.getfixturevalue("postgres_url"),
+            "redis": request.getfixturevalue("redis_url")}
     topic = "ss-delta-" + uuid.uuid4().hex[:8]
-    app = "ss-delta-" + uuid.uuid4().hex[:6]
-    table, checkpoint = str(tmp_path / "table"), str(tmp_path / "checkpoint")
     kafka.create_topic(topic, 2)
     kafka.produce(topic, range(1, N_QUERY + 1), partitions=2)
+    setups = {kind: (urls[kind], "ss-delta-" + uuid.uuid4().hex[:6], str(tmp_path / kind / "table"),
+                     str(tmp_path / kind / "checkpoint"), QUERY_CASES[kind][0]) for kind in QUERY_CASES}
 
-    for point, at in kills:
-        run_query(kafka, topic, store, app, table, checkpoint, point, at, mode)
-        if point == "files" and at == 1:
-            assert deltalake.DeltaTable(table).transaction_version(app) == 0  # the crash left batch 0 only
-            with open_store(store, app) as s:  # the store named the batch's files before the table commit
-                record = s.get_value("__delta__", f"{app}@{table}")
-            code, out, _ = cli(capsys, "delta", "orphans", "--table", table, "--min-age", "0", "--json")
-            orphans = {f["path"] for f in json.loads(out)["unreferenced"]}
-            assert record["state"] == "pending" and record["batch"] == 1 and record["files"]
-            assert set(record["files"]) <= orphans
-    run_query(kafka, topic, store, app, table, checkpoint, "none", 0, mode)
+    runs = max(len(kills) for _, kills in QUERY_CASES.values())
+    for run in range(runs):
+        due = {kind: kills[run] for kind, (_, kills) in QUERY_CASES.items() if run < len(kills)}
+        run_query(kafka, topic, str(tmp_path / f"barrier-{run}"),
+                  [(*setups[kind], f"{point}:{at}") for kind, (point, at) in due.items()])
+        for kind, (point, at) in due.items():
+            store, app, table, _, _ = setups[kind]
+            if point == "files" and at == 1:
+                assert deltalake.DeltaTable(table).transaction_version(app) == 0  # the crash left batch 0 only
+                with open_store(store, app) as s:  # the store named the batch's files before the table commit
+                    record = s.get_value("__delta__", f"{app}@{table}")
+                code, out, _ = cli(capsys, "delta", "orphans", "--table", table, "--min-age", "0", "--json")
+                orphans = {f["path"] for f in json.loads(out)["unreferenced"]}
+                assert record["state"] == "pending" and record["batch"] == 1 and record["files"]
+                assert set(record["files"]) <= orphans
+    run_query(kafka, topic, str(tmp_path / "barrier-last"), [(*setups[kind], "none") for kind in QUERY_CASES])
 
-    dt = deltalake.DeltaTable(table)
-    values = Counter(dt.to_pyarrow_table().column("v").to_pylist())
-    assert sum(values.values()) == N_QUERY and set(values) == set(range(1, N_QUERY + 1))
-    assert max(values.values()) == 1
-    with open_store(store, app) as s:
-        last = s.last_committed_batch_id()
-        assert dt.transaction_version(app) == last
-    assert batch_commits(table, app) == list(range(last + 1))  # each batch in exactly one commit
+    for kind, (store, app, table, _, _) in setups.items():
+        dt = deltalake.DeltaTable(table)
+        values = Counter(dt.to_pyarrow_table().column("v").to_pylist())
+        assert sum(values.values()) == N_QUERY and set(values) == set(range(1, N_QUERY + 1)), kind
+        assert max(values.values()) == 1, kind
+        with open_store(store, app) as s:
+            last = s.last_committed_batch_id()
+            assert dt.transaction_version(app) == last, kind
+        assert batch_commits(table, app) == list(range(last + 1)), kind  # each batch in exactly one commit

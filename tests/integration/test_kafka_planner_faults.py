@@ -4,7 +4,8 @@ Twelve small partitions (packed into two tasks) and one large one (its own task,
 pieces for ``commit_each_batch``, two of them read together by one task). A first driver SIGKILLs
 its own process group at one chosen point (``kafka_planner_faults_proc.py``): inside a packed task
 before its commit, right after a packed task's per-task commit (the batch partly committed), or
-between two pieces of one split range. A second driver replays the batch; the store must hold
+between two pieces of one split range; each store gets its own first driver (its own SIGKILL).
+One second driver replays the batch of the three stores (a stream each); every store must hold
 every number exactly once.
 """
 
@@ -15,16 +16,13 @@ import uuid
 import pytest
 
 from .test_file_faults import _store_url
-from .test_planner_faults import kill_then_replay
+from .test_planner_faults import KINDS, MODES, kill_each_then_replay
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MODULE = "tests.integration.kafka_planner_faults_proc"
 SMALL, PER_SMALL, BIG = 12, 60, 1000
 N = SMALL * PER_SMALL + BIG
-
-CASES = [(kind, mode) for kind in ("sqlite", "postgres", "redis")
-         for mode in ("inside", "after_commit", "between_pieces")]
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +38,14 @@ def numbers_topic(kafka):
     return name
 
 
-@pytest.mark.parametrize(("kind", "mode"), CASES, ids=[f"{k}-{m}" for k, m in CASES])
-def test_every_record_once_after_a_kill_in_packed_or_split_kafka_tasks(kind, mode, kafka, numbers_topic, tmp_path,
-                                                                       request, monkeypatch):
+@pytest.mark.parametrize("mode", MODES)
+def test_every_record_once_after_a_kill_in_packed_or_split_kafka_tasks(mode, kafka, numbers_topic, tmp_path, request,
+                                                                       monkeypatch):
     monkeypatch.setattr("tests.integration.test_file_faults.MODULE", MODULE)
-    url = _store_url(kind, tmp_path, request)
-    app = f"kplan-faults-{mode}-{uuid.uuid4().hex[:6]}"
-    marker = str(tmp_path / "killed")
-    kill_then_replay((kafka.bootstrap, numbers_topic, url, app, str(N), mode, marker), url, app, N, mode, marker,
-                     str(tmp_path / "children.err"))
+    targets = []
+    for kind in KINDS:
+        (tmp_path / kind).mkdir()
+        targets.append((_store_url(kind, tmp_path / kind, request), f"kplan-faults-{mode}-{uuid.uuid4().hex[:6]}",
+                        str(tmp_path / kind / "killed")))
+    kill_each_then_replay(lambda url, app, marker: (kafka.bootstrap, numbers_topic, url, app, str(N), mode, marker),
+                          targets, N, mode, str(tmp_path / "children.err"))

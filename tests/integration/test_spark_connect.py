@@ -1,11 +1,13 @@
-"""This library's Structured Streaming forms (``deo-delta`` aside) under a Spark Connect session, against a
-real local Spark Connect server (``LocalSparkConnect``): the sources and sinks run in the server's Python
+"""This library's Structured Streaming forms under a Spark Connect session, against a real local Spark
+Connect server (``LocalSparkConnect``): the sources and sinks (``deo-store``, ``deo-kafka``, ``deo-doris``,
+``deo-delta``) and a ``foreachBatch`` function fed by the ``deo-kafka`` source run in the server's Python
 workers, registered from the client with ``register(spark)``. The store or the output holds every input
 exactly once, also after a restart from the checkpoint with more input. DStream entry points given the
 Connect session refuse it by name, before any store is opened."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import pytest
@@ -186,6 +188,72 @@ def test_aof_into_the_doris_sink(spark, spark_connect, tmp_path):
         states = set(doris.labels("db").values())
     assert loaded == Counter(range(100))
     assert states == {"VISIBLE"}  # every batch's loads committed, none left pre-committed
+
+
+def test_aof_into_the_delta_sink(spark, spark_connect, tmp_path):
+    import deltalake
+
+    from dstream_exactly_once.structured import delta_sink_options
+
+    path, url, app, table = tmp_path / "in.log", f"sqlite:///{tmp_path}/s.db", "connect-delta", str(tmp_path / "tbl")
+    _lines(path, range(100))
+
+    def writer(checkpoint):
+        lines = (spark.readStream.format("aof").option("path", str(path)).option("bytes.max", 100)
+                 .option("max.bytes.per.trigger", 150).load())
+        return (lines.selectExpr("CAST(value AS BIGINT) AS v").writeStream.format("deo-delta")
+                .options(**delta_sink_options(url, app, table)).option("checkpointLocation", checkpoint))
+    _run(writer, tmp_path / "cp", spark_connect)
+    _lines(path, range(100, 130))
+    _run(writer, tmp_path / "cp", spark_connect)  # a restart from the checkpoint: the new lines only
+    rows = deltalake.DeltaTable(table).to_pyarrow_table().column("v").to_pylist()
+    assert Counter(rows) == Counter(range(130))
+    with open_store(url, app) as s:
+        batches = s.last_committed_batch_id()
+    assert batches is not None and batches >= 2  # several micro-batches, each one Delta commit
+    assert deltalake.DeltaTable(table).transaction_version(app) == batches  # the table knows the last batch
+
+
+def test_deo_kafka_source_into_a_foreach_batch_function(spark, spark_connect, kafka, topic_name, tmp_path):
+    """``foreachBatch`` runs the function in the server's Python worker; keyed by the batch id (a replayed
+    micro-batch replaces its own file), its output is exactly once when every offset is in one micro-batch."""
+    kafka.create_topic(topic_name, 3)
+    kafka.produce(topic_name, range(90), partitions=3)
+    out = str(tmp_path / "batches")
+    os.makedirs(out)
+
+    def write_batch(df, batch_id):  # pickled by value to the server
+        import json
+        import os
+
+        values = sorted(int(r.v) for r in df.selectExpr("CAST(CAST(value AS STRING) AS INT) AS v").collect())
+        target = os.path.join(out, f"{batch_id}.json")
+        with open(target + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(values, f)
+        os.replace(target + ".tmp", target)
+
+    def writer(checkpoint):
+        records = (spark.readStream.format("deo-kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                   .option("subscribe", topic_name).option("startingOffsets", "earliest")
+                   .option("maxOffsetsPerTrigger", 40).option("tasks.target.count", 1).load())
+        return records.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
+
+    def written():
+        import json
+
+        batches = {int(name.split(".")[0]): json.loads((tmp_path / "batches" / name).read_text())
+                   for name in os.listdir(out) if name.endswith(".json")}
+        return batches, Counter(v for values in batches.values() for v in values)
+
+    _run(writer, tmp_path / "cp", spark_connect)
+    batches, values = written()
+    assert values == Counter(range(90))
+    assert len(batches) >= 3  # at most 40 offsets a micro-batch
+    kafka.produce(topic_name, range(90, 120), partitions=3)
+    _run(writer, tmp_path / "cp", spark_connect)  # a restart from the checkpoint: the new records only
+    after, values = written()
+    assert values == Counter(range(120))
+    assert {b: v for b, v in after.items() if b in batches} == batches  # earlier micro-batches untouched
 
 
 def test_the_documented_connect_query_runs_in_a_client_process(spark_connect, tmp_path):
