@@ -42,9 +42,9 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from dstream_exactly_once.kafka.structured._source_options import KafkaSourceOptions, parse_kafka_source_options
 from dstream_exactly_once.kafka.structured._spark_sink import KafkaStreamWriter
 from dstream_exactly_once.kafka.structured._spark_source import KafkaDataSource, KafkaSourceReader
-from dstream_exactly_once.kafka.structured.source_options import KafkaSourceOptions, parse_kafka_source_options
 from dstream_exactly_once.structured._spark_doris_sink import DorisSinkDataSource, DorisStreamWriter
 from dstream_exactly_once.structured._spark_store_sink import StoreSinkDataSource, StoreStreamWriter
 
@@ -155,7 +155,7 @@ class HoldingDorisSink(DorisSinkDataSource):
 def _session() -> Any:
     from pyspark.sql import SparkSession
 
-    from dstream_exactly_once.testing.spark import spark_env
+    from dstream_exactly_once.testing._spark import spark_env
 
     os.environ.update(spark_env())
     spark = (SparkSession.builder.master("local[2]").appName("kafka-source-faults")

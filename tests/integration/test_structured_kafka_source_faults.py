@@ -41,11 +41,11 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import pytest
 
-from dstream_exactly_once.core.tasks import TaskOptions, plan_tasks
-from dstream_exactly_once.kafka.range_reader import SPLIT_FLOOR
-from dstream_exactly_once.kafka.structured.source_offsets import ranges_between
+from dstream_exactly_once.core._tasks import TaskOptions, plan_tasks
+from dstream_exactly_once.kafka._range_reader import SPLIT_FLOOR
+from dstream_exactly_once.kafka.structured._source_offsets import ranges_between
 from dstream_exactly_once.stores import open_store
-from dstream_exactly_once.testing.doris_double import DorisProtocolDouble
+from dstream_exactly_once.testing._doris_double import DorisProtocolDouble
 
 from ..helpers import eventually
 from .faults import ROOT, kill_group
