@@ -8,6 +8,7 @@ Port a Spark 2.4 app by changing one import::
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
+from . import _moved  # noqa: F401 - first: modules' earlier paths (in Spark checkpoints) import as their new homes
 from ._version import __version__
 from .admin import SkipPlan, skip_batch
 from .core._retry import RetryPolicy
