@@ -5,8 +5,9 @@ module path, and Spark pickles objects between processes the same way. When a mo
 checkpoint written by an earlier release would fail to load with an import error deep inside Spark's
 recovery. Importing this module (the package root does, first) installs :class:`MovedModuleFinder`
 on ``sys.meta_path``: an import of a path in :data:`MOVED` gets the module it moved to (the same
-module object, so classes and functions are identical), quietly, so such a checkpoint recovers. Old paths that users were documented to
-import are deprecation shims instead (they warn); this table holds only the internal ones.
+module object, so classes and functions are identical), quietly, so such a checkpoint recovers. Old
+paths that users were documented to import are deprecation shims instead (they warn); this table
+holds only the internal ones.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ _RELATIVE: Dict[str, str] = {
     "cli.exit_codes": "cli._exit_codes",
     "cli.kafka_args": "cli._kafka_args",
     "cli.labels": "cli._labels",
-    "cli.main": "cli._main",
     "cli.offsets": "cli._offsets",
     "cli.operator_parsers": "cli._operator_parsers",
     "cli.option_entries": "cli._option_entries",
@@ -245,6 +245,11 @@ class MovedModuleFinder(importlib.abc.MetaPathFinder):
                   target: Optional[ModuleType] = None) -> Optional[importlib.machinery.ModuleSpec]:
         moved_to = MOVED.get(fullname)
         if moved_to is None:
+            return None
+        parent, _, leaf = fullname.rpartition(".")
+        if leaf in vars(sys.modules.get(parent) or ModuleType(parent)):
+            # the import system sets the module as the parent's attribute ``leaf``: never over a name
+            # the parent package defines (a function its face exports under the old module's name)
             return None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(moved_to))
 

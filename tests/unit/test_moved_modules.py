@@ -9,6 +9,8 @@ import sys
 import warnings
 from pathlib import Path
 
+import pytest
+
 import dstream_exactly_once
 from dstream_exactly_once._moved import MOVED, MovedModuleFinder
 from dstream_exactly_once.errors import ConfigurationError
@@ -22,7 +24,9 @@ def _exists(dotted: str) -> bool:
 
 
 def test_the_finder_is_installed_once_and_after_the_real_finders():
-    importlib.reload(sys.modules["dstream_exactly_once._moved"])
+    from dstream_exactly_once._moved import install
+
+    install()
     finders = [f for f in sys.meta_path if isinstance(f, MovedModuleFinder)]
     assert len(finders) == 1
     assert sys.meta_path.index(finders[0]) > 0  # a module that exists is found by the real finders first
@@ -35,6 +39,8 @@ def test_every_old_path_is_gone_and_every_new_one_exists():
 
 
 def test_an_old_path_imports_as_the_same_module_object_quietly():
+    faces = {name: dict(vars(module)) for name, module in sys.modules.items()
+             if name.startswith("dstream_exactly_once") and hasattr(module, "__path__")}
     loaded = 0
     for old, new in MOVED.items():
         with warnings.catch_warnings():  # a parent package may be a documented, deprecated one: it warns
@@ -54,6 +60,22 @@ def test_an_old_path_imports_as_the_same_module_object_quietly():
         assert module.__spec__.name == new and module.__name__ == new  # its own identity is kept
         loaded += 1
     assert loaded > 100
+    for name, before in faces.items():  # no package's own names were overwritten by an old path's module
+        now = vars(sys.modules[name])
+        assert {k: v for k, v in before.items() if now.get(k) is not v} == {}, name
+
+
+def test_an_old_path_never_replaces_a_name_its_parent_package_defines():
+    import dstream_exactly_once.cli as cli_face
+
+    main = cli_face.main
+    MOVED["dstream_exactly_once.cli.main"] = "dstream_exactly_once.cli._main"
+    try:
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module("dstream_exactly_once.cli.main")
+    finally:
+        del MOVED["dstream_exactly_once.cli.main"]
+    assert cli_face.main is main and callable(main)
 
 
 def test_a_pickle_naming_a_released_module_path_loads_as_todays_object():
