@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .common import Context, log, percentile
 
@@ -24,12 +24,41 @@ TARGET_PARTITIONS = 1000
 PRODUCE_RATE = 2000  # records/s asked for, over all partitions, while planning (achieved rate reported)
 
 
+_VALUE = b"x" * 100  #: every benchmark producer's record value
+
+
+def _paced(send: Callable[[str, int], Any], targets: List[Tuple[str, int]], rate: int, stop: Any, sent: Any,
+           hot: float = 0.0, each_round: Optional[Callable[[], Any]] = None) -> None:
+    """The pacing both producers share: ``rate`` records/s round-robin over every partition of
+    ``targets`` (``send(topic, partition)`` each) until ``stop`` is set, ``sent`` counting them; a
+    fraction ``hot`` to partition 0 of the first topic instead; ``each_round`` after each 1/100 s worth."""
+    flat = [(topic, p) for topic, partitions in targets for p in range(partitions)]
+    n, t0, i = 0, time.monotonic(), 0
+    try:
+        while not stop.is_set():
+            for _ in range(max(1, rate // 100)):
+                if hot and (n % 100) < hot * 100:
+                    send(flat[0][0], 0)
+                else:
+                    topic, p = flat[i]
+                    send(topic, p)
+                    i = (i + 1) % len(flat)
+                n += 1
+            sent.value = n
+            if each_round is not None:
+                each_round()
+            ahead = n / rate - (time.monotonic() - t0)
+            if ahead > 0:
+                time.sleep(ahead)
+    finally:
+        sent.value = n
+
+
 def _produce_until(bootstrap: str, targets: List[Tuple[str, int]], rate: int, stop: Any, sent: Any,
                    hot: float = 0.0, settings: Optional[Dict[str, Any]] = None) -> None:
-    """Producer process: ``rate`` records/s of 100 bytes round-robin over every partition of ``targets``
-    (``(topic, partitions)``) until ``stop`` is set, ``sent`` counting them as they go; a fraction ``hot``
-    of them to partition 0 of the first topic instead (a skewed feed). ``settings``: producer settings
-    instead of ``acks=1`` (e.g. an idempotent ``acks="all"`` producer)."""
+    """Producer process (kafka-python): 100-byte records paced by :func:`_paced` over ``targets``
+    (``(topic, partitions)``). ``settings``: producer settings instead of ``acks=1`` (e.g. an
+    idempotent ``acks="all"`` producer)."""
     import logging
 
     from kafka import KafkaProducer
@@ -37,26 +66,11 @@ def _produce_until(bootstrap: str, targets: List[Tuple[str, int]], rate: int, st
     logging.getLogger("kafka").setLevel(logging.ERROR)  # event-loop timing warnings on a busy machine
     producer = KafkaProducer(bootstrap_servers=bootstrap, client_id="deo-bench-producer",
                              **{"acks": 1, "linger_ms": 20, **(settings or {})})
-    flat = [(topic, p) for topic, partitions in targets for p in range(partitions)]
-    value, n, t0, i = b"x" * 100, 0, time.monotonic(), 0
     try:
-        while not stop.is_set():
-            for _ in range(max(1, rate // 100)):
-                if hot and (n % 100) < hot * 100:
-                    producer.send(flat[0][0], value=value, partition=0)
-                else:
-                    topic, p = flat[i]
-                    producer.send(topic, value=value, partition=p)
-                    i = (i + 1) % len(flat)
-                n += 1
-            sent.value = n
-            ahead = n / rate - (time.monotonic() - t0)
-            if ahead > 0:
-                time.sleep(ahead)
+        _paced(lambda topic, p: producer.send(topic, value=_VALUE, partition=p), targets, rate, stop, sent, hot)
         producer.flush()
     finally:
         producer.close()
-        sent.value = n
 
 
 #: kafka-python producer settings -> librdkafka's names (for :func:`_produce_until_confluent`)
@@ -77,35 +91,19 @@ def _produce_until_confluent(bootstrap: str, targets: List[Tuple[str, int]], rat
                              f"(known: {sorted(_LIBRDKAFKA_NAMES)})")
         conf[_LIBRDKAFKA_NAMES[key]] = value
     producer = Producer(conf)
-    flat = [(topic, p) for topic, partitions in targets for p in range(partitions)]
-    value, n, t0, i = b"x" * 100, 0, time.monotonic(), 0
 
     def send(topic: str, partition: int) -> None:
         while True:
             try:
-                producer.produce(topic, value=value, partition=partition)
+                producer.produce(topic, value=_VALUE, partition=partition)
                 return
             except BufferError:  # the local queue is full: serve deliveries, then try again
                 producer.poll(0.05)
 
     try:
-        while not stop.is_set():
-            for _ in range(max(1, rate // 100)):
-                if hot and (n % 100) < hot * 100:
-                    send(flat[0][0], 0)
-                else:
-                    topic, p = flat[i]
-                    send(topic, p)
-                    i = (i + 1) % len(flat)
-                n += 1
-            sent.value = n
-            producer.poll(0)
-            ahead = n / rate - (time.monotonic() - t0)
-            if ahead > 0:
-                time.sleep(ahead)
+        _paced(send, targets, rate, stop, sent, hot, each_round=lambda: producer.poll(0))
     finally:
         left = producer.flush(30)
-        sent.value = n
         if left:
             raise RuntimeError(f"{left} records were not delivered within 30 s of the producer's stop")
 
