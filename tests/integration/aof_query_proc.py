@@ -73,6 +73,15 @@ class HoldingStoreSink(StoreSinkDataSource):
         return HoldingStreamWriter(super().streamWriter(schema, overwrite).opts)
 
 
+def _settled(query: Any, app: str, within: float = 30.0) -> None:
+    """Wait (at most ``within`` seconds) until ``query`` finished a trigger, holds or failed."""
+    deadline = time.monotonic() + within
+    held = os.path.join(os.environ.get(HOLD_DIR) or "", app, "held")
+    while time.monotonic() < deadline and not query.recentProgress and query.exception() is None \
+            and not os.path.exists(held):
+        time.sleep(0.1)
+
+
 def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequence[Tuple[str, str]]) -> int:
     os.environ[HOLD_DIR] = hold_dir  # before the JVM starts: its Python workers inherit it
     from pyspark.sql import SparkSession
@@ -95,7 +104,10 @@ def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequen
                 .option("checkpointLocation", os.path.join(checkpoints, app))
                 .trigger(processingTime="300 milliseconds").start())
 
-    queries: Dict[str, Any] = {app: start(url, app) for url, app in targets}
+    queries: Dict[str, Any] = {}
+    for url, app in targets:  # one at a time: three source runners starting at once may miss Spark's 10 s
+        queries[app] = query = start(url, app)
+        _settled(query, app)
     print("STARTED", flush=True)
     readers = {app: open_store(url, app) for url, app in targets}
     try:

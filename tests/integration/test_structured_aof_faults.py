@@ -28,6 +28,7 @@ or double the lines at the seam.
 from __future__ import annotations
 
 import os
+import queue
 import random
 import subprocess
 import sys
@@ -67,6 +68,20 @@ def _aof(*args: str, stderr_path: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "tests.integration.aof_query_proc", *args],
                                 stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, env=env,
                                 start_new_session=True)
+
+
+def _unread(outputs: List[queue.Queue[str]]) -> List[List[str]]:
+    """Each driver's stdout lines nobody waited for (a query started again, a failure), in order."""
+    unread: List[List[str]] = []
+    for out in outputs:
+        lines: List[str] = []
+        while True:
+            try:
+                lines.append(out.get_nowait()[:300])
+            except queue.Empty:
+                break
+        unread.append(lines[-20:])
+    return unread
 
 
 def _next_batch(url: str, app: str) -> int:
@@ -123,6 +138,7 @@ def test_aof_to_store_sinks_every_line_once_across_sigkills(tmp_path, request):
     release = tmp_path / "release"  # how many lines the writer may have written
     writer = _spawn("writer", str(logs), str(N), WRITER_PAUSE, str(N // 4), str(release), stderr_path=stderr)
     killed: Dict[str, List[Tuple[str, Optional[int]]]] = {store: [] for store in STORES}
+    outputs: List[queue.Queue[str]] = []  # each driver's stdout lines not read yet (RESTARTED, FAILED)
     try:
         for kill in range(KILLS):
             points = {store: schedule(i, kill) for i, store in enumerate(STORES)}
@@ -134,8 +150,9 @@ def test_aof_to_store_sinks_every_line_once_across_sigkills(tmp_path, request):
                     (hold / apps[store] / point).touch()
                 committed[store] = _spark_log(checkpoints / apps[store], "commits")
             driver = _aof("driver", *args, stderr_path=stderr)
+            outputs.append(out := _lines(driver))
             try:
-                _wait_for(_lines(driver), "STARTED", 180)
+                _wait_for(out, "STARTED", 180)
                 _release(release, (kill + 1) * N // (KILLS + 1))  # new lines, written while this run reads
                 eventually(lambda run=(points, committed): all(
                     _at_point(run[0][s], checkpoints / apps[s], hold / apps[s], run[1][s]) for s in STORES),
@@ -162,16 +179,17 @@ def test_aof_to_store_sinks_every_line_once_across_sigkills(tmp_path, request):
                 for name in (*POINTS[1:], "held"):
                     (hold / app / name).unlink(missing_ok=True)
         final = _aof("driver", *args, stderr_path=stderr)
+        outputs.append(out := _lines(final))
         try:
             _release(release, N)
-            done = _wait_for(_lines(final), "DONE", 300)
+            done = _wait_for(out, "DONE", 300)
         finally:
             kill_group(final)
         assert writer.wait(60) == 0
     except AssertionError as exc:
         with open(stderr, errors="replace") as f:
-            raise AssertionError(f"{exc}\nkills so far: {killed}\nchildren's stderr (tail):\n"
-                                 f"{f.read()[-3000:]}") from None
+            raise AssertionError(f"{exc}\nkills so far: {killed}\ndrivers' unread output: {_unread(outputs)}\n"
+                                 f"children's stderr (tail):\n{f.read()[-3000:]}") from None
     finally:
         kill_group(writer)
     for i, store in enumerate(STORES):  # every SIGKILL really happened, at the planned point
