@@ -4,8 +4,9 @@ Not a test: it prints a table (and a line for ``bench/RESULTS.md``). Per P, in o
 
 1. a topic of P partitions; the library's exactly-once stream (``KafkaUtils.createExactlyOnceStream``
    + ``commit_each_batch`` folding each batch to a count and a sum, SQLite, 0.5 s batches,
-   ``local[2]``, the task planner's defaults: packed tasks) starts from ``earliest`` in its own
-   process (:mod:`bench.stopstart_child`);
+   ``local[2]``, the task planner's defaults: packed tasks; ``--catch-up`` sets
+   ``spark.streaming.exactlyOnce.catchUp``) starts from ``earliest`` in its own process
+   (:mod:`bench.stopstart_child`);
 2. once it planned its first batch, B8's producer process (kafka-python, idempotent, ``acks=all``,
    ``linger_ms=20``) writes
    ``--rate`` records/s spread evenly over the P partitions for ``--produce`` seconds, then stops
@@ -78,7 +79,8 @@ def run_case(kafka: Any, partitions: int, args: argparse.Namespace) -> Dict[str,
     workdir = tempfile.mkdtemp(prefix="deo-stopstart-")
     url, app = f"sqlite:///{workdir}/stopstart.db", "stopstart"
     log_path = os.path.join(workdir, "stream.log")
-    spec = {"bootstrap": kafka.bootstrap, "topic": topic, "url": url, "app": app, "batch_s": args.interval}
+    spec = {"bootstrap": kafka.bootstrap, "topic": topic, "url": url, "app": app, "batch_s": args.interval,
+            "catch_up": args.catch_up}
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with open(log_path, "w", encoding="utf-8") as log_file:
         child = subprocess.Popen([sys.executable, "-m", "bench.stopstart_child", json.dumps(spec)], cwd=ROOT,
@@ -139,6 +141,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--producer", choices=("kafka-python", "confluent-kafka"), default="kafka-python",
                     help="the producer's client (same settings either way); kafka-python's producer takes about "
                          "half a core at 1,000 partitions, librdkafka's a small fraction of that")
+    ap.add_argument("--catch-up", action="store_true",
+                    help="set spark.streaming.exactlyOnce.catchUp=true (a batch generated while another is "
+                         "uncommitted plans nothing; the next takes the backlog)")
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results", "stopstart.json"))
     args = ap.parse_args(argv)
     from dstream_exactly_once.testing import LocalKafka
@@ -150,11 +155,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    print("| P | producer | sent | behind at stop 1 / 2 | drain after stop 1 / 2 (s) | within 30 s | exact | pending "
-          "| failed-batch lines | stalled-read recoveries | load at stop | cores: stream / producer / machine |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| P | catch-up | producer | sent | behind at stop 1 / 2 | drain after stop 1 / 2 (s) "
+          "| within 30 s | exact | pending | failed-batch lines | stalled-read recoveries | load at stop "
+          "| cores: stream / producer / machine |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['partitions']} | {args.producer}: {args.produce:.0f} s + {args.again:.0f} s "
+        print(f"| {r['partitions']} | {'on' if args.catch_up else 'off'} "
+              f"| {args.producer}: {args.produce:.0f} s + {args.again:.0f} s "
               f"at {r.get('rate_achieved')}/s "
               f"| {r['sent']} | {' / '.join(str(b) for b in r['behind_at_stop'])} "
               f"| {' / '.join('none' if d is None else str(d) for d in r['drain_s'])} "

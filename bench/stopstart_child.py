@@ -19,7 +19,8 @@ def main() -> int:
     from dstream_exactly_once.testing import make_spark_context
 
     spec = json.loads(sys.argv[1])
-    sc = make_spark_context("local[2]", "deo-bench-stopstart", {"spark.driver.memory": "2g"})
+    sc = make_spark_context("local[2]", "deo-bench-stopstart", {
+        "spark.driver.memory": "2g", "spark.streaming.exactlyOnce.catchUp": str(bool(spec.get("catch_up"))).lower()})
     ssc = StreamingContext(sc, spec["batch_s"])
     stream = KafkaUtils.createExactlyOnceStream(
         ssc, {"bootstrap.servers": spec["bootstrap"], "auto.offset.reset": "earliest"}, [spec["topic"]],

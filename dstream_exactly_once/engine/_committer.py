@@ -27,6 +27,14 @@ may hold several uncommitted batches (a restart replays them all, in id order), 
 fails (:meth:`BatchCommitter.fail`) the batches planned after it never commit
 (:meth:`BatchCommitter.batch_at` raises) and no new ones are planned.
 
+When batches take longer than the batch interval, that queue grows: each new batch still plans only
+its own interval's records. With :attr:`BatchCommitter.catch_up` (``spark.streaming.exactlyOnce.catchUp``)
+a batch generated while one this driver planned is still uncommitted plans nothing (it is empty, like
+a batch with no new records), and the first batch generated after the queue emptied plans everything
+up to the source's latest positions (within its rate limits): batches grow to the time they take, and
+a stream that fell behind drains in a few large batches. Without it the stream warns once when 20
+batches are queued.
+
 No write-ahead log, no receivers and no Spark checkpoint: the store is the single source of truth.
 This module knows sources only through :class:`~dstream_exactly_once.core._source.BatchSource`.
 """
@@ -58,6 +66,8 @@ log = logging.getLogger(__name__)
 __all__ = ["BatchCommitter", "check_retain_batches"]
 
 _REMEMBERED_TIMES = 1024
+#: planned batches not committed yet at which a stream without catch-up warns (once) that it falls behind
+_QUEUE_WARNING = 20
 
 T = TypeVar("T")
 
@@ -119,6 +129,14 @@ class BatchCommitter(DriverOnly):
         self.committed = 0
         self.replayed = 0
         self.skipped_empty = 0
+        #: plan no new records while a batch this driver planned or replayed is still uncommitted: the
+        #: batch Spark generates then is empty, and the first one generated after the queue emptied
+        #: takes the backlog (``spark.streaming.exactlyOnce.catchUp``); ``deferred`` counts those
+        self.catch_up = False
+        self.deferred = 0
+        #: ids of the batches this driver planned or replayed that have not committed yet
+        self._uncommitted: Set[int] = set()
+        self._queue_warned = False
         if start:
             self.start()
 
@@ -244,6 +262,9 @@ class BatchCommitter(DriverOnly):
             batch: Optional[PlannedBatch]
             if self.failed is not None:
                 batch = None
+            elif self.catch_up and self._uncommitted:
+                batch = None  # an earlier batch still queued or running: a later batch takes these records
+                self.deferred += 1
             elif self._pending:
                 batch = self._pending.popleft()
                 log.info("replaying batch %d with its logged ranges", batch.batch_id)
@@ -274,11 +295,25 @@ class BatchCommitter(DriverOnly):
                     self.fail(exc)
                     raise
             self._by_time[time] = batch
+            if batch is not None:
+                self._queued(batch)
             while len(self._by_time) > _REMEMBERED_TIMES:
                 self._by_time.popitem(last=False)
             if self.failed is None:
                 self.heartbeat.beat(self.last_committed_id)
             return batch
+
+    def _queued(self, batch: PlannedBatch) -> None:
+        """Note ``batch`` as planned and not committed; warn once when batches pile up behind a slow one."""
+        self._uncommitted.add(batch.batch_id)
+        if self.catch_up or self._queue_warned or len(self._uncommitted) < _QUEUE_WARNING:
+            return
+        self._queue_warned = True
+        log.warning("%d batches are planned and not committed yet: batches take longer than the batch interval, and "
+                    "each new batch still plans only the records of its own interval, so the queue does not shrink "
+                    "by itself. Set spark.streaming.exactlyOnce.catchUp=true to plan no new records while a batch "
+                    "is queued (the first batch planned after the queue emptied takes the backlog), or use a longer "
+                    "batch interval", len(self._uncommitted))
 
     def _check_epoch(self) -> None:
         """An idle driver still learns within one batch that a newer driver fenced it."""
@@ -348,6 +383,7 @@ class BatchCommitter(DriverOnly):
         with self._lock:
             for bid in [b for b in self._stored_forms if b <= batch.batch_id]:
                 del self._stored_forms[bid]
+            self._uncommitted = {b for b in self._uncommitted if b > batch.batch_id}
         if outcome is CommitOutcome.APPLIED:
             self.committed += 1
             if dropped:

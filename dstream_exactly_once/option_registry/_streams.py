@@ -22,6 +22,7 @@ from ..kafka._spark_conf import (
     TASKS_TARGET_COUNT,
     TASKS_TARGET_SIZE,
 )
+from ..streaming._backpressure import CATCH_UP
 from . import EntryPoint
 from ._kafka import KAFKA_PARAMS
 
@@ -151,7 +152,8 @@ _B = "spark.streaming.backpressure."
 #: the Kafka task planner's conf keys, each with its short name in the task planner's table
 _KAFKA_TASKS = {TARGET_COUNT: TASKS_TARGET_COUNT, TARGET_SIZE: TASKS_TARGET_SIZE, SPLIT_SIZE: TASKS_SPLIT_SIZE}
 SPARK_CONF: Tuple[EntryPoint, ...] = (
-    EntryPoint("SparkConf", "conf", "the Spark conf keys the library reads (Kafka streams)", (
+    EntryPoint("SparkConf", "conf", "the Spark conf keys the library reads (Kafka streams; catchUp: every "
+               "exactly-once stream)", (
         *RATE_OPTIONS,
         replace(POLL_MS, doc="default of poll_timeout_ms"),
         replace(NETWORK_TIMEOUT, doc="read only to compute the poll timeout"),
@@ -167,6 +169,7 @@ SPARK_CONF: Tuple[EntryPoint, ...] = (
         Option(_B + "pid.integral", "float", 0.2, "PID gain", low=0),
         Option(_B + "pid.derived", "float", 0.0, "PID gain", low=0),
         Option(_B + "pid.minRate", "float", 100.0, "lowest estimated rate (records/s)", low=0),
+        CATCH_UP,
     )),
 )
 

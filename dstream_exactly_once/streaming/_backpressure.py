@@ -1,5 +1,16 @@
-"""Backpressure for direct streams: ``spark.streaming.backpressure.enabled``, as Spark's direct Kafka
-stream had it.
+"""How big a direct stream's batches get: backpressure (``spark.streaming.backpressure.enabled``, as
+Spark's direct Kafka stream had it) and catch-up (``spark.streaming.exactlyOnce.catchUp``).
+
+Catch-up, for exactly-once streams only (off by default): while a batch the driver planned is still
+uncommitted, the batch Spark generates plans no new records, and the first batch generated after the
+queue emptied plans everything up to the latest positions (within ``maxRatePerPartition`` and the
+backpressure rate). Without it, a stream whose batches take longer than the interval queues one batch
+per interval, each holding only that interval's records, and never drains the queue; with it, batches
+grow to the time they take. The records a batch holds then depend on how long the batches before it
+took, so a stream whose output depends on which batch time a record falls in (``window``) sees them
+in later windows when it is behind.
+
+Backpressure:
 
 Spark's ``RateController`` listens for completed batches and feeds a ``PIDRateEstimator`` with each
 batch's record count, processing delay and scheduling delay; the direct stream then reads at most
@@ -27,7 +38,7 @@ from ..errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PIDRateEstimator", "RateController", "rate_controller_from_conf"]
+__all__ = ["CATCH_UP", "PIDRateEstimator", "RateController", "catch_up_from_conf", "rate_controller_from_conf"]
 
 
 class PIDRateEstimator:
@@ -157,3 +168,16 @@ def rate_controller_from_conf(conf: Any, batch_interval_ms: int) -> Optional[Rat
     estimator = PIDRateEstimator(batch_interval_ms, values[_P + "pid.proportional"], values[_P + "pid.integral"],
                                  values[_P + "pid.derived"], values[_P + "pid.minRate"])
     return RateController(estimator, values[_P + "initialRate"])
+
+
+#: catch-up for exactly-once streams (see the module's docstring)
+CATCH_UP = Option("spark.streaming.exactlyOnce.catchUp", "bool", False,
+                  "exactly-once streams: while a batch is uncommitted, new batches plan nothing; the next one after "
+                  "takes the backlog")
+
+
+def catch_up_from_conf(ssc: Any) -> bool:
+    """``spark.streaming.exactlyOnce.catchUp`` of ``ssc``'s Spark conf (a bad value raises, naming it);
+    ``False`` for a value that is no StreamingContext (the factory's own check refuses it)."""
+    sc = getattr(ssc, "sparkContext", None)
+    return bool(CATCH_UP.read(sc.getConf())) if sc is not None else False

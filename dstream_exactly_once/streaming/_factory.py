@@ -43,9 +43,11 @@ def open_store_arg(store: object, app_id: object) -> TransactionalStore:
 
 def open_committer(store: object, app_id: object, source: BatchSource, *, retain_batches: int,
                    retry: RetryPolicy, close_source: Optional[Callable[[], None]] = None,
-                   check: Optional[Callable[[TransactionalStore], None]] = None) -> BatchCommitter:
+                   check: Optional[Callable[[TransactionalStore], None]] = None,
+                   catch_up: bool = False) -> BatchCommitter:
     """The committer of ``source`` over ``store`` (see :func:`open_store_arg`); ``check(store)`` reads
-    the opened store and may refuse the launch before anything is written.
+    the opened store and may refuse the launch before anything is written. ``catch_up``: see
+    :attr:`BatchCommitter.catch_up`.
 
     On any failure the store is closed if it was opened here from a URL (a store the caller
     passed opened stays open: it is the caller's), ``close_source`` is called, and the error is
@@ -57,7 +59,9 @@ def open_committer(store: object, app_id: object, source: BatchSource, *, retain
         opened = open_store_arg(store, app_id)
         if check is not None:
             check(opened)
-        return BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry, start=False)
+        committer = BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry, start=False)
+        committer.catch_up = catch_up
+        return committer
     except BaseException:
         if opened is not None and isinstance(store, str):
             _quietly(opened.close, "closing the store of a failed launch")

@@ -17,6 +17,7 @@ from dstream_exactly_once import (
 )
 from dstream_exactly_once.stores import Writes, open_store
 
+from ..helpers import eventually
 from .streams import run_until
 
 
@@ -354,3 +355,60 @@ def test_offset_log_in_commit_logs_each_batch_with_its_commit(kafka, topic_name,
     # the entry keeps the ranges with data (both partitions have positions from batch 0 on)
     assert store.get_batch(1).ranges == tuple(r for r in seen[1][1] if r.count())
     assert store.load_offsets() == {TopicAndPartition(topic_name, 0): 50, TopicAndPartition(topic_name, 1): 50}
+
+
+@pytest.mark.parametrize("catch_up", [True, False])
+def test_catch_up_lets_a_slow_stream_take_its_backlog_in_fewer_batches_exactly_once(catch_up, kafka, topic_name, sc,
+                                                                                    tmp_path, caplog):
+    """Batches that take over 1.5 s at a 0.2 s interval while a producer writes for 6 s: with
+    ``spark.streaming.exactlyOnce.catchUp`` the batches generated behind an uncommitted one plan nothing
+    and the next takes the backlog, so the stream commits a few large batches; without it every
+    interval queues a batch of its own and the driver warns that the queue does not shrink."""
+    kafka.create_topic(topic_name, 4)
+    url = f"sqlite:///{tmp_path}/catchup.db"
+    sc._conf.set("spark.streaming.exactlyOnce.catchUp", str(catch_up).lower())
+    try:
+        ssc = StreamingContext(sc, 0.2)
+        stream = KafkaUtils.createExactlyOnceStream(ssc, params(kafka), [topic_name], store=url, app_id="catchup")
+    finally:
+        sc._conf.set("spark.streaming.exactlyOnce.catchUp", "false")
+    committed = []
+
+    def slow(batch, rdd):
+        values = rdd.map(lambda kv: int(kv[1])).collect()
+        time.sleep(1.5)
+        committed.append(len(values))
+        return Writes().incr("seen", "n", len(values)).incr("seen", "sum", sum(values))
+
+    stream.commit_each_batch(slow)
+    total = 3_000
+
+    def write() -> None:
+        for start in range(0, total, 100):  # 100 records every 0.2 s for 6 s
+            kafka.produce(topic_name, [str(i) for i in range(start, start + 100)], partitions=4)
+            time.sleep(0.2)
+
+    store = open_store(url, "catchup")
+    producer = threading.Thread(target=write)
+    with caplog.at_level("WARNING", logger="dstream_exactly_once.engine._committer"):
+        ssc.start()
+        try:
+            producer.start()
+            producer.join()
+            if catch_up:  # the backlog drains in a few batches
+                eventually(lambda: store.get_values("seen").get("n") == total, "every record committed", 60)
+            else:  # one queued batch per 0.2 s interval: the queue grows while batches take 1.5 s
+                eventually(lambda: any("planned and not committed" in r.getMessage() for r in caplog.records),
+                           "the warning about the growing queue", 60)
+        finally:
+            ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    deferred = stream.committer.deferred
+    warned = [r.getMessage() for r in caplog.records if "planned and not committed" in r.getMessage()]
+    if catch_up:
+        assert store.get_values("seen") == {"n": total, "sum": total * (total - 1) // 2}
+        assert deferred >= len(committed) - 1 > 0  # batches behind a running one planned nothing
+        assert len(committed) <= 10, committed  # 6 s of records at 1.5 s or more per batch: a few batches
+        assert not warned
+    else:
+        assert deferred == 0
+        assert len(warned) == 1 and "spark.streaming.exactlyOnce.catchUp=true" in warned[0]

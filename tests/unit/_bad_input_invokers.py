@@ -225,9 +225,10 @@ def _builder(name: str) -> Callable[[Live, Dict[str, Any]], Any]:
 def _spark_conf(live: Live, conf: Dict[str, Any]) -> Any:
     from dstream_exactly_once.kafka._params import parse_kafka_params
     from dstream_exactly_once.kafka.spark._direct import ReadOptions
-    from dstream_exactly_once.streaming._backpressure import rate_controller_from_conf
+    from dstream_exactly_once.streaming._backpressure import CATCH_UP, rate_controller_from_conf
 
     ReadOptions(conf, config=parse_kafka_params(KP))
+    CATCH_UP.read(conf)
     return rate_controller_from_conf({"spark.streaming.backpressure.enabled": "true", **conf}, 1000)
 
 

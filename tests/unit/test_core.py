@@ -349,3 +349,54 @@ def test_a_dropped_position_a_newer_plan_reads_is_not_forgotten_by_the_source(tm
     assert b2 is not None and c.position_drops(b2) == ["numbers/1"]  # batch 1 is out of the retained window
     c.committed_batch(CommitOutcome.APPLIED, b2, ["numbers/1"])
     assert source.forgotten == ["numbers/1"]
+
+
+def test_with_catch_up_a_batch_generated_behind_an_uncommitted_one_plans_nothing_and_the_next_takes_the_backlog(
+        tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    c = BatchCommitter(open_store(url, "app"), CountingSource())
+    c.catch_up = True
+    c.source.log_end = 4  # type: ignore[attr-defined]
+    first = c.next_batch(_at(1))
+    assert first is not None and first.ranges[0].end == 4
+    for t, end in ((2, 6), (3, 9)):  # batch 0 still runs: nothing new is planned or logged
+        c.source.log_end = end  # type: ignore[attr-defined]
+        assert c.next_batch(_at(t)) is None
+    assert c.deferred == 2 and c.source.next == 4  # type: ignore[attr-defined]
+    assert [b.batch_id for b in c.store.pending_batches()] == [0]
+    c.committed_batch(c.store.commit(c.epoch, first, Writes()), first)
+    c.source.log_end = 11  # type: ignore[attr-defined]
+    backlog = c.next_batch(_at(4))
+    assert backlog is not None and (backlog.batch_id, backlog.ranges) == (1, (OffsetRange("numbers", 0, 4, 11),))
+    assert c.next_batch(_at(4)) is backlog  # asked again: the same batch
+
+
+def test_with_catch_up_replayed_batches_still_replay_one_after_the_other(tmp_path):
+    url = f"sqlite:///{tmp_path}/state.db"
+    first = BatchCommitter(open_store(url, "app"), CountingSource())
+    for t, end in ((1, 3), (2, 7)):
+        first.source.log_end = end  # type: ignore[attr-defined]
+        assert first.next_batch(_at(t)) is not None
+    source = CountingSource()
+    source.log_end = 12
+    second = BatchCommitter(open_store(url, "app"), source)
+    second.catch_up = True
+    replay = second.next_batch(_at(3))
+    assert replay is not None and replay.batch_id == 0
+    assert second.next_batch(_at(4)) is None  # batch 0 (replayed) is not committed yet
+    second.committed_batch(second.store.commit(second.epoch, replay, Writes()), replay)
+    again = second.next_batch(_at(5))
+    assert again is not None and (again.batch_id, again.ranges[0].end) == (1, 7)  # the logged ranges, unchanged
+    second.committed_batch(second.store.commit(second.epoch, again, Writes()), again)
+    new = second.next_batch(_at(6))
+    assert new is not None and (new.batch_id, new.ranges) == (2, (OffsetRange("numbers", 0, 7, 12),))
+
+
+def test_without_catch_up_a_growing_queue_is_warned_about_once(tmp_path, caplog):
+    c = BatchCommitter(open_store(f"sqlite:///{tmp_path}/state.db", "app"), CountingSource())
+    with caplog.at_level("WARNING", logger="dstream_exactly_once.engine._committer"):
+        for t in range(1, 30):
+            c.source.log_end = t  # type: ignore[attr-defined]
+            assert c.next_batch(_at(t)) is not None
+    warned = [r.getMessage() for r in caplog.records if "planned and not committed" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("20 batches") and "spark.streaming.exactlyOnce.catchUp" in warned[0]

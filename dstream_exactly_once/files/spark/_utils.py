@@ -38,6 +38,7 @@ from ...core._tasks import TASK_OPTIONS, TaskOptions, plan_tasks
 from ...engine._committer import check_retain_batches
 from ...errors import ConfigurationError
 from ...stores._base import TransactionalStore
+from ...streaming._backpressure import catch_up_from_conf
 from ...streaming._connect_guard import INSTEAD_FILES, refuse_spark_connect
 from ...streaming._data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
 from ...streaming._dstream import RangeDStream
@@ -197,10 +198,11 @@ class FileUtils:
         refuse_spark_connect(ssc, "FileUtils.createExactlyOnceFileStream(ssc=...)", INSTEAD_FILES)
         check_retain_batches(retain_batches)
         retry = check_retry_policy(store_retry)
+        catch_up = catch_up_from_conf(ssc)
         tasks, options = _task_options(ssc, options)
         planner = _planner(ssc, path, options)
         committer = open_committer(store, app_id, planner, retain_batches=retain_batches, retry=retry,
-                                   close_source=planner.close)
+                                   close_source=planner.close, catch_up=catch_up)
         sc = ssc.sparkContext
         reader = _reporting_reader(planner.reader(), LossReporter(loss_accumulator(sc)))
 

@@ -14,6 +14,7 @@ from ...core._retry import RetryPolicy, check_retry_policy
 from ...engine._committer import check_retain_batches
 from ...errors import ConfigurationError
 from ...stores._base import TransactionalStore
+from ...streaming._backpressure import catch_up_from_conf
 from ...streaming._connect_guard import INSTEAD_OUTPUT, refuse_spark_connect
 from ...streaming._dstream import KafkaDStream
 from ...streaming._exactly_once import ExactlyOnceDStream, check_monitor_group
@@ -47,9 +48,10 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     check_monitor_group(monitor_group)
     check_retain_batches(retain_batches)
     retry = check_retry_policy(store_retry)
+    catch_up = catch_up_from_conf(stream._ssc)
     batches.monitor_group = monitor_group
     committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                               check=lambda s: check_task_layout(s, batches.opts.pack))
+                               check=lambda s: check_task_layout(s, batches.opts.pack), catch_up=catch_up)
 
     def detached(_time: datetime) -> RangeRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")

@@ -19,6 +19,7 @@ from ...engine._committer import check_retain_batches
 from ...errors import ConfigurationError
 from ...option_registry import keyword_checks
 from ...stores._base import TransactionalStore
+from ...streaming._backpressure import catch_up_from_conf
 from ...streaming._connect_guard import INSTEAD_KAFKA, INSTEAD_KAFKA_RDD, refuse_spark_connect
 from ...streaming._exactly_once import ExactlyOnceDStream, check_monitor_group
 from ...streaming._factory import open_committer
@@ -159,11 +160,13 @@ class KafkaUtils:
         check_monitor_group(monitor_group)
         check_retain_batches(retain_batches)
         retry = check_retry_policy(store_retry)
+        catch_up = catch_up_from_conf(ssc)
         batches = build_direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
         committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                                   close_source=batches.close, check=lambda s: check_task_layout(s, batches.opts.pack))
+                                   close_source=batches.close, check=lambda s: check_task_layout(s, batches.opts.pack),
+                                   catch_up=catch_up)
         return ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
     @staticmethod
