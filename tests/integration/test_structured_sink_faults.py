@@ -1,4 +1,4 @@
-"""Acceptance: Spark's Kafka source → the deo-store sink, the driver SIGKILLed 6 times and restarted
+"""Acceptance: Spark's Kafka source → the deo-store sink, the driver SIGKILLed 4 times and restarted
 from its checkpoints; every record counted exactly once on SQLite, PostgreSQL and Redis.
 
 The driver (``structured_sink_proc``) runs three queries over the same topic, one per store (its own
@@ -23,8 +23,8 @@ from .faults import ROOT, kill_after_commits
 
 pytestmark = pytest.mark.slow
 
-RECORDS = 420  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
-KILLS = 6  # per store: every kill stops the three queries
+RECORDS = 300  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
+KILLS = 4  # per store: every kill stops the three queries
 
 
 def start(bootstrap: str, topic: str, checkpoints: str, targets: Sequence[Tuple[str, str]],
