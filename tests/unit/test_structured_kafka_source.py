@@ -262,6 +262,7 @@ def test_record_batches_have_the_schema_spark_derives_from_the_source_schema(inc
     if include_headers:
         assert rows[0]["headers"] == [{"key": "h", "value": b"1"}, {"key": "n", "value": None}]
         assert rows[1]["headers"] is None  # no headers: null, as in Spark's Kafka source
+        assert record_batch(_block(None), schema).column("headers").null_count == 2  # a block without any
 
 
 @pytest.mark.pyspark4

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from ...core._loss import DataLoss
 from ...core._tasks import Task, plan_tasks
@@ -276,11 +276,29 @@ def record_batch(block: RecordBlock, schema: Any) -> Any:
               pa.compute.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
               pa.array(block.timestamp_types, pa.int32())]
     if len(schema) > len(arrays):
-        headers = block.headers or [[] for _ in range(n)]
-        # a record without headers has null headers, as in Spark's Kafka source
-        arrays.append(pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in headers],
-                               schema.field("headers").type))
+        arrays.append(_headers_array(block.headers, n, schema.field("headers").type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _headers_array(headers: Optional[Sequence[Any]], n: int, kind: Any) -> Any:
+    """The ``headers`` column of ``n`` records: a list of (key, value) structs per record, null for a
+    record without headers (as in Spark's Kafka source). Built from flat key and value arrays and list
+    offsets: several times faster than converting one Python dict per header."""
+    import pyarrow as pa
+
+    if not headers:
+        return pa.nulls(n, kind)
+    ends, keys, values, absent = [0], [], [], []
+    for h in headers:
+        if h:
+            for k, v in h:
+                keys.append(k)
+                values.append(v)
+        absent.append(not h)
+        ends.append(len(keys))
+    pairs = pa.StructArray.from_arrays([pa.array(keys, pa.string()), pa.array(values, pa.binary())],
+                                       fields=list(kind.value_type))
+    return pa.ListArray.from_arrays(pa.array(ends, pa.int32()), pairs, type=kind, mask=pa.array(absent, pa.bool_()))
 
 
 def _warn_loss(loss: DataLoss) -> None:
