@@ -399,4 +399,5 @@ def test_without_catch_up_a_growing_queue_is_warned_about_once(tmp_path, caplog)
             c.source.log_end = t  # type: ignore[attr-defined]
             assert c.next_batch(_at(t)) is not None
     warned = [r.getMessage() for r in caplog.records if "planned and not committed" in r.getMessage()]
-    assert len(warned) == 1 and warned[0].startswith("20 batches") and "spark.streaming.exactlyOnce.catchUp" in warned[0]
+    assert len(warned) == 1 and warned[0].startswith("20 batches")
+    assert "spark.streaming.exactlyOnce.catchUp" in warned[0]
