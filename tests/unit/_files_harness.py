@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Callable, Dict, List, Optional
 
 from dstream_exactly_once.core._ranges import Position, decode_range, encode_range
@@ -97,13 +98,19 @@ def on_inode(path: str, text: str, inode: int, scratch: str) -> bool:
     return landed
 
 
-def until_on_inode(case: Callable[[str], Optional[Any]], tmp_path: Any, tries: int = 20) -> Any:
+def until_on_inode(case: Callable[[str], Optional[Any]], tmp_path: Any, within: float = 120.0) -> Any:
     """Run ``case(directory)`` in a new directory until it gets its freed inode back (``None``: it did not;
-    other processes creating files on the same file system may take a freed inode first)."""
-    for attempt in range(tries):
+    other processes creating files on the same file system may take a freed inode first — on a machine
+    running other test processes that can happen many times in a row, so it tries for ``within`` seconds,
+    pausing briefly between tries)."""
+    deadline = time.monotonic() + within
+    attempt = 0
+    while attempt < 20 or time.monotonic() < deadline:
         directory = tmp_path / f"try-{attempt}"
         directory.mkdir()
         result = case(str(directory))
         if result is not None:
             return result
-    raise AssertionError(f"another process took the freed inode in each of {tries} tries")
+        attempt += 1
+        time.sleep(0.05)
+    raise AssertionError(f"another process took the freed inode in each of {attempt} tries over {within:.0f} s")
