@@ -31,11 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dstream_exactly_once.structured._spark_store_sink import StoreSinkDataSource, StoreStreamWriter
 
-#: Failures after which a query is started again from its checkpoint, as a supervisor would: Spark
-#: gives a streaming source's Python worker 10 s to connect back, which a loaded machine may miss;
-#: and three queries of Python data sources starting at once in one driver can fail their first
-#: tasks' deserialization (``java.io.OptionalDataException``, a race inside Spark's JVM).
-RESTARTABLE = ("Python worker failed to connect back", "java.io.OptionalDataException")
+from .faults import restartable, wait_settled
 
 #: Environment variable naming the hold directory (Spark's Python workers inherit the driver's environment).
 HOLD_DIR = "AOF_FAULTS_HOLD_DIR"
@@ -73,15 +69,6 @@ class HoldingStoreSink(StoreSinkDataSource):
         return HoldingStreamWriter(super().streamWriter(schema, overwrite).opts)
 
 
-def _settled(query: Any, app: str, within: float = 30.0) -> None:
-    """Wait (at most ``within`` seconds) until ``query`` finished a trigger, holds or failed."""
-    deadline = time.monotonic() + within
-    held = os.path.join(os.environ.get(HOLD_DIR) or "", app, "held")
-    while time.monotonic() < deadline and not query.recentProgress and query.exception() is None \
-            and not os.path.exists(held):
-        time.sleep(0.1)
-
-
 def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequence[Tuple[str, str]]) -> int:
     os.environ[HOLD_DIR] = hold_dir  # before the JVM starts: its Python workers inherit it
     from pyspark.sql import SparkSession
@@ -107,7 +94,7 @@ def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequen
     queries: Dict[str, Any] = {}
     for url, app in targets:  # one at a time: three source runners starting at once may miss Spark's 10 s
         queries[app] = query = start(url, app)
-        _settled(query, app)
+        wait_settled(query, os.path.join(hold_dir, app, "held"), 30.0)
     print("STARTED", flush=True)
     readers = {app: open_store(url, app) for url, app in targets}
     try:
@@ -115,7 +102,7 @@ def drive(pattern: str, checkpoints: str, n: int, hold_dir: str, targets: Sequen
             counts = []
             for url, app in targets:
                 failure = queries[app].exception()
-                if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+                if restartable(failure):
                     print(f"RESTARTED {app} {str(failure)[:200]!r}", flush=True)
                     queries[app] = start(url, app)
                 elif failure is not None:

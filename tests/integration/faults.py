@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -133,3 +133,25 @@ def kill_after_commits(spawn: Callable[[], subprocess.Popen], apps: Sequence[Tup
             return done_kills
         raise AssertionError(f"query failed without being killed:\n{out[-4000:]}")
     raise AssertionError("the query never finished")
+
+
+#: Failures after which a Structured Streaming fault driver starts a query again from its checkpoint, as
+#: a supervisor would: a loaded machine misses Spark's fixed 10 s for a Python worker to connect back,
+#: and queries of Python data sources starting together in one driver can fail their first tasks'
+#: deserialization inside Spark's JVM (``java.io.OptionalDataException``).
+RESTARTABLE_QUERY_FAILURES = ("Python worker failed to connect back", "java.io.OptionalDataException")
+
+
+def restartable(failure: Optional[BaseException]) -> bool:
+    """Whether a query's ``failure`` is one of :data:`RESTARTABLE_QUERY_FAILURES`."""
+    return failure is not None and any(known in str(failure) for known in RESTARTABLE_QUERY_FAILURES)
+
+
+def wait_settled(query: Any, held: str, within: float) -> None:
+    """Wait (at most ``within`` seconds) until the streaming ``query`` finished a trigger, failed, or holds
+    (the file ``held`` exists): a fault driver starts its queries one at a time, since several Python
+    source runners starting at once on a loaded machine miss Spark's 10 s connect-back."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline and not query.recentProgress and query.exception() is None \
+            and not os.path.exists(held):
+        time.sleep(0.1)

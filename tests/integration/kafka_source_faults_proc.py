@@ -48,18 +48,14 @@ from dstream_exactly_once.kafka.structured._spark_source import KafkaDataSource,
 from dstream_exactly_once.structured._spark_doris_sink import DorisSinkDataSource, DorisStreamWriter
 from dstream_exactly_once.structured._spark_store_sink import StoreSinkDataSource, StoreStreamWriter
 
+from .faults import restartable, wait_settled
+
 #: Environment variable naming the hold directory (Spark's Python workers inherit the driver's environment).
 HOLD_DIR = "KAFKA_SOURCE_FAULTS_HOLD_DIR"
 #: The source option naming the query's application (for its holds); removed before the source's own checks.
 HOLD_APP = "hold.app"
 #: Source options of every query: the hot partition's ranges are split, the others packed.
 MAX_OFFSETS, TASK_SIZE = 24, 8
-
-#: Failures after which a query is started again from its checkpoint, as a supervisor would (a loaded
-#: machine misses Spark's 10 s for a Python worker to connect back; queries of Python data sources
-#: starting together in one driver can fail their first tasks' deserialization inside Spark's JVM).
-RESTARTABLE = ("Python worker failed to connect back", "java.io.OptionalDataException")
-
 
 def _dir(app: Optional[str]) -> str:
     return os.path.join(os.environ.get(HOLD_DIR) or "", app or "")
@@ -168,14 +164,6 @@ def _session() -> Any:
     return spark
 
 
-def _settled(query: Any, app: str, within: float = 20.0) -> None:
-    """Wait (at most ``within`` seconds) until ``query`` finished a trigger, holds or failed."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline and not query.recentProgress and query.exception() is None \
-            and not os.path.exists(os.path.join(_dir(app), "held")):
-        time.sleep(0.1)
-
-
 def drive(bootstrap: str, topic: str, checkpoints: str, hold_dir: str, fe_url: str, cells: List[Dict[str, str]]) -> int:
     os.environ[HOLD_DIR] = hold_dir  # before the JVM starts: its Python workers inherit it
     from dstream_exactly_once.structured import doris_sink_options, kafka_sink_options, store_sink_options
@@ -208,12 +196,12 @@ def drive(bootstrap: str, topic: str, checkpoints: str, hold_dir: str, fe_url: s
     queries: Dict[str, Any] = {}
     for cell in cells:  # one at a time: ten Python source runners starting at once miss Spark's 10 s
         queries[cell["app"]] = query = start(cell)
-        _settled(query, cell["app"])
+        wait_settled(query, os.path.join(_dir(cell["app"]), "held"), 20.0)
     print("STARTED", flush=True)
     while True:
         for cell in cells:
             failure = queries[cell["app"]].exception()
-            if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+            if restartable(failure):
                 print(f"RESTARTED {cell['app']} {str(failure)[:200]!r}", flush=True)
                 queries[cell["app"]] = start(cell)
             elif failure is not None:
