@@ -91,10 +91,11 @@ class BatchCommitter(DriverOnly):
     PURGE_EVERY = 10
 
     def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100,
-                 retry: Optional[RetryPolicy] = None, start: bool = True) -> None:
+                 retry: Optional[RetryPolicy] = None, start: bool = True, catch_up: bool = False) -> None:
         """Steps 1–2 (read-only); with ``start`` (the default) also step 3, :meth:`start`. A stream
         factory passes ``start=False`` and the stream calls :meth:`start` when its StreamingContext
-        starts, once its output calls were validated too."""
+        starts, once its output calls were validated too. ``catch_up``: see the module's docstring
+        (``spark.streaming.exactlyOnce.catchUp``)."""
         if not isinstance(store, TransactionalStore):
             raise ConfigurationError(f"store must be a TransactionalStore, got {store!r}")
         if not isinstance(source, BatchSource):
@@ -132,7 +133,7 @@ class BatchCommitter(DriverOnly):
         #: plan no new records while a batch this driver planned or replayed is still uncommitted: the
         #: batch Spark generates then is empty, and the first one generated after the queue emptied
         #: takes the backlog (``spark.streaming.exactlyOnce.catchUp``); ``deferred`` counts those
-        self.catch_up = False
+        self.catch_up = catch_up
         self.deferred = 0
         #: ids of the batches this driver planned or replayed that have not committed yet
         self._uncommitted: Set[int] = set()

@@ -59,9 +59,8 @@ def open_committer(store: object, app_id: object, source: BatchSource, *, retain
         opened = open_store_arg(store, app_id)
         if check is not None:
             check(opened)
-        committer = BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry, start=False)
-        committer.catch_up = catch_up
-        return committer
+        return BatchCommitter(opened, source, retain_batches=retain_batches, retry=retry, start=False,
+                              catch_up=catch_up)
     except BaseException:
         if opened is not None and isinstance(store, str):
             _quietly(opened.close, "closing the store of a failed launch")

@@ -354,8 +354,7 @@ def test_a_dropped_position_a_newer_plan_reads_is_not_forgotten_by_the_source(tm
 def test_with_catch_up_a_batch_generated_behind_an_uncommitted_one_plans_nothing_and_the_next_takes_the_backlog(
         tmp_path):
     url = f"sqlite:///{tmp_path}/state.db"
-    c = BatchCommitter(open_store(url, "app"), CountingSource())
-    c.catch_up = True
+    c = BatchCommitter(open_store(url, "app"), CountingSource(), catch_up=True)
     c.source.log_end = 4  # type: ignore[attr-defined]
     first = c.next_batch(_at(1))
     assert first is not None and first.ranges[0].end == 4
@@ -379,8 +378,7 @@ def test_with_catch_up_replayed_batches_still_replay_one_after_the_other(tmp_pat
         assert first.next_batch(_at(t)) is not None
     source = CountingSource()
     source.log_end = 12
-    second = BatchCommitter(open_store(url, "app"), source)
-    second.catch_up = True
+    second = BatchCommitter(open_store(url, "app"), source, catch_up=True)
     replay = second.next_batch(_at(3))
     assert replay is not None and replay.batch_id == 0
     assert second.next_batch(_at(4)) is None  # batch 0 (replayed) is not committed yet
