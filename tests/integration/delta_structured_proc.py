@@ -25,7 +25,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 from dstream_exactly_once.structured._spark_delta_sink import DeltaSinkDataSource, DeltaStreamWriter
 
-from .aof_query_proc import RESTARTABLE
+from .faults import restartable
 
 
 class CrashingWriter(DeltaStreamWriter):
@@ -115,7 +115,7 @@ def main(bootstrap: str, topic: str, expected: int, barrier: str, queries: Seque
                   for t in tables):
         for i, query in enumerate(started):
             failure = query.exception()
-            if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+            if restartable(failure):
                 print(f"RESTARTED {queries[i][1]} {str(failure)[:200]!r}", flush=True)
                 started[i] = start(*queries[i])
             elif failure is not None:

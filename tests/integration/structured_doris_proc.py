@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Sequence, Tuple
 
-from .aof_query_proc import RESTARTABLE
+from .faults import restartable
 
 
 def main(targets: Sequence[Tuple[str, str, str, str]]) -> None:
@@ -45,7 +45,7 @@ def main(targets: Sequence[Tuple[str, str, str, str]]) -> None:
     while True:
         for i, query in enumerate(queries):
             failure = query.exception()
-            if failure is not None and any(known in str(failure) for known in RESTARTABLE):
+            if restartable(failure):
                 print(f"RESTARTED {targets[i][2]} {str(failure)[:200]!r}", flush=True)
                 queries[i] = start(*targets[i])
             elif failure is not None:

@@ -45,19 +45,28 @@ def eventually(condition, timeout=120.0, what="condition"):
 
 
 class Collect:
-    """A foreachBatch writer keeping every row and each batch's rows (runs on the driver)."""
+    """A foreachBatch writer keeping each batch's rows (runs on the driver), keyed by batch id as an
+    idempotent sink would: a query stopped after its sink ran but before Spark wrote the batch's commit
+    runs that batch again on restart, and the rerun must carry the very same rows."""
 
     def __init__(self):
         self.batches = []
+        self.reruns = []
         self.lock = threading.Lock()
 
     def __call__(self, df, batch_id):
         rows = [tuple(r) for r in df.collect()]
         with self.lock:
+            for i, (seen, earlier) in enumerate(self.batches):
+                if seen == batch_id:
+                    self.reruns.append((batch_id, sorted(earlier) == sorted(rows)))
+                    self.batches[i] = (batch_id, rows)
+                    return
             self.batches.append((batch_id, rows))
 
     def values(self):
         with self.lock:
+            assert all(same for _, same in self.reruns), f"a rerun batch read other rows: {self.reruns}"
             return [r[0] for _, rows in self.batches for r in rows]
 
 
