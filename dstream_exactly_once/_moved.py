@@ -172,7 +172,6 @@ _RELATIVE: Dict[str, str] = {
     "streaming.direct": "kafka.spark._direct",
     "streaming.dstream": "streaming._dstream",
     "streaming.exactly_once": "streaming._exactly_once",
-    "streaming.factory": "streaming._factory",
     "streaming.file_utils": "files.spark._utils",
     "streaming.input_info": "streaming._input_info",
     "streaming.kafka_utils": "kafka.spark._utils",

@@ -46,7 +46,7 @@ import threading
 import time as _time
 from collections import OrderedDict, deque
 from datetime import datetime
-from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from .._checks import is_int
 from .._redaction import redact_url
@@ -58,6 +58,7 @@ from ..core._ranges import Position
 from ..core._retry import RetryPolicy, check_retry_policy
 from ..core._source import BatchSource
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
+from ..stores import store_or_open
 from ..stores._base import CommitOutcome, PlannedBatch, TransactionalStore
 from ._heartbeat import Heartbeat
 
@@ -70,6 +71,14 @@ _REMEMBERED_TIMES = 1024
 _QUEUE_WARNING = 20
 
 T = TypeVar("T")
+
+
+def _quietly(close: Callable[[], None], what: str) -> None:
+    """``close()``; its own error is logged, never raised over the launch's error."""
+    try:
+        close()
+    except Exception:  # noqa: BLE001 - the launch's error is the one the caller needs
+        log.warning("%s failed", what, exc_info=True)
 
 
 def check_retain_batches(retain_batches: object) -> int:
@@ -90,29 +99,45 @@ class BatchCommitter(DriverOnly):
     #: Old offset-log / commit-log entries are dropped every this many batch ids.
     PURGE_EVERY = 10
 
-    def __init__(self, store: TransactionalStore, source: BatchSource, *, retain_batches: int = 100,
-                 retry: Optional[RetryPolicy] = None, start: bool = True, catch_up: bool = False) -> None:
+    def __init__(self, store: Union[str, TransactionalStore], source: BatchSource, *, app_id: Optional[str] = None,
+                 retain_batches: int = 100, retry: Optional[RetryPolicy] = None, start: bool = True,
+                 catch_up: bool = False, check: Optional[Callable[[TransactionalStore], None]] = None,
+                 close_source: Optional[Callable[[], None]] = None) -> None:
         """Steps 1–2 (read-only); with ``start`` (the default) also step 3, :meth:`start`. A stream
         factory passes ``start=False`` and the stream calls :meth:`start` when its StreamingContext
         starts, once its output calls were validated too. ``catch_up``: see the module's docstring
-        (``spark.streaming.exactlyOnce.catchUp``)."""
-        if not isinstance(store, TransactionalStore):
-            raise ConfigurationError(f"store must be a TransactionalStore, got {store!r}")
-        if not isinstance(source, BatchSource):
-            raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
-        self.retain_batches = check_retain_batches(retain_batches)
-        self.retry = check_retry_policy(retry)
-        self.store = store
-        self.source = source
-        self._state = self._resume()  # read-only; raises before anything is written
+        (``spark.streaming.exactlyOnce.catchUp``).
+
+        ``store`` is a store URL (opened here for ``app_id``; read-only until the epoch) or an opened
+        store. ``check(store)`` reads the opened store and may refuse the launch. When construction
+        fails, a store opened here from a URL is closed (one passed opened stays open: it is the
+        caller's), ``close_source`` is called, and the error is raised unchanged: nothing was written.
+        """
+        opened: Optional[TransactionalStore] = None
+        try:
+            if not isinstance(source, BatchSource):
+                raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
+            self.retain_batches = check_retain_batches(retain_batches)
+            self.retry = check_retry_policy(retry)
+            self.source = source
+            self.store = store_or_open(store, app_id)
+            opened = self.store if isinstance(store, str) else None
+            if check is not None:
+                check(self.store)
+            self.heartbeat = Heartbeat(self.store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
+            self._state = self._resume()  # read-only; raises before anything is written
+        except BaseException:
+            if opened is not None:
+                _quietly(opened.close, "closing the store of a failed launch")
+            if close_source is not None:
+                _quietly(close_source, "closing the source of a failed launch")
+            raise
         self._epoch: Optional[int] = None
         self._register()
         #: progress records (``core/_progress.py``) and the driver's heartbeat (``engine/_heartbeat.py``)
-        self.progress = ProgressTracker(store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
+        self.progress = ProgressTracker(self.store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
                                         source_counters=source.event_counters,
-
                                         data_loss_unit=source.data_loss_unit)
-        self.heartbeat = Heartbeat(store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
         self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque()
         self.replay_ids: Set[int] = set()

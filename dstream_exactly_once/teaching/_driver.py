@@ -82,11 +82,11 @@ def attach(ssc: Any, params: Dict[str, Any], topic: str, plain: PlainSumStore, e
     between the at-least-once output and its offset write, and ``before-planning`` is a kill before
     the batch is planned."""
     from ..core._retry import check_retry_policy
+    from ..engine._committer import BatchCommitter
     from ..kafka._offsets import utf8_decoder
     from ..kafka.spark._direct import build_direct_batches
     from ..kafka.spark._utils import KafkaUtils
     from ..streaming._exactly_once import ExactlyOnceDStream
-    from ..streaming._factory import open_committer
 
     from_offsets = plain.offsets() or None
     alo = KafkaUtils.createDirectStream(ssc, [topic], params, fromOffsets=from_offsets, poll_timeout_ms=30000)
@@ -94,8 +94,8 @@ def attach(ssc: Any, params: Dict[str, Any], topic: str, plain: PlainSumStore, e
     batches = build_direct_batches(ssc, [topic], params, fromOffsets=None, keyDecoder=utf8_decoder,
                                    valueDecoder=utf8_decoder, messageHandler=None, strategy=None,
                                    failOnDataLoss=True, poll_timeout_ms=30000, discovery_interval_s=5.0)
-    committer = open_committer(eo_store, APP_ID, batches, retain_batches=100, retry=check_retry_policy(None),
-                               close_source=batches.close)
+    committer = BatchCommitter(eo_store, batches, app_id=APP_ID, retain_batches=100, retry=check_retry_policy(None),
+                               start=False, close_source=batches.close)
     eo = ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks(), plan_on_generate=False)
     has_data = {"alo": False}
 

@@ -35,7 +35,7 @@ from ...core._retirement import RetiredPartitions
 from ...core._retry import RetryPolicy, check_retry_policy
 from ...core._source import RangeReader
 from ...core._tasks import TASK_OPTIONS, TaskOptions, plan_tasks
-from ...engine._committer import check_retain_batches
+from ...engine._committer import BatchCommitter, check_retain_batches
 from ...errors import ConfigurationError
 from ...stores._base import TransactionalStore
 from ...streaming._backpressure import catch_up_from_conf
@@ -43,7 +43,6 @@ from ...streaming._connect_guard import INSTEAD_FILES, refuse_spark_connect
 from ...streaming._data_loss import LossReporter, loss_accumulator, lost_in, new_loss_accumulator
 from ...streaming._dstream import RangeDStream
 from ...streaming._exactly_once import ExactlyOnceDStream
-from ...streaming._factory import open_committer
 from ...streaming._lifecycle import close_on_stop
 from ...streaming._pinned import spark_host_runner
 from ...streaming._range_rdd import RangeRDD, make_range_rdd
@@ -201,8 +200,8 @@ class FileUtils:
         catch_up = catch_up_from_conf(ssc)
         tasks, options = _task_options(ssc, options)
         planner = _planner(ssc, path, options)
-        committer = open_committer(store, app_id, planner, retain_batches=retain_batches, retry=retry,
-                                   close_source=planner.close, catch_up=catch_up)
+        committer = BatchCommitter(store, planner, app_id=app_id, retain_batches=retain_batches, retry=retry,
+                                   start=False, close_source=planner.close, catch_up=catch_up)
         sc = ssc.sparkContext
         reader = _reporting_reader(planner.reader(), LossReporter(loss_accumulator(sc)))
 

@@ -11,14 +11,13 @@ from datetime import datetime
 from typing import Optional, Union
 
 from ...core._retry import RetryPolicy, check_retry_policy
-from ...engine._committer import check_retain_batches
+from ...engine._committer import BatchCommitter, check_retain_batches
 from ...errors import ConfigurationError
 from ...stores._base import TransactionalStore
 from ...streaming._backpressure import catch_up_from_conf
 from ...streaming._connect_guard import INSTEAD_OUTPUT, refuse_spark_connect
 from ...streaming._dstream import KafkaDStream
 from ...streaming._exactly_once import ExactlyOnceDStream, check_monitor_group
-from ...streaming._factory import open_committer
 from ...streaming._partition_ranges import check_task_layout
 from ...streaming._range_rdd import RangeRDD
 from ._direct import DirectBatches
@@ -50,8 +49,9 @@ def exactly_once(stream: KafkaDStream, store: StoreLike, app_id: Optional[str] =
     retry = check_retry_policy(store_retry)
     catch_up = catch_up_from_conf(stream._ssc)
     batches.monitor_group = monitor_group
-    committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                               check=lambda s: check_task_layout(s, batches.opts.pack), catch_up=catch_up)
+    committer = BatchCommitter(store, batches, app_id=app_id, retain_batches=retain_batches, retry=retry,
+                               start=False, check=lambda s: check_task_layout(s, batches.opts.pack),
+                               catch_up=catch_up)
 
     def detached(_time: datetime) -> RangeRDD:
         raise ConfigurationError("this stream was converted by exactly_once(); use the stream it returned")

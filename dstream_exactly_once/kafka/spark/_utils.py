@@ -15,14 +15,13 @@ from pyspark.streaming import StreamingContext
 
 from ...core._ranges import check_ranges
 from ...core._retry import RetryPolicy, check_retry_policy
-from ...engine._committer import check_retain_batches
+from ...engine._committer import BatchCommitter, check_retain_batches
 from ...errors import ConfigurationError
 from ...option_registry import keyword_checks
 from ...stores._base import TransactionalStore
 from ...streaming._backpressure import catch_up_from_conf
 from ...streaming._connect_guard import INSTEAD_KAFKA, INSTEAD_KAFKA_RDD, refuse_spark_connect
 from ...streaming._exactly_once import ExactlyOnceDStream, check_monitor_group
-from ...streaming._factory import open_committer
 from ...streaming._lifecycle import close_on_stop
 from ...streaming._partition_ranges import check_task_layout
 from .._offsets import Broker, OffsetRange, TopicAndPartition, utf8_decoder
@@ -164,9 +163,9 @@ class KafkaUtils:
         batches = build_direct_batches(ssc, names, kafkaParams, from_offsets, keyDecoder, valueDecoder,
                                        messageHandler, strategy, failOnDataLoss, poll_timeout_ms, discovery_interval_s)
         batches.monitor_group = monitor_group
-        committer = open_committer(store, app_id, batches, retain_batches=retain_batches, retry=retry,
-                                   close_source=batches.close, check=lambda s: check_task_layout(s, batches.opts.pack),
-                                   catch_up=catch_up)
+        committer = BatchCommitter(store, batches, app_id=app_id, retain_batches=retain_batches, retry=retry,
+                                   start=False, close_source=batches.close,
+                                   check=lambda s: check_task_layout(s, batches.opts.pack), catch_up=catch_up)
         return ExactlyOnceDStream(ssc, committer, batches.rdd, tasks=batches.exactly_once_tasks())
 
     @staticmethod

@@ -1,5 +1,5 @@
-"""One factory helper (streaming/_factory.py): opens the store, builds the committer, and on failure
-closes what it opened and leaves the store exactly as it was."""
+"""The committer's launch (engine/_committer.py): it opens the store it was given as a URL, checks the
+source against it read-only, and on failure closes what it opened and leaves the store exactly as it was."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any, Dict, List
 import pytest
 
 from dstream_exactly_once.core._retry import NO_RETRY
+from dstream_exactly_once.engine import _committer as committer_module
+from dstream_exactly_once.engine._committer import BatchCommitter
 from dstream_exactly_once.errors import ConfigurationError, DStreamExactlyOnceError
 from dstream_exactly_once.stores import open_store
 from dstream_exactly_once.stores.sql._sqlite import SQLiteStore
-from dstream_exactly_once.streaming import _factory as factory
-from dstream_exactly_once.streaming._factory import open_committer
 
 from .test_core import CountingSource
 
@@ -31,16 +31,17 @@ def test_failed_launch_from_a_url_closes_the_store_and_the_source(tmp_path: Path
         st.start_epoch()
     before = files(tmp_path)
     opened: List[SQLiteStore] = []
-    real = factory.open_store_arg
+    real = committer_module.store_or_open
 
     def recording(store: object, app_id: object) -> Any:
         opened.append(real(store, app_id))
         return opened[-1]
 
-    monkeypatch.setattr(factory, "open_store_arg", recording)
+    monkeypatch.setattr(committer_module, "store_or_open", recording)
     closed: List[str] = []
     with pytest.raises(ConfigurationError, match="topic 'numbrs' does not exist"):
-        open_committer(url, "app", CountingSource(valid=False), retain_batches=10, retry=NO_RETRY,
+        BatchCommitter(url, CountingSource(valid=False), app_id="app", start=False,
+                       retain_batches=10, retry=NO_RETRY,
                        close_source=lambda: closed.append("source"))
     assert closed == ["source"]
     assert len(opened) == 1 and opened[0]._conn is None  # closed: it was opened here
@@ -51,16 +52,19 @@ def test_failed_launch_on_an_opened_store_leaves_it_open(tmp_path: Path) -> None
     with open_store(f"sqlite:///{tmp_path / 'state.db'}", "app") as st:
         epoch = st.start_epoch()
         with pytest.raises(ConfigurationError):
-            open_committer(st, "app", CountingSource(valid=False), retain_batches=10, retry=NO_RETRY)
+            BatchCommitter(st, CountingSource(valid=False), app_id="app", start=False,
+                           retain_batches=10, retry=NO_RETRY)
         assert st.current_epoch() == epoch and st._conn is not None  # the caller's store, still usable
         with pytest.raises(ConfigurationError, match="app_id 'other' differs"):
-            open_committer(st, "other", CountingSource(), retain_batches=10, retry=NO_RETRY)
+            BatchCommitter(st, CountingSource(), app_id="other", start=False,
+                           retain_batches=10, retry=NO_RETRY)
 
 
 def test_bad_app_id_with_a_url_creates_no_file(tmp_path: Path) -> None:
     path = tmp_path / "fresh.db"
     with pytest.raises(ConfigurationError, match=r"app_id must be 1 to 200 characters .* got None"):
-        open_committer(f"sqlite:///{path}", None, CountingSource(), retain_batches=10, retry=NO_RETRY)
+        BatchCommitter(f"sqlite:///{path}", CountingSource(), app_id=None, start=False,
+                       retain_batches=10, retry=NO_RETRY)
     assert not path.exists()
 
 
@@ -68,7 +72,8 @@ def test_a_launch_that_succeeds_takes_the_epoch_only_when_started(tmp_path: Path
     """The committer of a successful launch has written nothing (no file) until start() takes the
     epoch; start() is idempotent."""
     path = tmp_path / "state.db"
-    committer = open_committer(f"sqlite:///{path}", "app", CountingSource(), retain_batches=10, retry=NO_RETRY)
+    committer = BatchCommitter(f"sqlite:///{path}", CountingSource(), app_id="app", start=False,
+                               retain_batches=10, retry=NO_RETRY)
     try:
         assert not path.exists() and not committer.started
         with pytest.raises(DStreamExactlyOnceError, match="has not taken its epoch yet"):
