@@ -52,6 +52,10 @@ shared machine took meanwhile.
   own): seconds from ``start()`` to the first committed batch of ``deo-kafka`` into ``deo-store``,
   ``deo-kafka``, ``deo-doris`` and ``deo-delta``, each against a ``foreachBatch`` writer of the same
   rows; ``--connect`` also through Spark Connect.
+- Layers (``bench/layers.py``, ``python3 -m bench.layers --before REV``, run on its own): the driver's
+  own work — importing the package, a batch's ``log_batch`` + ``commit`` on SQLite and Redis, the
+  Kafka planner's ``plan()`` — done by the package of two revisions in interleaved rounds of fresh
+  processes; after / before per case, to show a change of module layout costs nothing.
 
 The soak run is separate (``python3 -m bench.soak --store … --minutes 30``, ``bench/soak.py``):
 a long exactly-once Kafka + rotating-file job whose memory, descriptors, threads, latency, store
