@@ -25,7 +25,6 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from .._redaction import redact_url
 from ..engine._heartbeat import driver_status
 from ..errors import ConfigurationError
 from ..stores._base import TransactionalStore
@@ -92,7 +91,7 @@ def retire_app(store_or_url: Union[TransactionalStore, str], app_id: str, *, exe
 
 def _nothing_stored(store: TransactionalStore) -> ConfigurationError:
     apps: List[str] = [a for a in store.list_apps() if a != store.app_id]
-    return ConfigurationError(f"app {store.app_id!r} has nothing stored in {redact_url(store.url)} (wrong app id or "
+    return ConfigurationError(f"app {store.app_id!r} has nothing stored in {store.display_url} (wrong app id or "
                               f"store?); apps there: {', '.join(apps) if apps else '(none)'}; nothing was written")
 
 
@@ -101,7 +100,7 @@ def _retire(store: TransactionalStore, execute: bool, force: bool) -> RetirePlan
     if not items:
         raise _nothing_stored(store)
     driver = driver_status(store)
-    plan = RetirePlan(store.app_id, redact_url(store.url), tuple(items), driver)
+    plan = RetirePlan(store.app_id, store.display_url, tuple(items), driver)
     if not execute:
         return plan
     refuse_while_live(driver, force, f"retire app {store.app_id!r}", "the retirement")

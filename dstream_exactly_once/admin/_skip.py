@@ -36,7 +36,6 @@ from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .._checks import is_int
-from .._redaction import redact_url
 from ..engine._heartbeat import driver_status
 from ..errors import ConfigurationError, OffsetConflictError, StoreError
 from ..stores._base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
@@ -252,7 +251,7 @@ def _skip(store: TransactionalStore, ids: List[int], execute: bool, force: bool,
     rows = _range_rows(batches, {k: p.offset for k, p in store.load_positions().items()})
     driver = driver_status(store)
     who, when = _operator(), datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-    plan = SkipPlan(store.app_id, redact_url(store.url), batches, tuple(rows), tuple(pending), driver)
+    plan = SkipPlan(store.app_id, store.display_url, batches, tuple(rows), tuple(pending), driver)
     if not execute:
         return replace(plan, incidents={b.batch_id: _incident(b, rows, who, when, reason, None) for b in batches})
     refuse_while_live(driver, force, f"skip batch(es) {ids} of app {store.app_id!r}", "the skip")

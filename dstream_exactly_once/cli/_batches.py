@@ -67,11 +67,11 @@ def run_batches(args: argparse.Namespace, store: Any) -> int:
     if args.json:
         for r in rows:  # the whole incident record: who, when, reason, ranges, epoch
             r["skipped"] = skipped.get(r["batch"])
-        emit_json({"store": redact_url(store.url), "app": store.app_id, "last_logged": last_logged,
+        emit_json({"store": store.display_url, "app": store.app_id, "last_logged": last_logged,
                    "last_committed": last_committed, "driver": status, "batches": rows})
         return EXIT_OK
     out = sys.stdout
-    out.write(f"app {store.app_id} in {redact_url(store.url)}: {_log_summary(last_logged, last_committed)}\n"
+    out.write(f"app {store.app_id} in {store.display_url}: {_log_summary(last_logged, last_committed)}\n"
               f"{describe_driver(status)}\n")
     damaged = [r["batch"] for r in rows if r["state"] == "DAMAGED"]
     # what a batch's count counts: Kafka offsets, file bytes (one unit for the table, else per cell)

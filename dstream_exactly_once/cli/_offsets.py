@@ -15,7 +15,6 @@ import sys
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from .._redaction import redact_url
 from ..core._live_log import LiveLog
 from ..errors import CliError, ConfigurationError
 from ._driver_check import describe_driver, driver_status
@@ -202,14 +201,14 @@ def show(args: argparse.Namespace, store: TransactionalStore) -> int:
     for row in rows:
         row["unit"] = _unit(row["source"])
     status = driver_status(store)
-    doc = {"store": redact_url(store.url), "app": store.app_id, "driver": status,
+    doc = {"store": store.display_url, "app": store.app_id, "driver": status,
            "last_committed_batch": store.last_committed_batch_id(), "partitions": rows,
            "broker": None if broker is None else broker.where}
     if args.json:
         emit_json(doc)
         return EXIT_OK
     out = sys.stdout
-    out.write(f"app {store.app_id} in {redact_url(store.url)}\n{describe_driver(status)}\n")
+    out.write(f"app {store.app_id} in {store.display_url}\n{describe_driver(status)}\n")
     if broker is None and any(r["source"] == BROKER_KIND for r in rows):
         out.write("no --bootstrap-servers/--kafka-params: stored positions only (no earliest/latest/lag)\n")
     column = unit_column(r["unit"] for r in rows)

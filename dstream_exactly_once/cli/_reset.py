@@ -15,7 +15,6 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from .._redaction import redact_url
 from ..core._live_log import LiveLog
 from ..errors import CliError, ConfigurationError
 from ._driver_check import describe_driver, driver_status, refuse_if_live
@@ -218,7 +217,7 @@ def run_reset(args: argparse.Namespace, store: Any) -> int:
         ids = [b.batch_id for b in pending]
         raise CliError(f"batch(es) {ids} are uncommitted in the offset log and would be replayed from their logged "
                        f"ranges; start the app once (or stop it gracefully) so they commit, then reset; a batch that "
-                       f"fails every time is skipped with: dstream-eo batches skip --store {redact_url(store.url)} "
+                       f"fails every time is skipped with: dstream-eo batches skip --store {store.display_url} "
                        f"--app {store.app_id} --batch {ids[0]} --execute")
     columns = ["key", "current", "new", "delta", "earliest", "latest"] + (
         ["clamped"] if any(p["clamped"] for p in plan) else [])
@@ -227,7 +226,7 @@ def run_reset(args: argparse.Namespace, store: Any) -> int:
         if args.json:
             emit_json({"dry_run": True, "plan": plan, "driver": status})
         else:
-            out.write(f"DRY RUN for app {store.app_id} in {redact_url(store.url)} (nothing written; add --execute)\n"
+            out.write(f"DRY RUN for app {store.app_id} in {store.display_url} (nothing written; add --execute)\n"
                       f"{describe_driver(status)}\n")
             print_table(plan, columns, out)
         return EXIT_OK

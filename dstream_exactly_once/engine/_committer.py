@@ -49,7 +49,6 @@ from datetime import datetime
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple, TypeVar, Union
 
 from .._checks import is_int
-from .._redaction import redact_url
 from ..core._driver_ref import DriverOnly
 from ..core._fencing import check_epoch
 from ..core._loss import loss_error
@@ -240,7 +239,7 @@ class BatchCommitter(DriverOnly):
             if not pending:
                 raise
             first = pending[0]
-            raise loss_error(first.batch_id, list(first.ranges), str(exc), store_url=redact_url(self.store.url),
+            raise loss_error(first.batch_id, list(first.ranges), str(exc), store_url=self.store.display_url,
                              app_id=self.store.app_id, policy_hint=self.source.data_loss_option) from exc
         for b in pending:  # new batches start where the replayed ones end
             self.source.advance(list(b.ranges))

@@ -93,10 +93,15 @@ class TransactionalStore(parts.HeartbeatStore, parts.EpochStore, parts.PositionS
     def __reduce__(self) -> Any:
         return (type(self), (self.url, self.app_id))
 
-    def __repr__(self) -> str:
+    @property
+    def display_url(self) -> str:
+        """The store's URL as a message, a log line or a report may show it: the password replaced."""
         from ._url import redact_url
 
-        return f"{type(self).__name__}({redact_url(self.url)!r}, app_id={self.app_id!r})"
+        return redact_url(self.url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.display_url!r}, app_id={self.app_id!r})"
 
     def connect(self) -> TransactionalStore:
         """Connect now and check the store, instead of at first use; returns ``self``. Writes nothing.

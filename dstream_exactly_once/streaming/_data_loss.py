@@ -24,7 +24,6 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from pyspark import SparkContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
-from .._redaction import redact_url
 from ..core._loss import DataLoss, loss_cause, loss_error, merge_losses
 from ..core._ranges import SourceRange
 from ..errors import DataLossError
@@ -183,5 +182,5 @@ def loss_failure(exc: BaseException, batch: PlannedBatch, store: TransactionalSt
             break
     if cause is None:
         return None
-    return loss_error(batch.batch_id, list(batch.ranges), cause, store_url=redact_url(store.url),
+    return loss_error(batch.batch_id, list(batch.ranges), cause, store_url=store.display_url,
                       app_id=store.app_id, policy_hint=policy_hint(batch.ranges))

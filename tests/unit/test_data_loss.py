@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from types import SimpleNamespace
 
 import pytest
 
 from dstream_exactly_once import DataLossError, OffsetRange, OutputError, Writes
 from dstream_exactly_once.core._loss import DataLoss, loss_cause, loss_error, loss_summary, record_losses
 from dstream_exactly_once.core._progress import ProgressTracker
+from dstream_exactly_once.stores import PostgresStore
 from dstream_exactly_once.stores._writes import RESERVED_NAMESPACE, PlannedBatch, incident_key
 from dstream_exactly_once.streaming._data_loss import _LargestPerRange, loss_failure
 
@@ -51,17 +51,17 @@ dstream_exactly_once.errors.DataLossError: cannot read /var/log/a.log (file:ab) 
 def test_an_executor_data_loss_becomes_the_batch_error_and_other_errors_pass():
     assert loss_cause(SPARK_REPORT) == "cannot read /var/log/a.log (file:ab) [10 -> 20): gone"
     assert loss_cause("ValueError: nope") is None
-    store = SimpleNamespace(url="postgresql://u:s3cret@db/x", app_id="logs")
+    store = PostgresStore("postgresql://u:s3cret@db/x", "logs")  # not connected: only its URL and app id are read
     batch = PlannedBatch(4, 0, (OffsetRange("t", 0, 0, 5),))
     spark_error = RuntimeError(SPARK_REPORT)
     wrapped = OutputError("output of batch 4 failed")
     wrapped.__cause__ = spark_error
-    err = loss_failure(wrapped, batch, store)  # type: ignore[arg-type]
+    err = loss_failure(wrapped, batch, store)
     assert err is not None and "batch 4 cannot be read" in str(err) and "[10 -> 20)" in str(err)
     assert "s3cret" not in str(err) and "--app logs --batch 4 --execute" in str(err)
-    assert loss_failure(RuntimeError("boom"), batch, store) is None  # type: ignore[arg-type]
+    assert loss_failure(RuntimeError("boom"), batch, store) is None
     assert loss_failure(err, batch, store) is None  # already names its batch: passed on as it is
-    direct = loss_failure(DataLossError("offsets [0, 5) of t-0 were deleted"), batch, store)  # type: ignore[arg-type]
+    direct = loss_failure(DataLossError("offsets [0, 5) of t-0 were deleted"), batch, store)
     assert direct is not None and "failOnDataLoss=False" in str(direct)
 
 

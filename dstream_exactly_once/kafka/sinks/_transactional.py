@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from ..._checks import is_int
-from ..._redaction import redact_url
 from ...core._retry import RetryPolicy, check_retry_policy
 from ...errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, OffsetConflictError, SinkError
 from ...stores._base import CommitOutcome, PlannedBatch, TransactionalStore, Writes
@@ -201,7 +200,7 @@ class KafkaTransactionalSink:
                 raise DataLossError(f"input topic {r.topic!r} of batch {batch.batch_id} (range {r}) no longer exists "
                                     f"at Kafka {self.config.bootstrap}, so the Kafka sink cannot record its marker; "
                                     f"nothing was written. To go on without this batch: dstream-eo batches skip "
-                                    f"--store {redact_url(store.url)} --app {app_id} --batch {batch.batch_id}")
+                                    f"--store {store.display_url} --app {app_id} --batch {batch.batch_id}")
             got = admin.list_group_offsets({self.group_id(app_id): [tp]}).get(self.group_id(app_id), {})
         finally:
             try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, List, Tuple
 
 from ...errors import ConfigurationError, StoreUnavailableError
-from .._url import StoreURL, redact_url
+from .._url import StoreURL
 from ._store import RedisStore
 from ._wait import script_then_wait
 
@@ -43,7 +43,7 @@ class RedisClusterStore(RedisStore):
     def _configure(self, parsed: StoreURL, db: int) -> None:
         if parsed.path.strip("/") not in ("", "0"):
             raise ConfigurationError(f"a Redis Cluster has database 0 only, got path {parsed.path!r} in "
-                                     f"{redact_url(self.url)!r}; leave the path empty")
+                                     f"{self.display_url!r}; leave the path empty")
         self._startup_nodes: List[Tuple[str, int]] = [(h, p or 6379) for h, p in parsed.hosts]
         self._address = ",".join(f"{h}:{p}" for h, p in self._startup_nodes)
 

@@ -183,7 +183,7 @@ class RedisStore(RedisRetireMixin, TransactionalStore):
     def _check_version(self, found: Any) -> None:
         if int(found) > SCHEMA_VERSION:
             raise StoreVersionError(
-                f"Redis store {redact_url(self.url)} app {self.app_id!r} has layout version {found}, newer "
+                f"Redis store {self.display_url} app {self.app_id!r} has layout version {found}, newer "
                 f"than version {SCHEMA_VERSION} written by this dstream-exactly-once; upgrade the library")
 
     def _call(self, fn: Callable[[Any], T]) -> T:

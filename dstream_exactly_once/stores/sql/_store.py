@@ -31,7 +31,6 @@ from .. import _position_log as plog
 from .. import _value_codec as codec
 from .._base import RESERVED_NAMESPACE, SCHEMA_VERSION, CommitOutcome, PlannedBatch, TransactionalStore, Writes
 from .._sql_text import parse_sql, render
-from .._url import redact_url
 from . import _flat as flat
 from ._operators import SQLOperatorMixin
 from ._retire import SQLRetireMixin
@@ -405,7 +404,7 @@ class SQLStore(SQLOperatorMixin, SQLRetireMixin, TransactionalStore):
         ranges = ", ".join(str(r) for r in batch.ranges[:10]) + (" …" if len(batch.ranges) > 10 else "")
         return (f"Batch {batch.batch_id} (ranges {ranges}) is not committed and fails again on every replay until "
                 f"the SQL is fixed; to go on without this batch's output: dstream-eo batches skip --store "
-                f"{redact_url(self.url)} --app {self.app_id} --batch {batch.batch_id}")
+                f"{self.display_url} --app {self.app_id} --batch {batch.batch_id}")
 
     @staticmethod
     def _position_rows(plan: rules.CommitPlan, ranges: Sequence[SourceRange]) -> List[Tuple[str, int, Optional[str]]]:
