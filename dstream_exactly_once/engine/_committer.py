@@ -123,6 +123,10 @@ class BatchCommitter(DriverOnly):
             opened = self.store if isinstance(store, str) else None
             if check is not None:
                 check(self.store)
+            #: progress records (``core/_progress.py``) and the driver's heartbeat (``engine/_heartbeat.py``)
+            self.progress = ProgressTracker(self.store.app_id, source.describe(),
+                                            data_loss_skips=source.data_loss_skips,
+                                            source_counters=source.event_counters, data_loss_unit=source.data_loss_unit)
             self.heartbeat = Heartbeat(self.store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
             self._state = self._resume()  # read-only; raises before anything is written
         except BaseException:
@@ -133,10 +137,6 @@ class BatchCommitter(DriverOnly):
             raise
         self._epoch: Optional[int] = None
         self._register()
-        #: progress records (``core/_progress.py``) and the driver's heartbeat (``engine/_heartbeat.py``)
-        self.progress = ProgressTracker(self.store.app_id, source.describe(), data_loss_skips=source.data_loss_skips,
-                                        source_counters=source.event_counters,
-                                        data_loss_unit=source.data_loss_unit)
         self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque()
         self.replay_ids: Set[int] = set()
