@@ -16,8 +16,8 @@ from .faults import ROOT, committed, kill_after_commits
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.pyspark4]
 
-RECORDS = 120  # 6 micro-batches of 20
-KILLS = 3
+RECORDS = 100  # 5 micro-batches of 20
+KILLS = 2
 
 
 def start(bootstrap, in_topic, out_topic, store, app, checkpoint):

@@ -23,8 +23,8 @@ from .faults import ROOT, kill_after_commits
 
 pytestmark = pytest.mark.slow
 
-RECORDS = 300  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
-KILLS = 4  # per store: every kill stops the three queries
+RECORDS = 240  # 60 records (at 10 offsets a trigger: 6 micro-batches a query) per run
+KILLS = 3  # per store: every kill stops the three queries
 
 
 def start(bootstrap: str, topic: str, checkpoints: str, targets: Sequence[Tuple[str, str]],
