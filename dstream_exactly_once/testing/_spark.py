@@ -7,11 +7,18 @@ exactly-once claims must survive.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import importlib.util
+import marshal
 import os
 import re
+import shutil
 import signal
 import sys
 import time
+import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, List, Mapping, Optional
 
@@ -20,9 +27,76 @@ from ._process import ManagedProcess, free_port, wait_until
 
 
 def spark_home() -> Path:
+    """The Spark home of these helpers: ``$SPARK_HOME``, or the PySpark install's own home seen through
+    :func:`compiled_spark_home` (the same Spark, its Python workers importing PySpark from bytecode)."""
     import pyspark
 
-    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"])
+    return compiled_spark_home(Path(pyspark.__file__).parent)
+
+
+def compiled_spark_home(real: Path) -> Path:
+    """``real`` (a Spark home) with its ``python/lib/pyspark.zip`` replaced by a copy that also holds
+    each module's bytecode, everything else linked to ``real``; made once per install and Python
+    version under ``~/.cache/dstream-exactly-once/`` (``real`` itself when it has no such zip).
+
+    Spark puts ``pyspark.zip`` first on its Python workers' path, and Python cannot cache bytecode
+    for modules imported from a zip, so every worker process compiles PySpark's modules anew — about
+    a second of CPU each. Workers of Python data sources are started per query and per call and have
+    10 s to connect back to Spark, which a loaded test machine may miss. The bytecode is hash-based
+    and unchecked (the zip's sources never change); a worker of another Python version ignores it."""
+    zip_path = real / "python" / "lib" / "pyspark.zip"
+    if not zip_path.is_file():
+        return real
+    st = zip_path.stat()
+    key = f"{real.resolve()}:{st.st_size}:{st.st_mtime_ns}:{sys.implementation.cache_tag}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstream-exactly-once"
+    home = cache / f"spark-home-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    if (home / _COMPLETE).exists():
+        return home
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent test processes make it once
+        if not (home / _COMPLETE).exists():
+            shutil.rmtree(home, ignore_errors=True)
+            _link_tree(real, home, keep={"python": {"lib": {"pyspark.zip": None}}})
+            _compile_zip(zip_path, home / "python" / "lib" / "pyspark.zip")
+            (home / _COMPLETE).touch()
+    return home
+
+
+_COMPLETE = ".deo-complete"
+
+
+def _link_tree(real: Path, into: Path, keep: Mapping[str, Any]) -> None:
+    """``into`` as a directory of links to ``real``'s entries, except those named in ``keep``: a
+    directory there (a mapping) is made the same way one level down, a file (``None``) left out."""
+    into.mkdir(parents=True)
+    for entry in real.iterdir():
+        if entry.name not in keep:
+            (into / entry.name).symlink_to(entry)
+        elif keep[entry.name] is not None:
+            _link_tree(entry, into / entry.name, keep[entry.name])
+
+
+def _compile_zip(source: Path, target: Path) -> None:
+    """``source`` copied to ``target`` with each ``x.py`` followed by ``x.pyc`` (hash-based, unchecked),
+    where Python's zip importer looks for it."""
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(target, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            zout.writestr(info, data)
+            if not info.filename.endswith(".py"):
+                continue
+            try:
+                with warnings.catch_warnings():  # PySpark's own tests' warnings are not ours to show
+                    warnings.simplefilter("ignore")
+                    code = compile(data, f"{target}{os.sep}{info.filename}", "exec", dont_inherit=True)
+            except SyntaxError:
+                continue  # left to fail (or not) where it is imported, as without bytecode
+            header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(data)
+            zout.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), header + marshal.dumps(code))
 
 
 def spark_env() -> dict[str, str]:
