@@ -10,7 +10,9 @@ tree's. The work is the driver's part of a stream, the part a change of module l
 - ``import``: ``import dstream_exactly_once`` in a fresh interpreter;
 - ``commit sqlite`` / ``commit redis``: per batch, ``log_batch`` + ``commit`` of 100 ranges and 1,000
   key increments (public API; every child a fresh SQLite file or Redis application);
-- ``plan``: the direct Kafka planner's ``plan()`` + ``advance()`` over a 100-partition topic.
+- ``plan``: the direct Kafka planner's ``plan()`` + ``advance()`` over a 100-partition topic holding
+  1,000 records and no producer: the warm-up batches take the records, so the timed ones are the
+  planner's own round (metadata, end offsets, the ranges' bookkeeping) with no new records to cut.
 
 Services (a KRaft broker, redis-server) are started once and shared. Every round runs each
 (case, tree) once; the order of the two trees alternates from round to round, and every child warms

@@ -28,9 +28,10 @@ from dstream_exactly_once.testing._redis_cluster import LocalRedisCluster  # noq
 INTEGRATION_DIR = os.path.join(ROOT, "tests", "integration") + os.sep
 
 
-#: Usual seconds of the slow tests of a file (a loaded CI machine), for ``--shard``'s balance; a file
-#: not listed counts 20 s per slow test. Only the balance depends on these: every file runs in one shard.
-SHARD_SECONDS = {  # seconds each file took in a full local run (the two slow parts and the rest side by side)
+#: Seconds the slow tests of a file took in a full local run (the two slow parts and the rest side by
+#: side on a loaded machine), for ``--shard``'s balance; a file not listed counts 20 s per slow test.
+#: Only the balance depends on these: every file runs in one shard.
+SHARD_SECONDS = {
     "test_delta_sink_faults.py": 840, "test_structured_kafka_source_faults.py": 700, "test_exactly_once_faults.py": 575,
     "test_structured_sink_faults.py": 400, "test_kafka_planner_faults.py": 370, "test_structured_kafka_source.py": 350,
     "test_structured_aof_faults.py": 335, "test_planner_faults.py": 300, "test_structured_doris_sink.py": 240,

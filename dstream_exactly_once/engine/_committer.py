@@ -57,8 +57,8 @@ from ..core._ranges import Position
 from ..core._retry import RetryPolicy, check_retry_policy
 from ..core._source import BatchSource
 from ..errors import ConfigurationError, DataLossError, DStreamExactlyOnceError, FencedError, StoreError
-from ..stores import store_or_open
 from ..stores._base import CommitOutcome, PlannedBatch, TransactionalStore
+from ..stores._opening import store_or_open
 from ._heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,15 @@ _REMEMBERED_TIMES = 1024
 _QUEUE_WARNING = 20
 
 T = TypeVar("T")
+
+
+def _close_failed_launch(opened: Optional[TransactionalStore], close_source: Optional[Callable[[], None]]) -> None:
+    """What a committer that failed to launch closes: the store it opened from a URL (never one the
+    caller passed opened) and, when given, the source."""
+    if opened is not None:
+        _quietly(opened.close, "closing the store of a failed launch")
+    if close_source is not None:
+        _quietly(close_source, "closing the source of a failed launch")
 
 
 def _quietly(close: Callable[[], None], what: str) -> None:
@@ -109,10 +118,13 @@ class BatchCommitter(DriverOnly):
 
         ``store`` is a store URL (opened here for ``app_id``; read-only until the epoch) or an opened
         store. ``check(store)`` reads the opened store and may refuse the launch. When construction
-        fails, a store opened here from a URL is closed (one passed opened stays open: it is the
-        caller's), ``close_source`` is called, and the error is raised unchanged: nothing was written.
+        fails (with ``start``, :meth:`start` too), a store opened here from a URL is closed (one passed
+        opened stays open: it is the caller's), ``close_source`` is called, and the error is raised
+        unchanged. Nothing is written before :meth:`start` takes the epoch.
         """
         opened: Optional[TransactionalStore] = None
+        self._epoch: Optional[int] = None  # set before anything can fail: repr() reads them
+        self.next_batch_id = 0
         try:
             if not isinstance(source, BatchSource):
                 raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
@@ -130,17 +142,11 @@ class BatchCommitter(DriverOnly):
             self.heartbeat = Heartbeat(self.store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
             self._state = self._resume()  # read-only; raises before anything is written
         except BaseException:
-            if opened is not None:
-                _quietly(opened.close, "closing the store of a failed launch")
-            if close_source is not None:
-                _quietly(close_source, "closing the source of a failed launch")
+            _close_failed_launch(opened, close_source)
             raise
-        self._epoch: Optional[int] = None
-        self._register()
         self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque()
         self.replay_ids: Set[int] = set()
-        self.next_batch_id = 0
         self._by_time: OrderedDict[datetime, Optional[PlannedBatch]] = OrderedDict()
         self._lock = threading.RLock()
         self.failed: Optional[BaseException] = None
@@ -163,7 +169,12 @@ class BatchCommitter(DriverOnly):
         self._uncommitted: Set[int] = set()
         self._queue_warned = False
         if start:
-            self.start()
+            try:
+                self.start()
+            except BaseException:
+                _close_failed_launch(opened, close_source)
+                raise
+        self._register()
 
     @property
     def started(self) -> bool:
@@ -256,7 +267,8 @@ class BatchCommitter(DriverOnly):
         return state
 
     def __repr__(self) -> str:
-        return f"BatchCommitter(store={self.store!r}, epoch={self._epoch}, next_batch_id={self.next_batch_id})"
+        store = getattr(self, "store", None)  # a committer whose launch failed may have none
+        return f"BatchCommitter(store={store!r}, epoch={self._epoch}, next_batch_id={self.next_batch_id})"
 
     # ------------------------------------------------------------ planning (JobGenerator thread)
     def next_batch(self, time: datetime) -> Optional[PlannedBatch]:

@@ -121,20 +121,6 @@ def open_store(url: str, app_id: str, **options: Any) -> TransactionalStore:
     return store.connect()
 
 
-def store_or_open(store: object, app_id: object) -> TransactionalStore:
-    """The store a stream was given: a URL is opened with ``app_id`` (:func:`open_store`; read-only
-    until a driver takes its epoch), an opened store is taken as it is (``app_id``, when given, must be
-    its own)."""
-    if isinstance(store, str):
-        return open_store(store, app_id)  # type: ignore[arg-type]  # checked there
-    if isinstance(store, TransactionalStore):
-        if app_id is not None and app_id != store.app_id:
-            raise ConfigurationError(f"app_id {app_id!r} differs from the opened store's app_id {store.app_id!r}")
-        return store
-    raise ConfigurationError(f"store must be a store URL (sqlite:///…, postgresql://…, redis://…) or a "
-                             f"TransactionalStore, got {store!r}")
-
-
 def _backend(url: str, app_id: str) -> Type[TransactionalStore]:
     """The backend class of ``url`` after the checks that need no backend: the URL's type and scheme,
     ``app_id``, and a server URL's form (before options are merged: a message shows it as written)."""

@@ -49,21 +49,28 @@ def compiled_spark_home(real: Path) -> Path:
     zip_path = real / "python" / "lib" / "pyspark.zip"
     if not zip_path.is_file():
         return real
-    st = zip_path.stat()
-    key = f"{real.resolve()}:{st.st_size}:{st.st_mtime_ns}:{sys.implementation.cache_tag}"
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstream-exactly-once"
-    home = cache / f"spark-home-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
-    if (home / _COMPLETE).exists():
+    try:
+        st = zip_path.stat()
+        # the install (its top-level entries too: a conf/ added later is linked) and the Python version
+        key = (f"{real.resolve()}:{sorted(os.listdir(real))}:{st.st_size}:{st.st_mtime_ns}:"
+               f"{sys.implementation.cache_tag}")
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstream-exactly-once"
+        home = cache / f"spark-home-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+        if (home / _COMPLETE).exists():
+            return home
+        cache.mkdir(parents=True, exist_ok=True)
+        with open(cache / f"{home.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent test processes make it once
+            if not (home / _COMPLETE).exists():
+                shutil.rmtree(home, ignore_errors=True)
+                _link_tree(real, home, keep={"python": {"lib": {"pyspark.zip": None}}})
+                _compile_zip(zip_path, home / "python" / "lib" / "pyspark.zip")
+                (home / _COMPLETE).touch()
         return home
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f"{home.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent test processes make it once
-        if not (home / _COMPLETE).exists():
-            shutil.rmtree(home, ignore_errors=True)
-            _link_tree(real, home, keep={"python": {"lib": {"pyspark.zip": None}}})
-            _compile_zip(zip_path, home / "python" / "lib" / "pyspark.zip")
-            (home / _COMPLETE).touch()
-    return home
+    except (OSError, RuntimeError) as exc:  # no writable cache (or no home directory): Spark as installed
+        warnings.warn(f"Spark's Python workers will compile PySpark anew: could not make a Spark home with "
+                      f"bytecode ({exc})", RuntimeWarning, stacklevel=2)
+        return real
 
 
 _COMPLETE = ".deo-complete"
@@ -72,7 +79,7 @@ _COMPLETE = ".deo-complete"
 def _link_tree(real: Path, into: Path, keep: Mapping[str, Any]) -> None:
     """``into`` as a directory of links to ``real``'s entries, except those named in ``keep``: a
     directory there (a mapping) is made the same way one level down, a file (``None``) left out."""
-    into.mkdir(parents=True)
+    into.mkdir(parents=True, exist_ok=True)
     for entry in real.iterdir():
         if entry.name not in keep:
             (into / entry.name).symlink_to(entry)
@@ -92,8 +99,8 @@ def _compile_zip(source: Path, target: Path) -> None:
             try:
                 with warnings.catch_warnings():  # PySpark's own tests' warnings are not ours to show
                     warnings.simplefilter("ignore")
-                    code = compile(data, f"{target}{os.sep}{info.filename}", "exec", dont_inherit=True)
-            except SyntaxError:
+                    code = compile(data, f"{target}{os.sep}{info.filename}", "exec", dont_inherit=True, optimize=0)
+            except (SyntaxError, ValueError):  # ValueError: a source holding a NUL byte
                 continue  # left to fail (or not) where it is imported, as without bytecode
             header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + importlib.util.source_hash(data)
             zout.writestr(zipfile.ZipInfo(info.filename + "c", info.date_time), header + marshal.dumps(code))

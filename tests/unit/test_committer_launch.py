@@ -83,3 +83,42 @@ def test_a_launch_that_succeeds_takes_the_epoch_only_when_started(tmp_path: Path
             assert st.current_epoch() == 1
     finally:
         committer.store.close()
+
+
+def test_a_failed_start_closes_what_the_launch_opened(tmp_path: Path, monkeypatch: Any) -> None:
+    """With ``start`` (the default) the epoch is taken in the constructor; when that fails, the store
+    opened from the URL is closed and the source is closed too, as for a failure before it."""
+    from dstream_exactly_once.errors import StoreError
+
+    opened: List[SQLiteStore] = []
+    real = committer_module.store_or_open
+
+    def recording(store: object, app_id: object) -> Any:
+        opened.append(real(store, app_id))
+        return opened[-1]
+
+    def refuse(self: SQLiteStore) -> int:
+        raise StoreError("no epoch today")
+
+    monkeypatch.setattr(committer_module, "store_or_open", recording)
+    monkeypatch.setattr(SQLiteStore, "start_epoch", refuse)
+    closed: List[str] = []
+    with pytest.raises(StoreError, match="no epoch today"):
+        BatchCommitter(f"sqlite:///{tmp_path / 'state.db'}", CountingSource(), app_id="app", retain_batches=10,
+                       retry=NO_RETRY, close_source=lambda: closed.append("source"))
+    assert closed == ["source"]
+    assert len(opened) == 1 and opened[0]._conn is None
+
+
+def test_a_committer_whose_launch_failed_still_has_a_repr(tmp_path: Path) -> None:
+    """A traceback that shows its frames' locals (pytest --showlocals, error trackers) calls repr() on
+    the half-built committer."""
+    with pytest.raises(ConfigurationError) as info:
+        BatchCommitter(f"sqlite:///{tmp_path / 'x.db'}", CountingSource(), app_id=None, start=False)
+    tb = info.value.__traceback__
+    selves = []
+    while tb is not None:
+        if isinstance(tb.tb_frame.f_locals.get("self"), BatchCommitter):
+            selves.append(tb.tb_frame.f_locals["self"])
+        tb = tb.tb_next
+    assert selves and repr(selves[0]) == "BatchCommitter(store=None, epoch=None, next_batch_id=0)"

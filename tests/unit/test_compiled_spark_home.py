@@ -7,6 +7,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from dstream_exactly_once.testing._spark import compiled_spark_home
 
 
@@ -40,7 +42,31 @@ def test_the_zip_gains_bytecode_that_python_imports_and_the_rest_is_linked(tmp_p
                           "print(fakespark.VALUE, fakespark.__file__)"], capture_output=True, text=True, check=True)
     value, file = out.stdout.split()
     assert value == "42" and file.endswith("fakespark/__init__.pyc")  # imported from the bytecode
-    assert compiled_spark_home(real) == home  # made once
+
+
+def test_the_home_is_made_once_and_again_when_unfinished(tmp_path, monkeypatch):
+    from dstream_exactly_once.testing import _spark
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = _home(tmp_path)
+    made = []
+    compile_zip = _spark._compile_zip
+    monkeypatch.setattr(_spark, "_compile_zip", lambda src, dst: (made.append(dst), compile_zip(src, dst)))
+    home = compiled_spark_home(real)
+    assert compiled_spark_home(real) == home and len(made) == 1  # made once
+    (home / _spark._COMPLETE).unlink()  # a build cut short (its marker is written last)
+    assert compiled_spark_home(real) == home and len(made) == 2
+    (real / "conf").mkdir()  # the install changed: a home of its own, with the new entry linked
+    other = compiled_spark_home(real)
+    assert other != home and (other / "conf").is_symlink() and len(made) == 3
+
+
+def test_without_a_writable_cache_spark_is_used_as_installed(tmp_path, monkeypatch):
+    real = _home(tmp_path)
+    (tmp_path / "ro").write_text("a file, not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "ro"))
+    with pytest.warns(RuntimeWarning, match="compile PySpark anew"):
+        assert compiled_spark_home(real) == real
 
 
 def test_a_home_without_pyspark_zip_is_used_as_it_is(tmp_path, monkeypatch):
