@@ -123,27 +123,9 @@ class BatchCommitter(DriverOnly):
         unchanged. Nothing is written before :meth:`start` takes the epoch.
         """
         opened: Optional[TransactionalStore] = None
-        self._epoch: Optional[int] = None  # set before anything can fail: repr() reads them
+        # the driver state, set before anything can fail (repr() of a failed launch reads it)
+        self._epoch: Optional[int] = None
         self.next_batch_id = 0
-        try:
-            if not isinstance(source, BatchSource):
-                raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
-            self.retain_batches = check_retain_batches(retain_batches)
-            self.retry = check_retry_policy(retry)
-            self.source = source
-            self.store = store_or_open(store, app_id)
-            opened = self.store if isinstance(store, str) else None
-            if check is not None:
-                check(self.store)
-            #: progress records (``core/_progress.py``) and the driver's heartbeat (``engine/_heartbeat.py``)
-            self.progress = ProgressTracker(self.store.app_id, source.describe(),
-                                            data_loss_skips=source.data_loss_skips,
-                                            source_counters=source.event_counters, data_loss_unit=source.data_loss_unit)
-            self.heartbeat = Heartbeat(self.store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
-            self._state = self._resume()  # read-only; raises before anything is written
-        except BaseException:
-            _close_failed_launch(opened, close_source)
-            raise
         self.last_committed_id: Optional[int] = None
         self._pending: Deque[PlannedBatch] = deque()
         self.replay_ids: Set[int] = set()
@@ -168,12 +150,27 @@ class BatchCommitter(DriverOnly):
         #: ids of the batches this driver planned or replayed that have not committed yet
         self._uncommitted: Set[int] = set()
         self._queue_warned = False
-        if start:
-            try:
+        try:
+            if not isinstance(source, BatchSource):
+                raise ConfigurationError(f"source must be a BatchSource, got {source!r}")
+            self.retain_batches = check_retain_batches(retain_batches)
+            self.retry = check_retry_policy(retry)
+            self.source = source
+            self.store = store_or_open(store, app_id)
+            opened = self.store if isinstance(store, str) else None
+            if check is not None:
+                check(self.store)
+            #: progress records (``core/_progress.py``) and the driver's heartbeat (``engine/_heartbeat.py``)
+            self.progress = ProgressTracker(self.store.app_id, source.describe(),
+                                            data_loss_skips=source.data_loss_skips,
+                                            source_counters=source.event_counters, data_loss_unit=source.data_loss_unit)
+            self.heartbeat = Heartbeat(self.store, 0, 0.0)  # its epoch is set by start(); it writes nothing before
+            self._state = self._resume()  # read-only; raises before anything is written
+            if start:
                 self.start()
-            except BaseException:
-                _close_failed_launch(opened, close_source)
-                raise
+        except BaseException:
+            _close_failed_launch(opened, close_source)
+            raise
         self._register()
 
     @property

@@ -25,19 +25,25 @@ def files(tmp_path: Path) -> Dict[str, bytes]:
     return {name: data for name, data in out.items() if data or not name.endswith("-wal")}
 
 
-def test_failed_launch_from_a_url_closes_the_store_and_the_source(tmp_path: Path, monkeypatch: Any) -> None:
+@pytest.fixture
+def opened(monkeypatch: Any) -> List[SQLiteStore]:
+    """Every store the committer opens, in order (it opens a URL through ``store_or_open``)."""
+    stores: List[SQLiteStore] = []
+    real = committer_module.store_or_open
+
+    def recording(store: object, app_id: object) -> Any:
+        stores.append(real(store, app_id))
+        return stores[-1]
+
+    monkeypatch.setattr(committer_module, "store_or_open", recording)
+    return stores
+
+
+def test_failed_launch_from_a_url_closes_the_store_and_the_source(tmp_path: Path, opened: List[SQLiteStore]) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     with open_store(url, "app") as st:
         st.start_epoch()
     before = files(tmp_path)
-    opened: List[SQLiteStore] = []
-    real = committer_module.store_or_open
-
-    def recording(store: object, app_id: object) -> Any:
-        opened.append(real(store, app_id))
-        return opened[-1]
-
-    monkeypatch.setattr(committer_module, "store_or_open", recording)
     closed: List[str] = []
     with pytest.raises(ConfigurationError, match="topic 'numbrs' does not exist"):
         BatchCommitter(url, CountingSource(valid=False), app_id="app", start=False,
@@ -85,22 +91,15 @@ def test_a_launch_that_succeeds_takes_the_epoch_only_when_started(tmp_path: Path
         committer.store.close()
 
 
-def test_a_failed_start_closes_what_the_launch_opened(tmp_path: Path, monkeypatch: Any) -> None:
+def test_a_failed_start_closes_what_the_launch_opened(tmp_path: Path, monkeypatch: Any,
+                                                     opened: List[SQLiteStore]) -> None:
     """With ``start`` (the default) the epoch is taken in the constructor; when that fails, the store
     opened from the URL is closed and the source is closed too, as for a failure before it."""
     from dstream_exactly_once.errors import StoreError
 
-    opened: List[SQLiteStore] = []
-    real = committer_module.store_or_open
-
-    def recording(store: object, app_id: object) -> Any:
-        opened.append(real(store, app_id))
-        return opened[-1]
-
     def refuse(self: SQLiteStore) -> int:
         raise StoreError("no epoch today")
 
-    monkeypatch.setattr(committer_module, "store_or_open", recording)
     monkeypatch.setattr(SQLiteStore, "start_epoch", refuse)
     closed: List[str] = []
     with pytest.raises(StoreError, match="no epoch today"):
